@@ -1,0 +1,39 @@
+# The front door. Two commands matter on a fresh Debian 12 machine:
+#   make demo   the main job on the simulator
+#   make test   build everything and run all tests
+PRESET ?= release
+BUILD  := build/$(PRESET)
+JOBS   ?= $(shell nproc)
+
+.PHONY: all deps build test test-unit test-sanitize demo bench clean format
+
+all: build
+
+deps:
+	@scripts/install-deps.sh build
+
+build: deps
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@scripts/install-deps.sh runtime
+	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
+
+# Unit tests under a sanitizer (CI runs ubsan; asan and tsan presets exist too).
+test-sanitize: deps
+	@cmake --preset ubsan >/dev/null
+	@cmake --build build/ubsan -j $(JOBS)
+	@cd build/ubsan && ctest -j $(JOBS) --output-on-failure -L unit
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+bench: build
+	@$(BUILD)/bench/gpuslice_bench
+
+format:
+	@git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf build

@@ -1,0 +1,57 @@
+# Small helpers so every folder declares its targets in a few lines.
+#
+#   gs_library(NAME name SRCS ... [DEPS ...] [PIC])        static library
+#   gs_test(NAME name SRCS ... [DEPS ...] [LABELS ...])     GoogleTest binary, registered with CTest
+#   gs_version_script(OUT file DEFS def... MACROS m...)     ld version script exporting the
+#                                                           first argument of each macro row
+
+function(gs_library)
+  cmake_parse_arguments(GS "PIC" "NAME" "SRCS;DEPS" ${ARGN})
+  add_library(${GS_NAME} STATIC ${GS_SRCS})
+  target_include_directories(${GS_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${GS_NAME} PUBLIC ${GS_DEPS})
+  set_target_properties(${GS_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
+
+function(gs_test)
+  if(NOT GS_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(GS "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${GS_NAME} ${GS_SRCS})
+  target_include_directories(${GS_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${GS_NAME} PRIVATE ${GS_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  gtest_discover_tests(${GS_NAME}
+    PROPERTIES LABELS "${GS_LABELS}"
+               ENVIRONMENT "GS_BUILD_DIR=${PROJECT_BINARY_DIR};GS_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+    DISCOVERY_TIMEOUT 30)
+endfunction()
+
+function(gs_version_script)
+  cmake_parse_arguments(GS "" "OUT" "DEFS;MACROS" ${ARGN})
+  set(names "")
+  foreach(def ${GS_DEFS})
+    file(STRINGS ${def} lines)
+    foreach(line ${lines})
+      foreach(macro ${GS_MACROS})
+        if(line MATCHES "^${macro}\\(([A-Za-z_][A-Za-z0-9_ *]*), *([A-Za-z_][A-Za-z0-9_]*)" AND macro STREQUAL "GS_NVML_SYM")
+          list(APPEND names "${CMAKE_MATCH_2}")
+        elseif(line MATCHES "^${macro}\\(([A-Za-z_][A-Za-z0-9_]*)")
+          list(APPEND names "${CMAKE_MATCH_1}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  list(JOIN names ";\n    " body)
+  file(WRITE ${GS_OUT} "{\n  global:\n    ${body};\n  local: *;\n};\n")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${GS_DEFS})
+endfunction()
+
+# Flags for the libraries injected into other people's processes: no exceptions or RTTI
+# leaking out, hidden symbols, the C++ runtime linked in statically and kept private.
+function(gs_injected_library target version_script)
+  target_compile_options(${target} PRIVATE -fvisibility=hidden -fvisibility-inlines-hidden -fno-exceptions -fno-rtti)
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL
+                      -Wl,--version-script=${version_script} -Wl,-z,defs -Wl,-z,now)
+  target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+endfunction()

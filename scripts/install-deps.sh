@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gpuslice needs to build and test, when they are missing.
+# As root it runs apt-get; otherwise it prints the exact command and fails.
+#   scripts/install-deps.sh build     compilers, libraries, test tools
+#   scripts/install-deps.sh runtime   + runc, podman, prometheus (container and metrics tests)
+set -euo pipefail
+what=${1:-build}
+
+build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libcpp-httplib-dev libspdlog-dev strace python3)
+runtime_pkgs=(runc podman conmon busybox-static debootstrap prometheus uidmap catatonit
+  fuse-overlayfs slirp4netns containernetworking-plugins golang-github-containers-common)
+
+pkgs=("${build_pkgs[@]}")
+[ "$what" = runtime ] && pkgs+=("${runtime_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] || [ ! -f /usr/local/cuda/include/cuda.h ]; then
+  echo "gpuslice needs the CUDA 13 toolkit headers and nvcc at /usr/local/cuda (set CUDA_TOOLKIT_ROOT to override)." >&2
+  [ -n "${CUDA_TOOLKIT_ROOT:-}" ] || exit 1
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "gpuslice needs these Debian packages: ${missing[*]}" >&2
+  echo "run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+$cmd >/dev/null

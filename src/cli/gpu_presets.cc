@@ -1,0 +1,29 @@
+#include "src/cli/gpu_presets.h"
+
+#include <strings.h>
+
+#include "src/platform/nvml_api.h"
+
+namespace gs::cli {
+
+const std::vector<GpuPreset>& GpuPresets() {
+  // Memory sizes are the totals nvidia-smi prints for each board (ECC on); SM counts and
+  // PCI ids from NVIDIA's product specifications and the PCI ID database.
+  static const std::vector<GpuPreset> kPresets = {
+      {"T4", "Tesla T4", 15360, 40, 7, 5, NVML_DEVICE_ARCH_TURING, 0x1EB8, 70, 1590, 5001},
+      {"L4", "NVIDIA L4", 23034, 58, 8, 9, NVML_DEVICE_ARCH_ADA, 0x27B8, 72, 2040, 6251},
+      {"A100-40GB", "NVIDIA A100-SXM4-40GB", 40960, 108, 8, 0, NVML_DEVICE_ARCH_AMPERE, 0x20B0, 400, 1410, 1215},
+      {"A100-80GB", "NVIDIA A100-SXM4-80GB", 81920, 108, 8, 0, NVML_DEVICE_ARCH_AMPERE, 0x20B2, 400, 1410, 1593},
+      {"H100-80GB", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, NVML_DEVICE_ARCH_HOPPER, 0x2330, 700, 1980, 2619},
+      {"H200-141GB", "NVIDIA H200", 143771, 132, 9, 0, NVML_DEVICE_ARCH_HOPPER, 0x2335, 700, 1980, 3201},
+  };
+  return kPresets;
+}
+
+const GpuPreset* FindGpuPreset(const std::string& key) {
+  for (const auto& p : GpuPresets())
+    if (strcasecmp(p.key, key.c_str()) == 0) return &p;
+  return nullptr;
+}
+
+}  // namespace gs::cli

@@ -1,0 +1,27 @@
+// Real NVIDIA GPU models the simulator can impersonate, with the memory nvidia-smi
+// reports for them, their SM count, compute capability and PCI device id.
+// Pure data; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gs::cli {
+
+struct GpuPreset {
+  const char* key;         // scenario name, e.g. "H100-80GB"
+  const char* name;        // what NVML reports
+  uint64_t memory_mib;     // total as nvidia-smi shows it
+  uint32_t sm_count;
+  uint32_t cc_major, cc_minor;
+  uint32_t architecture;   // NVML_DEVICE_ARCH_*
+  uint32_t pci_device;     // PCI device id (vendor 0x10DE)
+  uint32_t power_limit_w;
+  uint32_t sm_clock_mhz, mem_clock_mhz;
+};
+
+const std::vector<GpuPreset>& GpuPresets();
+const GpuPreset* FindGpuPreset(const std::string& key);  // case-insensitive; nullptr if unknown
+
+}  // namespace gs::cli

@@ -1,0 +1,49 @@
+// A simulated node described in YAML: which GPUs (presets with counts, or by hand),
+// driver and CUDA versions, and faults to inject at given times. Parsed by
+// `gpuslice sim up`; see docs/simulator.md for the format. Pure parsing, no I/O beyond
+// reading the text it is given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace gs::cli {
+
+struct ScenarioGpu {
+  std::string name;
+  std::string uuid;
+  std::string pci_bus_id;
+  std::string serial;
+  uint64_t memory_bytes = 0;
+  uint32_t sm_count = 0;
+  uint32_t cc_major = 0, cc_minor = 0;
+  uint32_t architecture = 0;
+  uint32_t pci_device = 0;
+  uint32_t power_limit_w = 300;
+  uint32_t sm_clock_mhz = 1500, mem_clock_mhz = 1500;
+  int numa_node = 0;
+  uint32_t minor = 0;
+  bool numa_set = false, minor_set = false;  // given in the scenario, not derived
+};
+
+struct ScenarioFault {
+  double at_seconds = 0;
+  int gpu = 0;
+  uint64_t xid = 0;  // 79 for "lost"
+};
+
+struct Scenario {
+  std::string driver_version = "580.65.06";
+  int cuda_version = 13000;
+  uint64_t context_memory = 256ull << 20;  // what one CUDA context costs on a card
+  std::vector<ScenarioGpu> gpus;
+  std::vector<ScenarioFault> faults;
+};
+
+// Parses scenario YAML. Errors name the key and the problem.
+StatusOr<Scenario> ParseScenario(const std::string& yaml_text);
+
+}  // namespace gs::cli

@@ -1,0 +1,46 @@
+#include "src/common/proc_identity.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace gs {
+
+uint64_t ProcessStartTime(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  // The command name (field 2) may contain spaces and parentheses: skip past the last ')'.
+  char* p = strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  ++p;
+  // Fields after the name start at field 3; start time is field 22.
+  int field = 2;
+  while (*p && field < 22) {
+    if (*p == ' ') {
+      ++field;
+      while (*p == ' ') ++p;
+      continue;
+    }
+    ++p;
+  }
+  uint64_t v = 0;
+  for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + static_cast<uint64_t>(*p - '0');
+  return v;
+}
+
+bool ProcessIsAlive(pid_t pid, uint64_t start_time) {
+  if (pid <= 0) return false;
+  uint64_t now = ProcessStartTime(pid);
+  return now != 0 && now == start_time;
+}
+
+}  // namespace gs

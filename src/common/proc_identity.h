@@ -1,0 +1,19 @@
+// Process identity as (pid, start time), never pid alone: a reused PID has a different
+// start time, so it can never inherit a dead process's slot or accounting.
+//
+// Reads /proc/<pid>/stat (field 22, start time in clock ticks since boot). Allocation-free.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace gs {
+
+// 0 if the process does not exist (or /proc is unreadable).
+uint64_t ProcessStartTime(pid_t pid);
+
+// True when a process with this pid exists and started at start_time.
+bool ProcessIsAlive(pid_t pid, uint64_t start_time);
+
+}  // namespace gs

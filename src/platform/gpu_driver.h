@@ -1,0 +1,60 @@
+// GpuDriver: what the node agent and the CLI need to know about the GPUs of a node,
+// behind one interface (STYLE: the platform hidden behind an interface with real and
+// fake implementations). The NVML implementation works on real drivers and on the
+// simulator alike; tests may substitute their own.
+//
+// Thread-safety: implementations are safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace gs::platform {
+
+struct GpuProcess {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;
+};
+
+struct GpuInfo {
+  int index = 0;
+  std::string uuid;
+  std::string name;
+  std::string pci_bus_id;
+  uint32_t minor = 0;
+  int numa_node = -1;
+  uint64_t memory_total = 0;
+  uint64_t memory_used = 0;
+  unsigned utilization = 0;  // percent over the driver's sample period
+  unsigned temperature_c = 0;
+  unsigned power_mw = 0;
+  unsigned power_limit_mw = 0;
+  bool lost = false;         // fell off the bus: nothing else is valid
+  std::vector<GpuProcess> processes;
+};
+
+struct XidEvent {
+  std::string uuid;
+  uint64_t xid = 0;
+};
+
+class GpuDriver {
+ public:
+  virtual ~GpuDriver() = default;
+  virtual std::string DriverVersion() = 0;
+  virtual int CudaVersion() = 0;  // e.g. 13000
+  virtual StatusOr<std::vector<GpuInfo>> ListGpus() = 0;
+  // Waits up to timeout_ms for a critical XID on any GPU; nullopt on timeout.
+  virtual StatusOr<std::optional<XidEvent>> WaitXid(int timeout_ms) = 0;
+};
+
+// NVML from driver_root ("/" for the system's). Fails when NVML cannot be loaded or
+// initialised, with the reason.
+StatusOr<std::unique_ptr<GpuDriver>> OpenNvmlGpuDriver(const std::string& driver_root);
+
+}  // namespace gs::platform

@@ -1,0 +1,110 @@
+#include <mutex>
+
+#include "src/platform/driver_loader.h"
+#include "src/platform/gpu_driver.h"
+
+namespace gs::platform {
+namespace {
+
+class NvmlGpuDriver final : public GpuDriver {
+ public:
+  explicit NvmlGpuDriver(NvmlApi api) : api_(std::move(api)) {}
+  ~NvmlGpuDriver() override {
+    if (events_) api_.nvmlEventSetFree(events_);
+    api_.nvmlShutdown();
+  }
+
+  std::string DriverVersion() override {
+    char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+    return api_.nvmlSystemGetDriverVersion(buf, sizeof(buf)) == NVML_SUCCESS ? buf : "unknown";
+  }
+
+  int CudaVersion() override {
+    int v = 0;
+    return api_.nvmlSystemGetCudaDriverVersion(&v) == NVML_SUCCESS ? v : 0;
+  }
+
+  StatusOr<std::vector<GpuInfo>> ListGpus() override {
+    unsigned count = 0;
+    nvmlReturn_t rc = api_.nvmlDeviceGetCount_v2(&count);
+    if (rc != NVML_SUCCESS) return Unavailable(std::string("nvmlDeviceGetCount: ") + api_.nvmlErrorString(rc));
+    std::vector<GpuInfo> gpus;
+    for (unsigned i = 0; i < count; ++i) {
+      nvmlDevice_t d;
+      if (api_.nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS) continue;
+      GpuInfo g;
+      g.index = static_cast<int>(i);
+      char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+      rc = api_.nvmlDeviceGetUUID(d, buf, sizeof(buf));
+      if (rc == NVML_ERROR_GPU_IS_LOST) {
+        g.lost = true;
+        gpus.push_back(std::move(g));
+        continue;
+      }
+      g.uuid = buf;
+      if (api_.nvmlDeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS) g.name = buf;
+      nvmlPciInfo_t pci{};
+      if (api_.nvmlDeviceGetPciInfo_v3(d, &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
+      api_.nvmlDeviceGetMinorNumber(d, &g.minor);
+      unsigned numa = 0;
+      if (api_.nvmlDeviceGetNumaNodeId && api_.nvmlDeviceGetNumaNodeId(d, &numa) == NVML_SUCCESS)
+        g.numa_node = static_cast<int>(numa);
+      nvmlMemory_t mem{};
+      if (api_.nvmlDeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) {
+        g.memory_total = mem.total;
+        g.memory_used = mem.used;
+      }
+      nvmlUtilization_t util{};
+      if (api_.nvmlDeviceGetUtilizationRates(d, &util) == NVML_SUCCESS) g.utilization = util.gpu;
+      api_.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &g.temperature_c);
+      api_.nvmlDeviceGetPowerUsage(d, &g.power_mw);
+      api_.nvmlDeviceGetEnforcedPowerLimit(d, &g.power_limit_mw);
+      nvmlProcessInfo_t procs[256];
+      unsigned n = 256;
+      if (api_.nvmlDeviceGetComputeRunningProcesses_v3(d, &n, procs) == NVML_SUCCESS)
+        for (unsigned k = 0; k < n; ++k) g.processes.push_back({procs[k].pid, procs[k].usedGpuMemory});
+      gpus.push_back(std::move(g));
+    }
+    return gpus;
+  }
+
+  StatusOr<std::optional<XidEvent>> WaitXid(int timeout_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_ == nullptr) {
+      nvmlReturn_t rc = api_.nvmlEventSetCreate(&events_);
+      if (rc != NVML_SUCCESS) return Unavailable(std::string("nvmlEventSetCreate: ") + api_.nvmlErrorString(rc));
+      unsigned count = 0;
+      api_.nvmlDeviceGetCount_v2(&count);
+      for (unsigned i = 0; i < count; ++i) {
+        nvmlDevice_t d;
+        if (api_.nvmlDeviceGetHandleByIndex_v2(i, &d) == NVML_SUCCESS)
+          api_.nvmlDeviceRegisterEvents(d, nvmlEventTypeXidCriticalError, events_);
+      }
+    }
+    nvmlEventData_t data{};
+    nvmlReturn_t rc = api_.nvmlEventSetWait_v2(events_, &data, static_cast<unsigned>(timeout_ms));
+    if (rc == NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
+    if (rc != NVML_SUCCESS) return Unavailable(std::string("nvmlEventSetWait: ") + api_.nvmlErrorString(rc));
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    api_.nvmlDeviceGetUUID(data.device, uuid, sizeof(uuid));
+    return std::optional<XidEvent>(XidEvent{uuid, data.eventData});
+  }
+
+ private:
+  NvmlApi api_;
+  std::mutex mu_;
+  nvmlEventSet_t events_ = nullptr;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GpuDriver>> OpenNvmlGpuDriver(const std::string& driver_root) {
+  NvmlApi api;
+  GS_RETURN_IF_ERROR(LoadNvml(driver_root, &api));
+  nvmlReturn_t rc = api.nvmlInit_v2();
+  if (rc != NVML_SUCCESS)
+    return Unavailable("NVML from " + api.path + " failed to initialise: " + api.nvmlErrorString(rc));
+  return std::unique_ptr<GpuDriver>(new NvmlGpuDriver(std::move(api)));
+}
+
+}  // namespace gs::platform

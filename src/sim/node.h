@@ -1,0 +1,87 @@
+// The simulated GPU node as seen by one process: device memory accounting, the shared
+// execution timeline (one kernel at a time per GPU, across all processes), utilisation
+// derived from kernel records, running processes and XID events.
+//
+// Both simulated libraries use one Node per process; unit tests build one over a
+// heap-allocated State with a ManualClock. Thread-safe: allocation and scheduling are
+// lock-free; slot claims, sweeps and event appends take the state's robust mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "src/common/clock.h"
+#include "src/sim/state.h"
+
+namespace gs::sim {
+
+struct ProcessMemory {
+  uint32_t pid;
+  uint64_t bytes;
+};
+
+struct ProcessBusy {
+  uint32_t pid;
+  unsigned sm_percent;
+};
+
+class Node {
+ public:
+  Node(State* state, Clock* clock, pid_t pid, uint64_t start_time);
+
+  State* state() const { return state_; }
+  Clock* clock() const { return clock_; }
+  int device_count() const { return static_cast<int>(state_->device_count); }
+  const DeviceSpec& spec(int dev) const { return state_->spec[dev]; }
+
+  // Frees slots of dead processes, then claims this process's slot. False when full.
+  bool Attach();
+  // Returns this process's memory and frees its slot (clean exit).
+  void Detach();
+  // Frees memory held by processes that are gone (pid, start time). Returns how many.
+  int SweepDeadProcesses();
+
+  // Device memory: false (nothing changed) when the card has fewer free bytes.
+  bool Reserve(int dev, uint64_t bytes);
+  void Release(int dev, uint64_t bytes);
+  uint64_t MemoryUsed(int dev) const;
+  uint64_t MemoryFree(int dev) const;
+
+  // Places a kernel of `duration_ns` on the GPU's timeline no earlier than
+  // `earliest_ns`, after everything already queued by any process. Returns its end time.
+  int64_t ScheduleKernel(int dev, int64_t earliest_ns, int64_t duration_ns);
+
+  // Percent of [now - window, now] during which a kernel ran.
+  unsigned Utilization(int dev, int64_t window_ns) const;
+  // Per-process busy percent over [since, now]; fills up to max, returns the count.
+  int ProcessUtilization(int dev, int64_t since_ns, ProcessBusy* out, int max) const;
+  // Processes holding memory on the device; fills up to max, returns the total count.
+  int RunningProcesses(int dev, ProcessMemory* out, int max) const;
+
+  bool IsLost(int dev) const;
+  // Appends an event visible from at_ns. Marks the GPU lost for XID 79.
+  void AddEvent(int dev, int64_t at_ns, uint64_t type, uint64_t xid);
+  // Copies up to max events that are due now and not yet marked in `delivered` (a
+  // kMaxEvents-bit set owned by the reader, e.g. one per NVML event set), marks them,
+  // and returns how many were copied.
+  uint32_t DueEvents(int dev, uint64_t* delivered, Event* out, uint32_t max) const;
+
+ private:
+  void RecordKernel(int dev, int64_t start, int64_t end);
+
+  State* state_;
+  Clock* clock_;
+  pid_t pid_;
+  uint64_t start_time_;
+  ProcessSlot* slot_ = nullptr;
+};
+
+// Kernel cost model (docs/simulator.md): blocks run in waves of
+// sm_count * blocks_per_sm, blocks_per_sm = clamp(2048 / threads_per_block, 1, 32);
+// each wave of gpuslice_spin(ns) lasts ns, each wave of any other kernel kDefaultWaveNs.
+inline constexpr int64_t kDefaultWaveNs = 2'000;
+int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block,
+                         int64_t ns_per_wave);
+
+}  // namespace gs::sim

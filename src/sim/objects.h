@@ -1,0 +1,127 @@
+// In-process objects of the simulated CUDA driver: contexts, streams, events, modules,
+// functions, graphs, memory pools, VMM handles and arrays, plus the registry of device
+// pointers. CUDA handles given to programs are pointers to these objects.
+//
+// Threading: the registry and object lists are guarded by Registry::mu; a Stream's
+// timeline by its own mutex. Nothing here is shared between processes (that is State).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/platform/cuda_api.h"
+
+namespace gs::sim {
+
+struct Context;
+
+struct Stream {
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+  std::mutex mu;
+  int64_t tail_ns = 0;  // when the last queued work completes
+  // Real drivers block a launch when about a thousand are pending on a stream.
+  static constexpr int kMaxPending = 1024;
+  int64_t pending_end[kMaxPending] = {};
+  uint64_t launches = 0;
+  struct Graph* capture = nullptr;  // non-null while capturing
+};
+
+struct Context {
+  int device = 0;  // state index
+  int ordinal = 0; // CUdevice
+  unsigned flags = 0;
+  bool primary = false;
+  int refcount = 0;
+  Stream null_stream;
+  std::mutex mu;
+  int64_t tail_ns = 0;  // completion of everything queued in this context
+};
+
+struct CudaEvent {
+  unsigned flags = 0;
+  bool recorded = false;
+  int64_t at_ns = 0;
+};
+
+enum class KernelKind { kGeneric, kSpin };
+
+struct Function {
+  std::string name;
+  KernelKind kind = KernelKind::kGeneric;
+  struct Module* module = nullptr;
+};
+
+struct Module {
+  Context* ctx = nullptr;
+  std::vector<std::unique_ptr<Function>> functions;
+};
+
+struct GraphNode {
+  enum class Type { kEmpty, kKernel, kMemAlloc, kMemFree, kMemcpy, kMemset } type = Type::kEmpty;
+  Function* fn = nullptr;
+  uint64_t blocks = 0, threads = 0;
+  int64_t spin_ns = 0;
+  CUdeviceptr ptr = 0;
+  CUdeviceptr src = 0;
+  size_t bytes = 0;
+  uint32_t value = 0;
+  unsigned elem = 1;
+};
+
+struct Graph {
+  int device = -1;
+  std::vector<std::unique_ptr<GraphNode>> nodes;
+  std::vector<CUdeviceptr> owned_allocations;  // graph memory not yet freed by a node
+};
+
+struct GraphExec {
+  Graph* graph = nullptr;
+  std::vector<GraphNode> nodes;
+};
+
+struct MemPool {
+  int device = 0;
+  uint64_t release_threshold = 0;
+  uint64_t reserved_now = 0, used_now = 0, used_high = 0;
+};
+
+struct PhysicalMemory {  // cuMemCreate
+  int device = -1;       // -1: host location, not charged to a GPU
+  size_t size = 0;
+  int fd = -1;           // memfd backing, mapped into reserved ranges
+  int mappings = 0;
+  bool released = false;
+  CUmemAllocationProp prop{};
+};
+
+struct ArrayObject {
+  int device = 0;
+  size_t bytes = 0;
+  void* mem = nullptr;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  struct MipmappedArray* parent = nullptr;
+};
+
+struct MipmappedArray {
+  int device = 0;
+  size_t bytes = 0;
+  std::vector<std::unique_ptr<ArrayObject>> levels;
+};
+
+enum class AllocKind { kDevice, kPitch, kManaged, kPool, kGraph, kHost, kHostRegistered, kVmm };
+
+struct Allocation {
+  size_t size = 0;
+  size_t map_size = 0;  // bytes mmapped (for munmap); 0 for registered host memory
+  int device = -1;      // -1 for host kinds
+  AllocKind kind = AllocKind::kDevice;
+  MemPool* pool = nullptr;
+};
+
+}  // namespace gs::sim

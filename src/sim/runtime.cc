@@ -1,0 +1,151 @@
+#include "src/sim/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "src/common/proc_identity.h"
+#include "src/common/raw_log.h"
+
+namespace gs::sim {
+namespace {
+
+Runtime g_runtime;
+Runtime* g_ready = nullptr;
+pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+void ConfigureLogging() {
+  SetRawLogPrefix("gpuslice-sim");
+  const char* level = getenv("GPUSLICE_SIM_LOG_LEVEL");
+  SetRawLogLevel(level ? atoi(level) : 1);
+}
+
+// Fills root with our own library's simulated root ("" if not in one).
+void FindOwnRoot(char* root, size_t size) {
+  root[0] = 0;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&GetRuntime), &info) == 0 || info.dli_fname == nullptr) return;
+  const char* at = strstr(info.dli_fname, "/usr/lib/");
+  if (at == nullptr) return;
+  size_t n = static_cast<size_t>(at - info.dli_fname);
+  if (n >= size) return;
+  memcpy(root, info.dli_fname, n);
+  root[n] = 0;
+}
+
+bool DeviceNodePresent(const char* dev_dir, unsigned minor) {
+  char path[700];
+  snprintf(path, sizeof(path), "%s/nvidia%u", dev_dir, minor);
+  return access(path, F_OK) == 0;
+}
+
+// CUDA_VISIBLE_DEVICES: comma list of indices into the NVML-visible list or UUID
+// prefixes ("GPU-" optional). The first invalid entry ends the list.
+void ApplyCudaVisibleDevices(Runtime* rt, const State* s) {
+  const char* env = getenv("CUDA_VISIBLE_DEVICES");
+  if (env == nullptr) {
+    rt->cuda_count = rt->nvml_count;
+    memcpy(rt->cuda_devices, rt->nvml_devices, sizeof(rt->cuda_devices));
+    return;
+  }
+  rt->cuda_count = 0;
+  const char* p = env;
+  while (*p) {
+    char item[128];
+    size_t n = 0;
+    while (*p && *p != ',' && n + 1 < sizeof(item)) item[n++] = *p++;
+    item[n] = 0;
+    if (*p == ',') ++p;
+    int found = -1;
+    char* end = nullptr;
+    long idx = strtol(item, &end, 10);
+    if (n > 0 && *end == 0) {
+      if (idx >= 0 && idx < rt->nvml_count) found = rt->nvml_devices[idx];
+    } else if (n > 0) {
+      const char* want = strncmp(item, "GPU-", 4) == 0 ? item : nullptr;
+      for (int i = 0; i < rt->nvml_count && found < 0; ++i) {
+        const char* uuid = s->spec[rt->nvml_devices[i]].uuid;
+        if (want ? strncmp(uuid, want, n) == 0 : strncmp(uuid + 4, item, n) == 0)
+          found = rt->nvml_devices[i];
+      }
+    }
+    if (found < 0) break;
+    bool dup = false;
+    for (int i = 0; i < rt->cuda_count; ++i) dup |= rt->cuda_devices[i] == found;
+    if (dup) break;
+    rt->cuda_devices[rt->cuda_count++] = found;
+  }
+}
+
+void Init() {
+  ConfigureLogging();
+  char root[512];
+  FindOwnRoot(root, sizeof(root));
+  char state_path[600], dev_dir[600];  // root is at most 511 bytes
+  const char* env_state = getenv("GPUSLICE_SIM_STATE");
+  if (env_state && *env_state)
+    snprintf(state_path, sizeof(state_path), "%s", env_state);
+  else if (root[0])
+    snprintf(state_path, sizeof(state_path), "%s/state", root);
+  else {
+    GS_LOG(kError, "no simulated node: set GPUSLICE_SIM_STATE or load the library from a "
+                   "simulated root (gpuslice sim up)");
+    return;
+  }
+  const char* env_dev = getenv("GPUSLICE_SIM_DEV_DIR");
+  if (env_dev && *env_dev)
+    snprintf(dev_dir, sizeof(dev_dir), "%s", env_dev);
+  else if (root[0])
+    snprintf(dev_dir, sizeof(dev_dir), "%s/dev", root);
+  else
+    snprintf(dev_dir, sizeof(dev_dir), "/dev");
+
+  char err[512];
+  State* s = MapState(state_path, err, sizeof(err));
+  if (s == nullptr) {
+    GS_LOG(kError, "%s", err);
+    return;
+  }
+  pid_t pid = getpid();
+  static RealClock clock;
+  static Node node(s, &clock, pid, ProcessStartTime(pid));
+  if (!node.Attach()) {
+    GS_LOG(kError, "simulated node %s has no free process slot (%d in use)", state_path, kMaxProcesses);
+    return;
+  }
+  Runtime* rt = &g_runtime;
+  rt->node = &node;
+  for (uint32_t i = 0; i < s->device_count && i < kMaxDevices; ++i)
+    if (DeviceNodePresent(dev_dir, s->spec[i].minor)) rt->nvml_devices[rt->nvml_count++] = static_cast<int>(i);
+  ApplyCudaVisibleDevices(rt, s);
+  timespec rt_ts, mono_ts;
+  clock_gettime(CLOCK_REALTIME, &rt_ts);
+  clock_gettime(CLOCK_MONOTONIC, &mono_ts);
+  rt->realtime_minus_monotonic_ns = (rt_ts.tv_sec - mono_ts.tv_sec) * 1'000'000'000LL +
+                                    (rt_ts.tv_nsec - mono_ts.tv_nsec);
+  GS_LOG(kDetail, "attached to %s: %d GPU(s) visible to NVML, %d to CUDA", state_path,
+         rt->nvml_count, rt->cuda_count);
+  g_ready = rt;
+}
+
+}  // namespace
+
+Runtime* GetRuntime() {
+  pthread_once(&g_once, Init);
+  return g_ready;
+}
+
+int FindDeviceByUuid(const Runtime* rt, const char* uuid) {
+  const State* s = rt->node->state();
+  for (int i = 0; i < rt->nvml_count; ++i)
+    if (strcmp(s->spec[rt->nvml_devices[i]].uuid, uuid) == 0) return rt->nvml_devices[i];
+  return -1;
+}
+
+}  // namespace gs::sim

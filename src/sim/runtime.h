@@ -1,0 +1,32 @@
+// Process-wide attachment of a simulated library to its node: locates the state file,
+// maps it, claims this process's slot and works out which GPUs the process may see.
+//
+// Where the state is: $GPUSLICE_SIM_STATE, else <root>/state where <root> is the part of
+// this library's own path before "/usr/lib/" (libraries live in <root>/usr/lib/<triplet>/).
+// Which GPUs exist for the process: those whose device node <devdir>/nvidia<minor> exists,
+// as with a real driver in a container; <devdir> is $GPUSLICE_SIM_DEV_DIR, else <root>/dev
+// when the library sits in a simulated root, else /dev. CUDA further applies
+// CUDA_VISIBLE_DEVICES (indices or UUID prefixes; parsing stops at the first invalid
+// entry, as in CUDA). Thread-safe; initialised once.
+#pragma once
+
+#include "src/sim/node.h"
+
+namespace gs::sim {
+
+struct Runtime {
+  Node* node = nullptr;
+  int nvml_count = 0;
+  int nvml_devices[kMaxDevices] = {};  // state index of NVML device i
+  int cuda_count = 0;
+  int cuda_devices[kMaxDevices] = {};  // state index of CUdevice i
+  int64_t realtime_minus_monotonic_ns = 0;
+};
+
+// nullptr when no simulated node can be reached; the reason is logged once.
+Runtime* GetRuntime();
+
+// Maps a NVML/CUDA-independent UUID string "GPU-..." to a state index, or -1.
+int FindDeviceByUuid(const Runtime* rt, const char* uuid);
+
+}  // namespace gs::sim

@@ -1,0 +1,67 @@
+#include "src/sim/state.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace gs::sim {
+
+void InitState(State* s) {
+  memset(static_cast<void*>(s), 0, sizeof(State));
+  s->magic = kSimMagic;
+  s->abi_major = kSimAbiMajor;
+  s->abi_minor = kSimAbiMinor;
+  s->size = sizeof(State);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&s->mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  for (auto& live : s->live) live.lost_at_ns.store(kNever);
+}
+
+State* MapState(const char* path, char* err, size_t err_size) {
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, err_size, "cannot open simulator state %s: %s", path, strerror(errno));
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(State)) {
+    snprintf(err, err_size, "simulator state %s is too short (%lld bytes, want %zu)", path,
+             static_cast<long long>(st.st_size), sizeof(State));
+    close(fd);
+    return nullptr;
+  }
+  void* p = mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    snprintf(err, err_size, "cannot map simulator state %s: %s", path, strerror(errno));
+    return nullptr;
+  }
+  auto* s = static_cast<State*>(p);
+  if (s->magic != kSimMagic || s->abi_major != kSimAbiMajor || s->size != sizeof(State)) {
+    snprintf(err, err_size,
+             "%s is not a gpuslice simulator state of this version (magic %llx abi %u size %llu)",
+             path, static_cast<unsigned long long>(s->magic), s->abi_major,
+             static_cast<unsigned long long>(s->size));
+    munmap(p, sizeof(State));
+    return nullptr;
+  }
+  return s;
+}
+
+void LockState(State* s) {
+  int rc = pthread_mutex_lock(&s->mutex);
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(&s->mutex);
+}
+
+void UnlockState(State* s) { pthread_mutex_unlock(&s->mutex); }
+
+}  // namespace gs::sim

@@ -1,0 +1,115 @@
+// The simulated node's shared state: one file (DIR/state) that every process using the
+// simulator maps. It holds the device table written by `gpuslice sim up` and the live
+// state the simulated driver keeps: memory in use, the per-GPU execution timeline,
+// kernel records for utilisation, XID events and per-process accounting.
+//
+// Layout rules: fixed-size, no pointers, only lock-free atomics and one robust
+// process-shared mutex; bump kSimAbiMajor on any incompatible change. Writers:
+// - allocation paths update atomics without locking (CAS against the capacity);
+// - process-slot claim/sweep and event appends hold `mutex`;
+// - the kernel ring is written lock-free with a per-record sequence number (seqlock).
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gs::sim {
+
+inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
+inline constexpr uint32_t kSimAbiMajor = 1;
+inline constexpr uint32_t kSimAbiMinor = 0;
+inline constexpr int kMaxDevices = 16;
+inline constexpr int kMaxProcesses = 512;
+inline constexpr int kKernelRing = 16384;  // back-to-back runs of one process merge into one record
+inline constexpr int kMaxEvents = 128;
+inline constexpr int64_t kNever = INT64_MAX;
+
+// Written once by `sim up`; read-only afterwards.
+struct DeviceSpec {
+  char name[96];
+  char uuid[96];        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  char pci_bus_id[32];  // "00000000:1A:00.0"
+  char serial[32];
+  uint32_t pci_device_id;     // (device id << 16) | vendor id 0x10DE
+  uint32_t pci_subsystem_id;
+  int32_t numa_node;          // -1: none
+  uint32_t minor;             // /dev/nvidia<minor>
+  uint32_t sm_count;
+  uint32_t cc_major, cc_minor;
+  uint32_t architecture;      // NVML_DEVICE_ARCH_*
+  uint32_t power_limit_w;
+  uint32_t sm_clock_mhz, mem_clock_mhz;
+  uint32_t reserved0;
+  uint64_t memory_total;      // bytes
+  uint64_t context_memory;    // bytes a CUDA context costs on this device
+};
+
+struct KernelRecord {
+  std::atomic<uint64_t> seq;  // odd while being written
+  std::atomic<int64_t> start_ns;
+  std::atomic<int64_t> end_ns;
+  std::atomic<uint32_t> pid;
+  uint32_t reserved;
+};
+
+struct Event {
+  int64_t at_ns;   // visible once the clock reaches it (scenario faults are scheduled)
+  uint64_t type;   // nvmlEventType* mask
+  uint64_t data;   // XID number
+};
+
+struct DeviceLive {
+  std::atomic<uint64_t> memory_used;    // bytes, all processes, incl. context overhead
+  std::atomic<int64_t> busy_until_ns;   // the engine runs one kernel at a time
+  std::atomic<int64_t> lost_at_ns;      // kNever unless the GPU falls off the bus
+  std::atomic<uint64_t> kernel_head;    // next KernelRecord index (monotonic)
+  std::atomic<uint32_t> event_count;    // events[0, event_count) are valid
+  uint32_t reserved;
+  Event events[kMaxEvents];
+  KernelRecord kernels[kKernelRing];
+};
+
+struct ProcessSlot {
+  std::atomic<uint32_t> pid;  // 0: free
+  uint32_t reserved;
+  uint64_t start_time;        // see common/proc_identity.h
+  std::atomic<uint64_t> memory[kMaxDevices];  // bytes this process holds per device
+};
+
+struct State {
+  uint64_t magic;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint64_t size;              // sizeof(State) of the writer
+  int64_t epoch_ns;           // CLOCK_MONOTONIC at `sim up`
+  char driver_version[32];    // "580.65.06"
+  int32_t cuda_version;       // 13000 = 13.0
+  uint32_t device_count;
+  pthread_mutex_t mutex;      // robust, process-shared
+  char mutex_pad[64 - (sizeof(pthread_mutex_t) % 64)];
+  DeviceSpec spec[kMaxDevices];
+  DeviceLive live[kMaxDevices];
+  ProcessSlot procs[kMaxProcesses];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "state needs lock-free 64-bit atomics");
+static_assert(sizeof(std::atomic<uint64_t>) == 8, "atomics must be plain words in shared memory");
+static_assert(offsetof(State, magic) == 0);
+static_assert(offsetof(State, abi_major) == 8);
+static_assert(offsetof(State, size) == 16);
+
+// Initialises a zeroed State in place (mutex, magic, sentinels). Used by `sim up`.
+void InitState(State* s);
+
+// Maps an existing state file read-write. Returns nullptr and fills err on a missing,
+// short, foreign or incompatible file.
+State* MapState(const char* path, char* err, size_t err_size);
+
+// Locks the robust mutex, repairing it if its owner died holding it.
+void LockState(State* s);
+void UnlockState(State* s);
+
+}  // namespace gs::sim
