@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/cli/burn_command.h"
+#include "src/cli/run_command.h"
 #include "src/cli/smi_command.h"
 #ifndef GS_MINIMAL
 #include "src/cli/sim_command.h"
@@ -15,6 +16,7 @@ namespace {
 const char* kUsage =
     "usage: gpuslice <command> [flags]\n"
     "commands:\n"
+    "  run     run a program with a GPU slice (memory limit, compute share) on this machine\n"
     "  smi     nvidia-smi-like view of the GPUs this process sees\n"
     "  burn    a workload: allocate and verify memory, keep the GPU busy at a duty cycle\n"
 #ifndef GS_MINIMAL
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "run") return gs::cli::RunCommand(args);
   if (cmd == "smi") return gs::cli::SmiCommand(args);
   if (cmd == "burn") return gs::cli::BurnCommand(args);
 #ifndef GS_MINIMAL

@@ -1,0 +1,115 @@
+#include "src/cli/run_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "src/cli/paths.h"
+#include "src/common/flags.h"
+#include "src/model/container_edits.h"
+#include "src/platform/gpu_driver.h"
+
+namespace gs::cli {
+namespace {
+
+pid_t g_child = -1;
+void Forward(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+}  // namespace
+
+int RunCommand(const std::vector<std::string>& args) {
+  int64_t device = 0, cores = 0, priority = 1;
+  uint64_t memory = 0;
+  bool oversubscribe = false;
+  std::string policy = "force", driver_root = "/";
+  FlagSet flags("run", "Runs a program with a GPU slice: gpuslice run [flags] -- CMD [ARGS...]");
+  flags.Int("device", &device, "GPU index (as nvidia-smi numbers them)", 0, 63);
+  flags.Bytes("memory", &memory, "device memory limit (e.g. 4g); default: no limit");
+  flags.Int("cores", &cores, "compute (SM) share in percent; 0 = no limit", 0, 100);
+  flags.Bool("oversubscribe", &oversubscribe, "let allocations beyond the free memory of the card spill to host memory");
+  flags.Int("priority", &priority, "task priority (0 = highest)", 0, 999);
+  flags.String("policy", &policy, "compute policy: force (limit even when alone), default, disable");
+  flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)", "NVIDIA_DRIVER_ROOT");
+  std::vector<std::string> cmd;
+  if (Status s = flags.Parse(args, &cmd, true); !s.ok()) {
+    std::cerr << "gpuslice run: " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) return std::cout << flags.Usage(), 0;
+  if (cmd.empty()) {
+    std::cerr << "gpuslice run: no command given (gpuslice run --memory 4g -- python train.py)\n";
+    return 2;
+  }
+  model::Allocation a;
+  if (policy == "force") a.core_policy = model::CorePolicy::kForce;
+  else if (policy == "disable") a.core_policy = model::CorePolicy::kDisable;
+  else if (policy != "default") {
+    std::cerr << "gpuslice run: --policy must be force, default or disable, not '" << policy << "'\n";
+    return 2;
+  }
+  a.oversubscribe = oversubscribe;
+  a.priority = static_cast<int>(priority);
+
+  auto driver = platform::OpenNvmlGpuDriver(driver_root);
+  if (!driver.ok()) {
+    std::cerr << "gpuslice run: " << driver.status().message() << "\n";
+    return 1;
+  }
+  auto gpus = (*driver)->ListGpus();
+  if (!gpus.ok()) {
+    std::cerr << "gpuslice run: " << gpus.status().message() << "\n";
+    return 1;
+  }
+  if (device >= static_cast<int64_t>(gpus->size())) {
+    std::cerr << "gpuslice run: --device " << device << ": this machine has " << gpus->size() << " GPU(s)\n";
+    return 2;
+  }
+  const auto& g = (*gpus)[static_cast<size_t>(device)];
+  a.devices.push_back({g.uuid, g.minor, memory, static_cast<unsigned>(cores)});
+  driver->reset();
+
+  char tmpl[] = "/tmp/gpuslice-run-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::cerr << "gpuslice run: cannot create a region directory: " << strerror(errno) << "\n";
+    return 1;
+  }
+  model::EditOptions o;
+  o.standalone = true;
+  o.enforcer_host_path = EnforcerLibrary();
+  o.region_host_dir = tmpl;
+  if (const char* pre = getenv("LD_PRELOAD")) o.existing_ld_preload = pre;
+  if (access(o.enforcer_host_path.c_str(), R_OK) != 0) {
+    std::cerr << "gpuslice run: enforcer not found at " << o.enforcer_host_path << " (set GPUSLICE_ENFORCER)\n";
+    return 1;
+  }
+  model::ContainerEdits edits = model::ToContainerEdits(a, o);
+
+  g_child = fork();
+  if (g_child == 0) {
+    for (const auto& [k, v] : edits.env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& c : cmd) argv.push_back(c.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::cerr << "gpuslice run: cannot run " << cmd[0] << ": " << strerror(errno) << "\n";
+    _exit(127);
+  }
+  signal(SIGINT, Forward);
+  signal(SIGTERM, Forward);
+  int status = 0;
+  while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+}  // namespace gs::cli

@@ -1,0 +1,89 @@
+// Shared internals of libgpuslice.so, the enforcer preloaded into container processes.
+//
+// Life cycle: the constructor only reads the configuration (cheap: every process of a
+// container loads the library, most never touch a GPU). The first CUDA or NVML call,
+// or dlsym of one, loads the real driver and joins the container's region (Ready()).
+// The real driver is found once; the library's own calls use the `Real*` tables and
+// never re-enter its hooks.
+//
+// Threading: Ready() is safe from any thread (pthread_once inside, one load and compare
+// once ready); everything it sets up is immutable afterwards except region contents
+// (atomics / region mutex) and the allocation registry (its own mutex).
+#pragma once
+
+#include <cstdint>
+
+#include "src/enforcer/config.h"
+#include "src/platform/cuda_api.h"
+#include "src/platform/nvml_api.h"
+#include "src/region/region.h"
+
+namespace gs::enforcer {
+
+struct RealCuda {
+#define GS_CUDA_SYM(name, params, args) CUresult(*name) params = nullptr;
+#include "src/platform/cuda_symbols.def"
+#undef GS_CUDA_SYM
+};
+
+struct RealNvml {
+#define GS_NVML_SYM(ret, name, params, args) ret(*name) params = nullptr;
+#include "src/platform/nvml_symbols.def"
+#undef GS_NVML_SYM
+};
+
+struct State {
+  Config cfg;
+  region::Region* region = nullptr;
+  bool private_region = false;         // the shared one could not be opened
+  region::ProcessSlot* slot = nullptr;
+  int ordinal_to_device[64] = {};      // CUdevice -> region device index + 1; 0 unknown
+  uint64_t physical_total[region::kMaxDevices] = {};
+  bool cuda_loaded = false;
+  bool nvml_loaded = false;
+};
+
+extern State g_state;
+extern RealCuda g_cuda;
+extern RealNvml g_nvml;
+
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn RealDlsym();
+
+// Loads the real CUDA driver and joins the region; false if there is no driver (the
+// hooks then return CUDA_ERROR_NOT_INITIALIZED as a driverless system would).
+bool CudaReady();
+bool NvmlReady();
+
+// After the real cuInit succeeded: maps CUDA ordinals to region devices by UUID.
+void MapCudaDevices();
+// Region device index of a CUDA ordinal / of the current context's device; -1 if none.
+int DeviceOfOrdinal(CUdevice ordinal);
+int CurrentDevice();
+// Region device index for an NVML handle (by UUID); -1 if none.
+int DeviceOfNvml(nvmlDevice_t device);
+
+// Formats CUuuid as NVML does: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+void FormatUuid(const CUuuid& u, char* out, size_t size);
+
+// Hook lookup for dlsym / cuGetProcAddress: our function for an exported name, or nullptr.
+void* FindCudaHook(const char* name);
+void* FindNvmlHook(const char* name);
+
+}  // namespace gs::enforcer
+
+// Declarations of every possible hook (null unless defined: hidden weak).
+#define GS_CUDA_SYM(name, params, args) \
+  extern "C" __attribute__((weak, visibility("hidden"))) CUresult gs_hook_##name params;
+#include "src/platform/cuda_symbols.def"
+#undef GS_CUDA_SYM
+#define GS_NVML_SYM(ret, name, params, args) \
+  extern "C" __attribute__((weak, visibility("hidden"))) ret gs_hook_##name params;
+#include "src/platform/nvml_symbols.def"
+#undef GS_NVML_SYM
+
+// Defines a hook: the body is gs_hook_<name>, exported under the driver's own name.
+#define GS_HOOK(name)                                                                    \
+  extern "C" __attribute__((visibility("default"), alias("gs_hook_" #name)))            \
+  decltype(gs_hook_##name) name;                                                         \
+  extern "C" __attribute__((visibility("hidden")))

@@ -1,0 +1,246 @@
+// Initialisation of the enforcer: configuration at load, the real driver and the region
+// on first use. See enforcer.h for the life cycle.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/common/proc_identity.h"
+#include "src/common/raw_log.h"
+#include "src/enforcer/enforcer.h"
+
+extern char** environ;
+
+namespace gs::enforcer {
+
+// constinit: the library constructor fills these before C++ dynamic initialisers would run.
+constinit State g_state;
+constinit RealCuda g_cuda;
+constinit RealNvml g_nvml;
+
+namespace {
+
+pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
+pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
+pthread_once_t g_region_once = PTHREAD_ONCE_INIT;
+pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void LoadConfig() {
+  // The limits file: fixed path; a test-only override is honoured only when the real
+  // file is absent, so a container cannot point the enforcer elsewhere.
+  const char* path = kLimitsFile;
+  if (access(kLimitsFile, F_OK) != 0) {
+    const char* alt = getenv("GPUSLICE_LIMITS_FILE");
+    path = alt && *alt ? alt : nullptr;
+  }
+  static char text[16384];
+  static const char* file_vars[256];
+  const char* const* file = nullptr;
+  if (path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, text, sizeof(text) - 1);
+      close(fd);
+      text[n > 0 ? n : 0] = 0;
+      SplitLimitsFile(text, file_vars, 256);
+      file = file_vars;
+    } else if (path == kLimitsFile || errno != ENOENT) {
+      GS_LOG(kError, "cannot read limits file %s: %s", path, strerror(errno));
+    }
+  }
+  BuildConfig(file, environ, &g_state.cfg);
+  SetRawLogPrefix("gpuslice");
+  SetRawLogLevel(g_state.cfg.log_level);
+  if (g_state.cfg.errors[0]) GS_LOG(kError, "configuration: %s", g_state.cfg.errors);
+}
+
+__attribute__((constructor)) void OnLoad() { LoadConfig(); }
+
+void WriteLimits(region::Region* r) {
+  const Config& c = g_state.cfg;
+  for (int i = 0; i < region::kMaxDevices; ++i) {
+    r->devices[i].memory_limit.store(c.memory_limit[i]);
+    r->devices[i].sm_limit.store(c.sm_limit[i]);
+  }
+  r->core_policy.store(static_cast<uint32_t>(c.core_policy));
+  r->oversubscribe.store(c.oversubscribe);
+  r->initialized.store(1);
+}
+
+void JoinRegion() {
+  const char* path = g_state.cfg.region_path;
+  region::Region* r = nullptr;
+  if (path[0]) {
+    region::OpenError err;
+    char msg[512];
+    r = region::OpenRegion(path, &err, msg, sizeof(msg));
+    if (r == nullptr)
+      GS_LOG(kError, "%s; limits are enforced for this process alone (no container-wide accounting)", msg);
+  }
+  if (r == nullptr) {
+    r = region::CreatePrivateRegion();
+    g_state.private_region = true;
+    if (r == nullptr) {
+      GS_LOG(kError, "cannot create even a private region: device memory is not limited");
+      return;
+    }
+  }
+  region::Lock(r);
+  if (r->initialized.load() == 0) WriteLimits(r);
+  region::Unlock(r);
+  pid_t pid = getpid();
+  uint64_t start = ProcessStartTime(pid);
+  if (start == 0) GS_LOG(kError, "cannot read /proc/%d/stat: this process's identity is unknown; dead-process "
+                                 "sweeping will treat it as gone", pid);
+  region::ProcessSlot* slot = region::ClaimSlot(r, pid, start);
+  if (slot == nullptr) {
+    GS_LOG(kError, "region %s has no free process slot (%d live processes); allocations are refused",
+           path, region::kMaxProcesses);
+  } else {
+    slot->priority.store(g_state.cfg.priority);
+    // Without a PID namespace of our own, our pid is what NVML reports.
+    slot->host_pid.store(static_cast<uint32_t>(pid));
+  }
+  g_state.region = r;
+  g_state.slot = slot;
+}
+
+void* OpenDriver(const char* soname) {
+  void* h = dlopen(soname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  if (h == nullptr) h = dlopen(soname, RTLD_NOW | RTLD_GLOBAL);
+  return h;
+}
+
+void LoadCuda() {
+  pthread_once(&g_region_once, JoinRegion);
+  void* h = OpenDriver("libcuda.so.1");
+  if (h == nullptr) {
+    GS_LOG(kWarn, "libcuda.so.1 not found: no CUDA driver in this container");
+    return;
+  }
+  DlsymFn sym = RealDlsym();
+#define GS_CUDA_SYM(name, params, args) g_cuda.name = reinterpret_cast<CUresult(*) params>(sym(h, #name));
+#include "src/platform/cuda_symbols.def"
+#undef GS_CUDA_SYM
+  g_state.cuda_loaded = g_cuda.cuInit != nullptr;
+}
+
+void LoadNvml() {
+  pthread_once(&g_region_once, JoinRegion);
+  void* h = OpenDriver("libnvidia-ml.so.1");
+  if (h == nullptr) return;
+  DlsymFn sym = RealDlsym();
+#define GS_NVML_SYM(ret, name, params, args) g_nvml.name = reinterpret_cast<ret(*) params>(sym(h, #name));
+#include "src/platform/nvml_symbols.def"
+#undef GS_NVML_SYM
+  g_state.nvml_loaded = g_nvml.nvmlInit_v2 != nullptr;
+}
+
+}  // namespace
+
+DlsymFn RealDlsym() {
+  static DlsymFn real = [] {
+    // dlsym itself is interposed by this library, so the real one is found by version
+    // with dlvsym (not interposed): glibc >= 2.34 exports dlsym@GLIBC_2.34, older ones
+    // the architecture's base version.
+    for (const char* v : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"})
+      if (void* p = dlvsym(RTLD_NEXT, "dlsym", v)) return reinterpret_cast<DlsymFn>(p);
+    return static_cast<DlsymFn>(nullptr);
+  }();
+  return real;
+}
+
+bool CudaReady() {
+  pthread_once(&g_cuda_once, LoadCuda);
+  return g_state.cuda_loaded;
+}
+
+bool NvmlReady() {
+  pthread_once(&g_nvml_once, LoadNvml);
+  return g_state.nvml_loaded;
+}
+
+void FormatUuid(const CUuuid& u, char* out, size_t size) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  snprintf(out, size, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+           b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+namespace {
+// Region device index for a UUID: the existing entry, else the ordinal's own index when
+// free (so CUDA_DEVICE_MEMORY_LIMIT_<i> means the i-th visible device, as in HAMi), else
+// the first free one. Called under g_map_mu and the region lock.
+int AssignDevice(region::Region* r, const char* uuid, int preferred) {
+  int free_idx = -1;
+  for (int i = 0; i < region::kMaxDevices; ++i) {
+    if (strcmp(r->devices[i].uuid, uuid) == 0) return i;
+    if (r->devices[i].uuid[0] == 0 && free_idx < 0) free_idx = i;
+  }
+  int idx = preferred >= 0 && preferred < region::kMaxDevices && r->devices[preferred].uuid[0] == 0 ? preferred
+                                                                                                     : free_idx;
+  if (idx < 0) return -1;
+  snprintf(r->devices[idx].uuid, sizeof(r->devices[idx].uuid), "%s", uuid);
+  if (static_cast<uint32_t>(idx) + 1 > r->device_count.load()) r->device_count.store(static_cast<uint32_t>(idx) + 1);
+  return idx;
+}
+}  // namespace
+
+void MapCudaDevices() {
+  region::Region* r = g_state.region;
+  if (r == nullptr) return;
+  int count = 0;
+  if (g_cuda.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
+  pthread_mutex_lock(&g_map_mu);
+  region::Lock(r);
+  for (int ord = 0; ord < count && ord < 64; ++ord) {
+    CUuuid u;
+    if (g_cuda.cuDeviceGetUuid_v2(&u, ord) != CUDA_SUCCESS) continue;
+    char uuid[96];
+    FormatUuid(u, uuid, sizeof(uuid));
+    int idx = AssignDevice(r, uuid, ord);
+    g_state.ordinal_to_device[ord] = idx + 1;
+    size_t total = 0;
+    if (idx >= 0 && g_cuda.cuDeviceTotalMem_v2(&total, ord) == CUDA_SUCCESS) g_state.physical_total[idx] = total;
+  }
+  region::Unlock(r);
+  pthread_mutex_unlock(&g_map_mu);
+}
+
+int DeviceOfOrdinal(CUdevice ordinal) {
+  if (ordinal < 0 || ordinal >= 64) return -1;
+  return g_state.ordinal_to_device[ordinal] - 1;
+}
+
+int CurrentDevice() {
+  CUdevice ord;
+  if (g_cuda.cuCtxGetDevice == nullptr || g_cuda.cuCtxGetDevice(&ord) != CUDA_SUCCESS) return -1;
+  return DeviceOfOrdinal(ord);
+}
+
+int DeviceOfNvml(nvmlDevice_t device) {
+  region::Region* r = g_state.region;
+  if (r == nullptr || g_nvml.nvmlDeviceGetUUID == nullptr) return -1;
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  if (g_nvml.nvmlDeviceGetUUID(device, uuid, sizeof(uuid)) != NVML_SUCCESS) return -1;
+  for (int i = 0; i < region::kMaxDevices; ++i)
+    if (strcmp(r->devices[i].uuid, uuid) == 0) return i;
+  // An NVML-only process (nvidia-smi) may come before any CUDA process: register the
+  // device in NVML order, which matches CUDA's default order in a container.
+  unsigned index = 0;
+  if (g_nvml.nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS) return -1;
+  pthread_mutex_lock(&g_map_mu);
+  region::Lock(r);
+  int idx = AssignDevice(r, uuid, static_cast<int>(index));
+  region::Unlock(r);
+  pthread_mutex_unlock(&g_map_mu);
+  nvmlMemory_t mem;
+  if (idx >= 0 && g_nvml.nvmlDeviceGetMemoryInfo(device, &mem) == NVML_SUCCESS) g_state.physical_total[idx] = mem.total;
+  return idx;
+}
+
+}  // namespace gs::enforcer

@@ -1,0 +1,60 @@
+// Kernel launches: every launch path (plain, Ex, cooperative, graph) passes the compute
+// limiter before reaching the driver. With no SM limit the hook is one load and compare.
+#include "src/enforcer/enforcer.h"
+#include "src/enforcer/limiter.h"
+
+using namespace gs::enforcer;  // NOLINT: C ABI definitions below
+namespace region = gs::region;
+
+#define GS_LAUNCH_GATE(stream)                                   \
+  do {                                                           \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
+    Limiter::Gate(stream);                                       \
+  } while (0)
+
+GS_HOOK(cuLaunchKernel)
+CUresult gs_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                                void** extra) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+GS_HOOK(cuLaunchKernel_ptsz)
+CUresult gs_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                     unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                                     void** extra) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+GS_HOOK(cuLaunchKernelEx)
+CUresult gs_hook_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  GS_LAUNCH_GATE(config ? config->hStream : nullptr);
+  return g_cuda.cuLaunchKernelEx(config, f, params, extra);
+}
+GS_HOOK(cuLaunchKernelEx_ptsz)
+CUresult gs_hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  GS_LAUNCH_GATE(config ? config->hStream : nullptr);
+  return g_cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
+}
+GS_HOOK(cuLaunchCooperativeKernel)
+CUresult gs_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                           unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                           CUstream s, void** params) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+}
+GS_HOOK(cuLaunchCooperativeKernel_ptsz)
+CUresult gs_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                                CUstream s, void** params) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+}
+GS_HOOK(cuGraphLaunch) CUresult gs_hook_cuGraphLaunch(CUgraphExec g, CUstream s) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuGraphLaunch(g, s);
+}
+GS_HOOK(cuGraphLaunch_ptsz) CUresult gs_hook_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) {
+  GS_LAUNCH_GATE(s);
+  return g_cuda.cuGraphLaunch_ptsz(g, s);
+}

@@ -1,0 +1,166 @@
+#include "src/enforcer/limiter.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "src/common/clock.h"
+#include "src/common/raw_log.h"
+#include "src/enforcer/enforcer.h"
+
+namespace gs::enforcer {
+namespace {
+
+constexpr int64_t kPeriodNs = 50'000'000;    // controller step
+constexpr int64_t kBurstNs = 100'000'000;    // unused budget kept at most (x share)
+constexpr int64_t kMaxDebtNs = 2'000'000'000;  // debt beyond this is forgiven (stuck measurements)
+
+std::atomic<bool> g_controller_started{false};
+thread_local CUcontext t_ctx = nullptr;
+thread_local int t_dev = -1;
+
+bool AnyLimit() {
+  static const bool any = [] {
+    if (g_state.cfg.core_policy == CorePolicy::kDisable) return false;
+    for (unsigned s : g_state.cfg.sm_limit)
+      if (s) return true;
+    return false;
+  }();
+  return any;
+}
+
+int LaunchDevice() {
+  CUcontext ctx = nullptr;
+  if (g_cuda.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return -1;
+  if (ctx != t_ctx) {  // rare: the thread switched contexts
+    t_ctx = ctx;
+    t_dev = CurrentDevice();
+  }
+  return t_dev;
+}
+
+// The container's and everyone else's SM utilisation on a device since `since_us`.
+bool Measure(nvmlDevice_t d, unsigned long long since_us, unsigned* mine, unsigned* others) {
+  nvmlProcessUtilizationSample_t samples[256];
+  unsigned n = 256;
+  nvmlReturn_t rc = g_nvml.nvmlDeviceGetProcessUtilization(d, samples, &n, since_us);
+  *mine = *others = 0;
+  if (rc == NVML_ERROR_NOT_FOUND) return true;  // nobody ran anything
+  if (rc != NVML_SUCCESS) return false;
+  for (unsigned i = 0; i < n; ++i) {
+    bool ours = false;
+    for (const auto& slot : g_state.region->procs)
+      if (slot.pid.load() && slot.host_pid.load() == samples[i].pid) ours = true;
+    (ours ? *mine : *others) += samples[i].smUtil;
+  }
+  *mine = std::min(*mine, 100u);
+  *others = std::min(*others, 100u);
+  return true;
+}
+
+void* ControllerMain(void*) {
+  if (!NvmlReady() || g_nvml.nvmlInit_v2() != NVML_SUCCESS) {
+    GS_LOG(kError, "NVML is unavailable: the compute share cannot be measured and is NOT enforced");
+    return nullptr;
+  }
+  nvmlDevice_t handles[region::kMaxDevices] = {};
+  unsigned long long last_us[region::kMaxDevices] = {};
+  for (;;) {
+    SleepUntilNs(MonotonicNowNs() + kPeriodNs / 2);
+    region::Region* r = g_state.region;
+    for (int dev = 0; dev < region::kMaxDevices; ++dev) {
+      region::Device& d = r->devices[dev];
+      unsigned limit = d.sm_limit.load();
+      if (g_state.cfg.sm_limit[dev] && (limit == 0 || g_state.cfg.sm_limit[dev] < limit)) limit = g_state.cfg.sm_limit[dev];
+      if (limit == 0 || d.uuid[0] == 0) continue;
+      if (handles[dev] == nullptr && g_nvml.nvmlDeviceGetHandleByUUID(d.uuid, &handles[dev]) != NVML_SUCCESS) continue;
+      int64_t now = MonotonicNowNs(), prev = d.controller_ns.load();
+      if (now - prev < kPeriodNs || !d.controller_ns.compare_exchange_strong(prev, now)) continue;
+      if (prev == 0) prev = now - kPeriodNs;
+      timespec wall;
+      clock_gettime(CLOCK_REALTIME, &wall);
+      unsigned long long now_us = static_cast<unsigned long long>(wall.tv_sec) * 1'000'000 + wall.tv_nsec / 1000;
+      unsigned long long since = now_us - static_cast<unsigned long long>((now - prev) / 1000);
+      if (last_us[dev] == 0) last_us[dev] = since;
+      unsigned mine = 0, others = 0;
+      if (!Measure(handles[dev], since, &mine, &others)) continue;
+      Limiter::Step s = Limiter::Reconcile(d.tokens.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
+                                           d.launch_cost_ns.load(), limit,
+                                           r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce), mine,
+                                           others, now - prev);
+      // Launches since the exchange above already took from tokens: apply as a delta.
+      d.tokens.fetch_add(s.tokens - d.tokens.load());
+      d.launch_cost_ns.store(s.launch_cost_ns);
+      d.measured_util.store(mine);
+      d.effective_share.store(s.share);
+    }
+  }
+  return nullptr;
+}
+
+void StartController() {
+  bool expected = false;
+  if (!g_controller_started.compare_exchange_strong(expected, true)) return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, ControllerMain, nullptr) != 0)
+    GS_LOG(kError, "cannot start the compute limiter thread: the SM share is NOT enforced");
+  pthread_attr_destroy(&attr);
+}
+
+__attribute__((constructor)) void RegisterAtFork() {
+  // The child of a fork has no controller thread: let its first launch start one.
+  pthread_atfork(nullptr, nullptr, [] {
+    g_controller_started.store(false);
+    t_ctx = nullptr;
+  });
+}
+
+}  // namespace
+
+Limiter::Step Limiter::Reconcile(int64_t tokens, int64_t charged_ns, uint64_t launches, int64_t launch_cost_ns,
+                                 unsigned sm_limit, bool force, unsigned container_util, unsigned others_util,
+                                 int64_t elapsed_ns) {
+  Step s;
+  // A container alone on its card may use idle capacity unless the policy is force.
+  s.share = (!force && others_util == 0) ? 100 : sm_limit;
+  int64_t used = elapsed_ns * container_util / 100;
+  int64_t refill = elapsed_ns * s.share / 100;
+  // Replace what launches pre-paid on estimate with what was measured.
+  s.tokens = tokens + charged_ns + refill - used;
+  s.tokens = std::clamp<int64_t>(s.tokens, -kMaxDebtNs, kBurstNs * s.share / 100);
+  s.launch_cost_ns = launch_cost_ns;
+  if (launches > 0 && used > 0) {
+    int64_t per_launch = used / static_cast<int64_t>(launches);
+    s.launch_cost_ns = launch_cost_ns == 0 ? per_launch : (launch_cost_ns * 3 + per_launch) / 4;
+  }
+  return s;
+}
+
+void Limiter::Gate(CUstream) {
+  if (!AnyLimit() || g_state.region == nullptr) return;
+  int dev = LaunchDevice();
+  if (dev < 0) return;
+  region::Device& d = g_state.region->devices[dev];
+  unsigned limit = g_state.cfg.sm_limit[dev] ? g_state.cfg.sm_limit[dev] : d.sm_limit.load();
+  if (limit == 0) return;
+  if (!g_controller_started.load(std::memory_order_relaxed)) StartController();
+  int64_t cost = d.launch_cost_ns.load(std::memory_order_relaxed);
+  d.launches.fetch_add(1, std::memory_order_relaxed);
+  d.charged_ns.fetch_add(cost, std::memory_order_relaxed);
+  int64_t left = d.tokens.fetch_sub(cost, std::memory_order_relaxed) - cost;
+  // Over budget: wait for time to pay the debt (the controller keeps reconciling).
+  while (left < 0) {
+    unsigned share = std::max(1u, d.effective_share.load(std::memory_order_relaxed));
+    int64_t wait = std::min<int64_t>(-left * 100 / share, 10'000'000);
+    SleepUntilNs(MonotonicNowNs() + std::max<int64_t>(wait, 200'000));
+    left = d.tokens.load(std::memory_order_relaxed);
+  }
+}
+
+}  // namespace gs::enforcer

@@ -1,0 +1,56 @@
+#include "src/model/container_edits.h"
+
+namespace gs::model {
+namespace {
+const char* PolicyName(CorePolicy p) {
+  switch (p) {
+    case CorePolicy::kForce: return "force";
+    case CorePolicy::kDisable: return "disable";
+    default: return "default";
+  }
+}
+}  // namespace
+
+std::string FormatMemoryLimit(uint64_t bytes) {
+  if (bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "m";
+  return std::to_string(bytes);
+}
+
+std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path) {
+  std::map<std::string, std::string> env;
+  for (size_t i = 0; i < a.devices.size(); ++i) {
+    const DeviceGrant& d = a.devices[i];
+    if (d.memory_limit) env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = FormatMemoryLimit(d.memory_limit);
+    if (d.sm_share > 0 && d.sm_share < 100) env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(d.sm_share);
+  }
+  if (!region_path.empty()) env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_path;
+  env["CUDA_OVERSUBSCRIBE"] = a.oversubscribe ? "true" : "false";
+  env["CUDA_TASK_PRIORITY"] = std::to_string(a.priority);
+  env["GPU_CORE_UTILIZATION_POLICY"] = PolicyName(a.core_policy);
+  return env;
+}
+
+ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
+  ContainerEdits e;
+  std::string uuids;
+  for (const auto& d : a.devices) uuids += (uuids.empty() ? "" : ",") + d.uuid;
+  if (o.standalone) {
+    e.env = LimitVariables(a, o.region_host_dir.empty() ? "" : o.region_host_dir + "/region");
+    e.env["CUDA_VISIBLE_DEVICES"] = uuids;
+    e.env["LD_PRELOAD"] = o.enforcer_host_path + (o.existing_ld_preload.empty() ? "" : ":" + o.existing_ld_preload);
+    return e;
+  }
+  e.env = LimitVariables(a, o.region_container_dir + "/region");
+  e.env["NVIDIA_VISIBLE_DEVICES"] = uuids.empty() ? "void" : uuids;
+  for (const auto& d : a.devices)
+    e.devices.push_back({"/dev/nvidia" + std::to_string(d.minor), o.dev_root + "/nvidia" + std::to_string(d.minor), "rw"});
+  for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
+    e.devices.push_back({std::string("/dev/") + ctl, o.dev_root + "/" + ctl, "rw"});
+  e.mounts.push_back({o.enforcer_host_path, o.enforcer_container_path, true});
+  e.mounts.push_back({o.preload_file_host_path, "/etc/ld.so.preload", true});
+  if (!o.limits_file_host_path.empty()) e.mounts.push_back({o.limits_file_host_path, "/etc/gpuslice/limits", true});
+  if (!o.region_host_dir.empty()) e.mounts.push_back({o.region_host_dir, o.region_container_dir, false});
+  return e;
+}
+
+}  // namespace gs::model

@@ -1,0 +1,72 @@
+// The domain's central translation (ARCHITECTURE.md 2): what a slice allocation means
+// for a process — environment, device nodes, mounts. One function feeds every consumer:
+// the kubelet's ContainerAllocateResponse, the CDI spec, the OCI hook and `gpuslice run`,
+// so they can never disagree about the contract of ARCHITECTURE.md 3.1 and 3.5.
+// Pure: no I/O, no clocks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gs::model {
+
+// One physical GPU's share, as granted to a container.
+struct DeviceGrant {
+  std::string uuid;
+  unsigned minor = 0;             // /dev/nvidia<minor>
+  uint64_t memory_limit = 0;      // bytes; 0 = whole card
+  unsigned sm_share = 0;          // percent; 0 or >= 100 = no compute limit
+};
+
+enum class CorePolicy { kDefault, kForce, kDisable };
+
+struct Allocation {
+  std::vector<DeviceGrant> devices;  // in the order the container will see them
+  bool oversubscribe = false;        // virtual device memory (spill to host)
+  int priority = 1;                  // CUDA_TASK_PRIORITY: lower = higher
+  CorePolicy core_policy = CorePolicy::kDefault;
+};
+
+struct Mount {
+  std::string host_path, container_path;
+  bool read_only = true;
+};
+
+struct DeviceNode {
+  std::string container_path, host_path;
+  std::string permissions = "rw";
+};
+
+struct ContainerEdits {
+  std::map<std::string, std::string> env;
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> devices;
+};
+
+struct EditOptions {
+  // Standalone (`gpuslice run`): no container; LD_PRELOAD and host paths are used, and
+  // CUDA_VISIBLE_DEVICES selects the granted cards. Otherwise: container paths, the
+  // enforcer preloaded through a read-only /etc/ld.so.preload, and device nodes.
+  bool standalone = false;
+  std::string enforcer_host_path;            // libgpuslice.so on the host
+  std::string enforcer_container_path;       // versioned: upgrades never replace a mapped library
+  std::string preload_file_host_path;        // file holding enforcer_container_path
+  std::string limits_file_host_path;         // read-only limits (authoritative)
+  std::string region_host_dir;               // per-container, read-write
+  std::string region_container_dir = "/var/run/gpuslice";
+  std::string dev_root = "/dev";             // where the host's device nodes are
+  std::string existing_ld_preload;           // standalone: kept after the enforcer
+};
+
+// Memory limits are written in MiB ("<n>m"), as HAMi's device plugin does, when they are
+// whole MiB; otherwise in bytes.
+std::string FormatMemoryLimit(uint64_t bytes);
+
+// The limit variables of ARCHITECTURE.md 3.1 for an allocation (also the limits file).
+std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path);
+
+ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o);
+
+}  // namespace gs::model

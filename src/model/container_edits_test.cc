@@ -1,0 +1,65 @@
+#include "src/model/container_edits.h"
+
+#include <gtest/gtest.h>
+
+namespace gs::model {
+namespace {
+
+Allocation TwoSlices() {
+  Allocation a;
+  a.devices = {{"GPU-aaaa", 0, 20ull << 30, 25}, {"GPU-bbbb", 3, 10ull << 30, 0}};
+  return a;
+}
+
+TEST(ContainerEdits, HamiCompatibleLimitVariables) {
+  auto env = LimitVariables(TwoSlices(), "/var/run/gpuslice/region");
+  EXPECT_EQ(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "20480m");
+  EXPECT_EQ(env["CUDA_DEVICE_MEMORY_LIMIT_1"], "10240m");
+  EXPECT_EQ(env["CUDA_DEVICE_SM_LIMIT_0"], "25");
+  EXPECT_EQ(env.count("CUDA_DEVICE_SM_LIMIT_1"), 0u);  // 0 = no compute limit: not set
+  EXPECT_EQ(env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], "/var/run/gpuslice/region");
+  EXPECT_EQ(env["CUDA_OVERSUBSCRIBE"], "false");
+  EXPECT_EQ(env["GPU_CORE_UTILIZATION_POLICY"], "default");
+}
+
+TEST(ContainerEdits, OddByteLimitsStayExact) { EXPECT_EQ(FormatMemoryLimit(1000), "1000"); }
+
+TEST(ContainerEdits, ContainerGetsDevicesEnforcerPreloadAndRegion) {
+  EditOptions o;
+  o.enforcer_host_path = "/var/lib/gpuslice/lib/0.1.0/libgpuslice.so";
+  o.enforcer_container_path = "/usr/lib/gpuslice/0.1.0/libgpuslice.so";
+  o.preload_file_host_path = "/var/lib/gpuslice/ld.so.preload";
+  o.limits_file_host_path = "/var/lib/gpuslice/containers/abc/limits";
+  o.region_host_dir = "/var/lib/gpuslice/containers/abc";
+  ContainerEdits e = ToContainerEdits(TwoSlices(), o);
+  EXPECT_EQ(e.env["NVIDIA_VISIBLE_DEVICES"], "GPU-aaaa,GPU-bbbb");
+  ASSERT_EQ(e.devices.size(), 5u);
+  EXPECT_EQ(e.devices[0].container_path, "/dev/nvidia0");
+  EXPECT_EQ(e.devices[1].container_path, "/dev/nvidia3");
+  bool preload_ro = false, region_rw = false, limits_ro = false;
+  for (const auto& m : e.mounts) {
+    if (m.container_path == "/etc/ld.so.preload") preload_ro = m.read_only;
+    if (m.container_path == "/var/run/gpuslice") region_rw = !m.read_only;
+    if (m.container_path == "/etc/gpuslice/limits") limits_ro = m.read_only;
+  }
+  EXPECT_TRUE(preload_ro);
+  EXPECT_TRUE(region_rw);
+  EXPECT_TRUE(limits_ro);
+  EXPECT_EQ(e.env.count("LD_PRELOAD"), 0u);  // preloaded by the read-only file, not env
+}
+
+TEST(ContainerEdits, StandaloneUsesPreloadEnvAndVisibleDevices) {
+  EditOptions o;
+  o.standalone = true;
+  o.enforcer_host_path = "/opt/gpuslice/libgpuslice.so";
+  o.region_host_dir = "/tmp/run1";
+  o.existing_ld_preload = "/usr/lib/libfoo.so";
+  ContainerEdits e = ToContainerEdits(TwoSlices(), o);
+  EXPECT_EQ(e.env["LD_PRELOAD"], "/opt/gpuslice/libgpuslice.so:/usr/lib/libfoo.so");
+  EXPECT_EQ(e.env["CUDA_VISIBLE_DEVICES"], "GPU-aaaa,GPU-bbbb");
+  EXPECT_EQ(e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], "/tmp/run1/region");
+  EXPECT_TRUE(e.devices.empty());
+}
+
+}  // namespace
+}  // namespace gs::model

@@ -1,0 +1,278 @@
+#include "src/region/region.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "src/common/proc_identity.h"
+
+namespace gs::region {
+namespace {
+
+void InitRegion(Region* r) {
+  r->magic = kRegionMagic;
+  r->abi_major = kRegionAbiMajor;
+  r->abi_minor = kRegionAbiMinor;
+  r->size = sizeof(Region);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&r->mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+void Recompute(Region* r) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    uint64_t used = 0, spilled = 0;
+    for (const auto& s : r->procs) {
+      if (s.pid.load() == 0) continue;
+      used += s.memory[d].load();
+      spilled += s.spilled[d].load();
+    }
+    r->devices[d].memory_used.store(used);
+    r->devices[d].spilled.store(spilled);
+  }
+}
+
+void WriteBegin(Region* r) { r->seq.fetch_add(1, std::memory_order_acq_rel); }
+void WriteEnd(Region* r) { r->seq.fetch_add(1, std::memory_order_acq_rel); }
+
+Region* Map(const char* path, bool writable, OpenError* error, char* msg, size_t msg_size) {
+  *error = OpenError::kNone;
+  int fd = writable ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666)
+                    : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    *error = OpenError::kIo;
+    snprintf(msg, msg_size, "cannot open region %s: %s", path, strerror(errno));
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = OpenError::kForeign;
+    snprintf(msg, msg_size, "region %s is not a regular file", path);
+    close(fd);
+    return nullptr;
+  }
+  if (writable && st.st_size == 0) {
+    // Creating: size it; concurrent creators agree because all write the same zeroes and
+    // the initialisation below runs under an flock.
+    if (ftruncate(fd, sizeof(Region)) != 0) {
+      *error = OpenError::kIo;
+      snprintf(msg, msg_size, "cannot size region %s: %s", path, strerror(errno));
+      close(fd);
+      return nullptr;
+    }
+    st.st_size = sizeof(Region);
+  }
+  if (static_cast<size_t>(st.st_size) < sizeof(Region)) {
+    *error = OpenError::kTooSmall;
+    snprintf(msg, msg_size, "region %s is %lld bytes, expected %zu: not a gpuslice region of this version", path,
+             static_cast<long long>(st.st_size), sizeof(Region));
+    close(fd);
+    return nullptr;
+  }
+  void* p = mmap(nullptr, sizeof(Region), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    *error = OpenError::kIo;
+    snprintf(msg, msg_size, "cannot map region %s: %s", path, strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  auto* r = static_cast<Region*>(p);
+  if (writable && r->magic == 0) {
+    // flock makes "first process initialises" safe when many start at once.
+    flock(fd, LOCK_EX);
+    bool zero = r->magic == 0;
+    if (zero) {
+      for (size_t i = 0; i < sizeof(Region); i += 4096)
+        if (reinterpret_cast<const uint8_t*>(r)[i] != 0) zero = false;
+      if (zero) InitRegion(r);
+    }
+    flock(fd, LOCK_UN);
+  }
+  close(fd);
+  if (r->magic != kRegionMagic) {
+    *error = OpenError::kForeign;
+    snprintf(msg, msg_size, "%s is not a gpuslice region (bad magic %016llx); refusing to use it", path,
+             static_cast<unsigned long long>(r->magic));
+  } else if (r->abi_major != kRegionAbiMajor || r->size != sizeof(Region)) {
+    *error = OpenError::kVersion;
+    snprintf(msg, msg_size, "region %s has layout %u.%u (%llu bytes); this enforcer needs %u.x (%zu bytes)", path,
+             r->abi_major, r->abi_minor, static_cast<unsigned long long>(r->size), kRegionAbiMajor, sizeof(Region));
+  }
+  if (*error != OpenError::kNone) {
+    munmap(p, sizeof(Region));
+    return nullptr;
+  }
+  return r;
+}
+
+}  // namespace
+
+Region* OpenRegion(const char* path, OpenError* error, char* msg, size_t msg_size) {
+  return Map(path, true, error, msg, msg_size);
+}
+
+Region* OpenRegionReadOnly(const char* path, OpenError* error, char* msg, size_t msg_size) {
+  return Map(path, false, error, msg, msg_size);
+}
+
+Region* CreatePrivateRegion() {
+  void* p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  InitRegion(static_cast<Region*>(p));
+  return static_cast<Region*>(p);
+}
+
+void CloseRegion(Region* r) {
+  if (r) munmap(r, sizeof(Region));
+}
+
+void Lock(Region* r) {
+  int rc = pthread_mutex_lock(&r->mutex);
+  if (rc == EOWNERDEAD) {
+    // The owner died mid-update: slots are the truth, totals are derived.
+    Recompute(r);
+    if (r->seq.load() & 1) r->seq.fetch_add(1);
+    pthread_mutex_consistent(&r->mutex);
+  }
+}
+
+void Unlock(Region* r) { pthread_mutex_unlock(&r->mutex); }
+
+int SweepDeadLocked(Region* r) {
+  int swept = 0;
+  for (auto& s : r->procs) {
+    uint32_t pid = s.pid.load();
+    if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), s.start_time)) continue;
+    WriteBegin(r);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      r->devices[d].memory_used.fetch_sub(s.memory[d].exchange(0));
+      r->devices[d].spilled.fetch_sub(s.spilled[d].exchange(0));
+    }
+    s.pid.store(0);
+    s.host_pid.store(0);
+    WriteEnd(r);
+    ++swept;
+  }
+  return swept;
+}
+
+int SweepDead(Region* r) {
+  Lock(r);
+  int n = SweepDeadLocked(r);
+  Unlock(r);
+  return n;
+}
+
+ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time) {
+  Lock(r);
+  SweepDeadLocked(r);
+  ProcessSlot* free_slot = nullptr;
+  for (auto& s : r->procs) {
+    uint32_t p = s.pid.load();
+    if (p == static_cast<uint32_t>(pid) && s.start_time == start_time) {
+      Unlock(r);
+      return &s;
+    }
+    if (p == 0 && free_slot == nullptr) free_slot = &s;
+  }
+  if (free_slot) {
+    WriteBegin(r);
+    free_slot->start_time = start_time;
+    for (int d = 0; d < kMaxDevices; ++d) {
+      free_slot->memory[d].store(0);
+      free_slot->spilled[d].store(0);
+    }
+    free_slot->host_pid.store(0);
+    free_slot->pid.store(static_cast<uint32_t>(pid));
+    WriteEnd(r);
+  }
+  Unlock(r);
+  return free_slot;
+}
+
+void ReleaseSlot(Region* r, ProcessSlot* slot) {
+  Lock(r);
+  WriteBegin(r);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    r->devices[d].memory_used.fetch_sub(slot->memory[d].exchange(0));
+    r->devices[d].spilled.fetch_sub(slot->spilled[d].exchange(0));
+  }
+  slot->pid.store(0);
+  WriteEnd(r);
+  Unlock(r);
+}
+
+bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t own_limit) {
+  Device& d = r->devices[dev];
+  Lock(r);
+  uint64_t used = d.memory_used.load(), limit = d.memory_limit.load();
+  if (own_limit != 0 && (limit == 0 || own_limit < limit)) limit = own_limit;
+  if (limit != 0 && (bytes > limit || used > limit - bytes)) {
+    Unlock(r);
+    return false;
+  }
+  WriteBegin(r);
+  slot->memory[dev].fetch_add(bytes);
+  d.memory_used.fetch_add(bytes);
+  if (spilled) {
+    slot->spilled[dev].fetch_add(bytes);
+    d.spilled.fetch_add(bytes);
+  }
+  uint64_t now = used + bytes;
+  if (now > d.memory_peak.load()) d.memory_peak.store(now);
+  WriteEnd(r);
+  Unlock(r);
+  return true;
+}
+
+void Unreserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled) {
+  Device& d = r->devices[dev];
+  Lock(r);
+  WriteBegin(r);
+  // Never below zero: a free of something counted before a limit change still balances.
+  uint64_t mine = slot->memory[dev].load();
+  uint64_t n = bytes < mine ? bytes : mine;
+  slot->memory[dev].fetch_sub(n);
+  d.memory_used.fetch_sub(n);
+  if (spilled) {
+    uint64_t s = slot->spilled[dev].load();
+    uint64_t k = bytes < s ? bytes : s;
+    slot->spilled[dev].fetch_sub(k);
+    d.spilled.fetch_sub(k);
+  }
+  WriteEnd(r);
+  Unlock(r);
+}
+
+MemoryView ViewMemory(const Region* r, int dev, uint64_t physical_total) {
+  const Device& d = r->devices[dev];
+  uint64_t limit = d.memory_limit.load();
+  // With oversubscription a limit may exceed the card: the virtual card is that large.
+  uint64_t total = limit == 0 ? physical_total : limit;
+  uint64_t used = d.memory_used.load();
+  if (used > total) used = total;
+  return {total, used, total - used};
+}
+
+void Snapshot(const Region* r, Region* out) {
+  // A writer killed mid-update leaves seq odd until the next locker repairs it: after a
+  // bounded number of tries take the copy as it is (totals are re-derived on repair).
+  for (int attempt = 0;; ++attempt) {
+    uint64_t s1 = r->seq.load(std::memory_order_acquire);
+    if ((s1 & 1) && attempt < 1000) continue;
+    memcpy(static_cast<void*>(out), r, sizeof(Region));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r->seq.load(std::memory_order_acquire) == s1 || attempt >= 1000) return;
+  }
+}
+
+}  // namespace gs::region

@@ -1,0 +1,137 @@
+// The shared region: one file per container, mapped by every process in it (the
+// enforcer) and read by the node agent and `gpuslice smi`. It holds each visible
+// device's limits and usage and one slot per process.
+//
+// Rules (ARCHITECTURE.md 3.2):
+// - Fixed layout owned by this header; kRegionAbiMajor changes on any incompatible edit;
+//   region_layout_test.cc pins every offset.
+// - A process is (pid, start time); a reused PID never inherits a slot.
+// - Every change to memory accounting happens under `mutex` (robust, process-shared), in
+//   a reserve -> driver call -> commit/rollback sequence, so two processes can never both
+//   pass a limit only one fits. Device totals always equal the sum of the slots; when a
+//   process dies holding the mutex (EOWNERDEAD) the next locker recomputes them.
+// - Readers take consistent snapshots through `seq` (odd while a writer is inside)
+//   without blocking writers; lock-free atomics are read directly on hot paths.
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gs::region {
+
+inline constexpr uint64_t kRegionMagic = 0x4E4F494745525347ULL;  // "GSREGION"
+inline constexpr uint32_t kRegionAbiMajor = 1;
+inline constexpr uint32_t kRegionAbiMinor = 0;
+inline constexpr int kMaxDevices = 16;
+inline constexpr int kMaxProcesses = 1024;
+
+enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
+
+struct Device {
+  char uuid[96];                       // "GPU-..."; empty while unused
+  std::atomic<uint64_t> memory_limit;  // bytes; 0 = no limit
+  std::atomic<uint32_t> sm_limit;      // percent; 0 or >= 100 = no limit
+  uint32_t reserved0;
+  std::atomic<uint64_t> memory_used;   // bytes charged, all processes (= sum of slots)
+  std::atomic<uint64_t> memory_peak;
+  std::atomic<uint64_t> spilled;       // bytes backed by host memory (oversubscription)
+  // Compute limiter, shared by the container's processes (src/enforcer/limiter.h).
+  std::atomic<int64_t> tokens;         // GPU-time budget in ns; launches wait while negative
+  std::atomic<int64_t> charged_ns;     // estimated GPU time pre-paid by launches, not yet reconciled
+  std::atomic<int64_t> launch_cost_ns; // learned GPU time of one launch (EWMA)
+  std::atomic<uint64_t> launches;      // launches since the last controller step
+  std::atomic<int64_t> controller_ns;  // last controller step (one process steps per period)
+  std::atomic<uint32_t> measured_util; // container's SM utilisation over the last step, percent
+  std::atomic<uint32_t> effective_share; // share applied in the last step, percent
+  uint8_t pad[8];
+};
+
+struct ProcessSlot {
+  std::atomic<uint32_t> pid;           // 0 = free
+  std::atomic<uint32_t> host_pid;      // pid as the node sees it (NVML), 0 if unknown
+  uint64_t start_time;
+  std::atomic<uint64_t> memory[kMaxDevices];   // bytes charged by this process
+  std::atomic<uint64_t> spilled[kMaxDevices];  // of which host-backed
+  std::atomic<int32_t> priority;
+  uint32_t reserved0;
+};
+
+struct Region {
+  uint64_t magic;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint64_t size;                       // sizeof(Region) of the creator
+  std::atomic<uint32_t> initialized;   // 1 once limits are written
+  std::atomic<uint32_t> device_count;
+  std::atomic<uint32_t> core_policy;   // CorePolicy
+  std::atomic<uint32_t> oversubscribe;
+  std::atomic<uint64_t> seq;           // seqlock for snapshots
+  pthread_mutex_t mutex;
+  alignas(64) Device devices[kMaxDevices];
+  ProcessSlot procs[kMaxProcesses];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>) == 4);
+static_assert(offsetof(Region, magic) == 0);
+static_assert(offsetof(Region, abi_major) == 8);
+static_assert(offsetof(Region, abi_minor) == 12);
+static_assert(offsetof(Region, size) == 16);
+static_assert(offsetof(Region, initialized) == 24);
+static_assert(offsetof(Region, seq) == 40);
+static_assert(offsetof(Region, mutex) == 48);
+static_assert(offsetof(Region, devices) == 128);
+static_assert(sizeof(Device) == 192);
+static_assert(offsetof(Device, memory_limit) == 96);
+static_assert(offsetof(Device, memory_used) == 112);
+static_assert(offsetof(Device, tokens) == 136);
+static_assert(offsetof(Device, controller_ns) == 168);
+static_assert(sizeof(ProcessSlot) == 280);
+static_assert(offsetof(Region, procs) == 128 + 16 * 192);
+
+enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };
+
+// Opens (creating when absent) the region file at path and maps it. A new or all-zero
+// file is initialised; a file written by something else or by an incompatible version is
+// refused (nullptr, *error set, message in msg). Thread-safe; not on a hot path.
+Region* OpenRegion(const char* path, OpenError* error, char* msg, size_t msg_size);
+Region* OpenRegionReadOnly(const char* path, OpenError* error, char* msg, size_t msg_size);
+// An anonymous region for this process alone (when the shared one cannot be used).
+Region* CreatePrivateRegion();
+void CloseRegion(Region* r);
+
+// Locks the region mutex. If the previous owner died inside, repairs: recomputes every
+// device total from the slots (the state is consistent under the mutex's rules).
+void Lock(Region* r);
+void Unlock(Region* r);
+
+// Finds this process's slot or claims a free one (sweeping dead processes first).
+// nullptr when all slots hold live processes.
+ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time);
+void ReleaseSlot(Region* r, ProcessSlot* slot);
+
+// Returns memory of processes that are gone to the device totals. Returns the count.
+int SweepDead(Region* r);
+
+// Memory accounting. Reserve fails (false, nothing changed) if the device limit, or
+// own_limit when tighter (a process's environment may only tighten), would be exceeded;
+// Unreserve returns bytes. `spilled` marks host-backed bytes.
+bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t own_limit = 0);
+void Unreserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled);
+
+// Usage as the container's virtual card reports it: used clamped to total so "free" is
+// never negative or wrapped, even when usage is over a lowered limit.
+struct MemoryView {
+  uint64_t total, used, free;
+};
+MemoryView ViewMemory(const Region* r, int dev, uint64_t physical_total);
+
+// A consistent copy for readers (node agent, smi); retries while writers are active.
+void Snapshot(const Region* r, Region* out);
+
+}  // namespace gs::region

@@ -1,0 +1,220 @@
+// The shared region: layout, atomic limit checks across processes, crash repair,
+// PID-reuse safety, refusing foreign files.
+#include "src/region/region.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "src/common/proc_identity.h"
+
+namespace gs::region {
+namespace {
+
+class RegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gs-region-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/region";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  Region* Open() {
+    OpenError err;
+    char msg[512];
+    Region* r = OpenRegion(path_.c_str(), &err, msg, sizeof(msg));
+    EXPECT_NE(r, nullptr) << msg;
+    return r;
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(RegionTest, LayoutIsPinned) {
+  // The node agent and enforcers of different builds share this file: these are ABI.
+  EXPECT_EQ(sizeof(Device), 192u);
+  EXPECT_EQ(sizeof(ProcessSlot), 280u);
+  EXPECT_EQ(offsetof(Region, devices), 128u);
+  EXPECT_EQ(sizeof(Region), 128u + 16 * 192 + 1024 * 280);
+  EXPECT_EQ(kRegionAbiMajor, 1u);
+}
+
+TEST_F(RegionTest, LimitIsExactAndFreesBalance) {
+  Region* r = Open();
+  r->devices[0].memory_limit = 1000;
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(Reserve(r, s, 0, 600, false));
+  EXPECT_TRUE(Reserve(r, s, 0, 400, false));
+  EXPECT_FALSE(Reserve(r, s, 0, 1, false));
+  EXPECT_EQ(r->devices[0].memory_used.load(), 1000u);
+  Unreserve(r, s, 0, 400, false);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 600u);
+  EXPECT_EQ(r->devices[0].memory_peak.load(), 1000u);
+  EXPECT_FALSE(Reserve(r, s, 0, UINT64_MAX, false));  // no wrap-around
+  EXPECT_TRUE(Reserve(r, s, 0, 100, false, 700));     // own tighter limit: 600+100 <= 700
+  EXPECT_FALSE(Reserve(r, s, 0, 1, false, 700));
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, ViewNeverWrapsWhenOverALoweredLimit) {
+  Region* r = Open();
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ASSERT_TRUE(Reserve(r, s, 0, 5000, false));
+  r->devices[0].memory_limit = 3000;  // lowered under the container's use
+  MemoryView v = ViewMemory(r, 0, 80000);
+  EXPECT_EQ(v.total, 3000u);
+  EXPECT_EQ(v.used, 3000u);
+  EXPECT_EQ(v.free, 0u);
+  r->devices[1].memory_limit = 0;
+  v = ViewMemory(r, 1, 80000);
+  EXPECT_EQ(v.total, 80000u);
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
+  Region* r = Open();
+  constexpr uint64_t kLimit = 100 * 1024;
+  r->devices[0].memory_limit = kLimit;
+  constexpr int kProcs = 8;
+  pid_t kids[kProcs];
+  for (int i = 0; i < kProcs; ++i) {
+    kids[i] = fork();
+    if (kids[i] == 0) {
+      Region* rr = Open();
+      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+      int got = 0;
+      for (int k = 0; k < 1000; ++k)
+        if (Reserve(rr, s, 0, 1024, false)) ++got;
+      _exit(got > 100 ? 1 : 0);
+    }
+  }
+  // Children stay alive until reaped, so their memory is still counted below.
+  for (int i = 0; i < kProcs; ++i) {
+    int st;
+    waitpid(kids[i], &st, 0);
+    EXPECT_EQ(WEXITSTATUS(st), 0);
+  }
+  // All processes are dead now; a sweep returns everything.
+  SweepDead(r);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, ExactlyTheLimitIsHandedOutUnderRace) {
+  Region* r = Open();
+  r->devices[0].memory_limit = 64 * 1024;
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  constexpr int kProcs = 6;
+  pid_t kids[kProcs];
+  for (int i = 0; i < kProcs; ++i) {
+    kids[i] = fork();
+    if (kids[i] == 0) {
+      Region* rr = Open();
+      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+      uint64_t got = 0;
+      for (int k = 0; k < 200; ++k)
+        if (Reserve(rr, s, 0, 1024, false)) got += 1024;
+      ssize_t unused = write(pipefd[1], &got, sizeof(got));
+      (void)unused;
+      pause();  // stay alive: our memory stays counted
+      _exit(0);
+    }
+  }
+  uint64_t total = 0;
+  for (int i = 0; i < kProcs; ++i) {
+    uint64_t got;
+    ASSERT_EQ(read(pipefd[0], &got, sizeof(got)), static_cast<ssize_t>(sizeof(got)));
+    total += got;
+  }
+  EXPECT_EQ(total, 64u * 1024);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 64u * 1024);
+  for (pid_t k : kids) kill(k, SIGKILL);
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+  EXPECT_EQ(SweepDead(r), kProcs);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, OwnerDiedHoldingTheLockIsRepaired) {
+  Region* r = Open();
+  pid_t kid = fork();
+  if (kid == 0) {
+    Region* rr = Open();
+    ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+    Lock(rr);
+    // Half an update: the slot has it, the total does not.
+    s->memory[0].fetch_add(4096);
+    rr->seq.fetch_add(1);
+    _exit(0);  // dies holding the mutex
+  }
+  waitpid(kid, nullptr, 0);
+  Lock(r);  // EOWNERDEAD: totals recomputed from slots (the dead slot still holds 4096)
+  EXPECT_EQ(r->devices[0].memory_used.load(), 4096u);
+  EXPECT_EQ(r->seq.load() % 2, 0u);
+  Unlock(r);
+  EXPECT_EQ(SweepDead(r), 1);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, ReusedPidDoesNotInheritASlot) {
+  Region* r = Open();
+  pid_t me = getpid();
+  uint64_t start = ProcessStartTime(me);
+  // A slot left by an earlier process that had our pid but another start time.
+  ProcessSlot* ghost = ClaimSlot(r, me, start - 1);
+  ASSERT_NE(ghost, nullptr);
+  ghost->memory[0] = 777;
+  r->devices[0].memory_used = 777;
+  ProcessSlot* mine = ClaimSlot(r, me, start);  // sweeps the ghost first
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->memory[0].load(), 0u);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
+  CloseRegion(r);
+}
+
+TEST_F(RegionTest, ForeignAndShortFilesAreRefused) {
+  {
+    std::ofstream f(path_);
+    f << std::string(sizeof(Region), 'x');
+  }
+  OpenError err;
+  char msg[512];
+  EXPECT_EQ(OpenRegion(path_.c_str(), &err, msg, sizeof(msg)), nullptr);
+  EXPECT_EQ(err, OpenError::kForeign);
+  EXPECT_NE(std::string(msg).find("not a gpuslice region"), std::string::npos) << msg;
+  {
+    std::ofstream f(path_);
+    f << "short";
+  }
+  EXPECT_EQ(OpenRegion(path_.c_str(), &err, msg, sizeof(msg)), nullptr);
+  EXPECT_EQ(err, OpenError::kTooSmall);
+  unlink(path_.c_str());
+  ASSERT_EQ(symlink("/etc/passwd", path_.c_str()), 0);
+  EXPECT_EQ(OpenRegion(path_.c_str(), &err, msg, sizeof(msg)), nullptr);  // never follows links
+}
+
+TEST_F(RegionTest, SnapshotIsConsistent) {
+  Region* r = Open();
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  Reserve(r, s, 2, 12345, true);
+  auto* copy = static_cast<Region*>(operator new(sizeof(Region)));
+  Snapshot(r, copy);
+  EXPECT_EQ(copy->devices[2].memory_used.load(), 12345u);
+  EXPECT_EQ(copy->devices[2].spilled.load(), 12345u);
+  operator delete(copy);
+  CloseRegion(r);
+}
+
+}  // namespace
+}  // namespace gs::region
