@@ -212,6 +212,7 @@ void ReleaseSlot(Region* r, ProcessSlot* slot) {
 }
 
 bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t own_limit) {
+  if (bytes == 0) return true;  // nothing to charge, even when over a lowered limit
   Device& d = r->devices[dev];
   Lock(r);
   uint64_t used = d.memory_used.load(), limit = d.memory_limit.load();

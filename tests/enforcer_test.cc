@@ -1,0 +1,239 @@
+// The enforcer against the simulator, with real processes: exact limits on every
+// allocation path and every way of reaching the driver, racing processes, agreeing
+// views, virtual device memory, crash and PID-reuse safety, the compute share.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "tests/harness.h"
+
+namespace gs::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+uint64_t U(const std::string& s) { return std::stoull(s); }
+
+TEST(Enforcer, LimitIsExactOnEveryAllocationApiAndPath) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  for (const char* via : {"linked", "dlsym", "getproc"}) {
+    for (const char* kind : {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap", "graph"}) {
+      Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
+                               {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-" + via + kind}});
+      Result r = RunProcess({ProbeBin(), "--via", via, "init", "alloc", kind, "768m", "alloc", kind, "512m", "alloc",
+                             kind, "256m", "alloc", kind, "2m", "free", "free", "alloc", kind, "1g"},
+                     env);
+      auto a = Lines(r.out, "alloc");
+      ASSERT_EQ(a.size(), 5u) << via << " " << kind << "\n" << r.out << r.err;
+      EXPECT_EQ(a[0], "alloc ok") << via << " " << kind;
+      EXPECT_EQ(a[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << via << " " << kind;  // 768 + 512 > 1024
+      EXPECT_EQ(a[2], "alloc ok") << via << " " << kind;                            // 768 + 256 = 1024
+      EXPECT_EQ(a[3], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << via << " " << kind;  // not one page more
+      EXPECT_EQ(a[4], "alloc ok") << via << " " << kind;  // frees returned exactly what was counted
+    }
+  }
+}
+
+TEST(Enforcer, HostLocatedVmmPassesThroughUncounted) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "vmmhost", "256m", "alloc", "mem", "64m"}, env);
+  auto a = Lines(r.out, "alloc");
+  ASSERT_EQ(a.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(a[0], "alloc ok");
+  EXPECT_EQ(a[1], "alloc ok");
+}
+
+TEST(Enforcer, RacingProcessesNeverOvershootTheContainerLimit) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<std::string> argv = {ProbeBin(), "init"};
+    for (int k = 0; k < 4; ++k) argv.insert(argv.end(), {"alloc", "mem", "128m"});
+    argv.insert(argv.end(), {"sleep", "1500"});
+    procs.push_back(std::make_unique<Process>(argv, env));
+  }
+  int ok = 0, refused = 0;
+  for (auto& p : procs) {
+    Result r = p->Wait();
+    ok += static_cast<int>(Lines(r.out, "alloc ok").size());
+    refused += static_cast<int>(Lines(r.out, "alloc err CUDA_ERROR_OUT_OF_MEMORY").size());
+  }
+  EXPECT_EQ(ok, 16);  // exactly 2 GiB in 128 MiB pieces, never more
+  EXPECT_EQ(refused, 16);
+}
+
+TEST(Enforcer, CudaAndNvmlViewsAgree) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "256m"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1g", "meminfo", "nvml"}, env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  uint64_t used = kGiB + 256 * kMiB;
+  auto cuda = Fields(r.out, "meminfo");
+  EXPECT_EQ(U(cuda[2]), 4 * kGiB);  // cuMemGetInfo total
+  EXPECT_EQ(U(cuda[1]), 4 * kGiB - used);
+  EXPECT_EQ(U(cuda[3]), 4 * kGiB);  // cuDeviceTotalMem
+  auto nv = Fields(r.out, "nvml");
+  EXPECT_EQ(U(nv[1]), 4 * kGiB);
+  EXPECT_EQ(U(nv[2]), used);
+  EXPECT_EQ(U(nv[3]), 4 * kGiB - used);
+  EXPECT_EQ(U(nv[4]), 4 * kGiB);  // v2
+  EXPECT_EQ(U(nv[5]), used);
+  EXPECT_EQ(U(nv[7]), 1u);        // only the container's processes
+  EXPECT_EQ(U(nv[8]), used);      // charged memory, context included
+}
+
+TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Process holder({ProbeBin(), "init", "alloc", "mem", "3g", "sleep", "20000"}, env);
+  ASSERT_TRUE(holder.WaitForOutput("alloc ok")) << holder.out();
+  Env tighter = env;
+  tighter["CUDA_DEVICE_MEMORY_LIMIT"] = "2g";  // a process may tighten its own view
+  Result r = RunProcess({ProbeBin(), "init", "meminfo", "nvml", "alloc", "mem", "1m"}, tighter);
+  auto cuda = Fields(r.out, "meminfo");
+  EXPECT_EQ(U(cuda[1]), 0u);
+  EXPECT_EQ(U(cuda[2]), 2 * kGiB);
+  auto nv = Fields(r.out, "nvml");
+  EXPECT_EQ(U(nv[1]), 2 * kGiB);
+  EXPECT_EQ(U(nv[2]), 2 * kGiB);
+  EXPECT_EQ(U(nv[3]), 0u);
+  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(Enforcer, KilledProcessesLoseNoAccountingAndReusedPidsInheritNothing) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  for (int round = 0; round < 3; ++round) {
+    Process victim({ProbeBin(), "init", "alloc", "mem", "1536m", "sleep", "20000"}, env);
+    ASSERT_TRUE(victim.WaitForOutput("alloc ok"));
+    Result blocked = RunProcess({ProbeBin(), "init", "alloc", "mem", "1g"}, env);
+    EXPECT_EQ(Lines(blocked.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+    victim.Signal(SIGKILL);
+    victim.Wait();
+    // The next process to join sweeps the dead one: the whole limit is free again.
+    Result after = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g", "meminfo"}, env);
+    EXPECT_EQ(Lines(after.out, "alloc")[0], "alloc ok") << after.out << after.err;
+  }
+}
+
+TEST(Enforcer, OversubscriptionSpillsToHostWithDataIntact) {
+  // A 2 GiB card; the slice's limit is 4 GiB of virtual device memory.
+  std::string scenario = "context_memory: 0\ngpus: [{name: Small GPU, memory: 2Gi, sms: 20}]\n";
+  SimNode node(scenario);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
+                           {"CUDA_OVERSUBSCRIBE", "true"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1536m", "alloc", "mem", "2g", "fill", "64m", "42", "check",
+                  "64m", "42", "alloc", "mem", "1g", "meminfo"},
+                 env);
+  auto a = Lines(r.out, "alloc");
+  ASSERT_EQ(a.size(), 3u) << r.out << r.err;
+  EXPECT_EQ(a[0], "alloc ok");
+  EXPECT_EQ(a[1], "alloc ok");  // beyond the card's free memory, within the slice
+  EXPECT_EQ(Lines(r.out, "check")[0], "check ok");
+  EXPECT_EQ(a[2], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // beyond the slice: never
+  EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 4 * kGiB);
+
+  env["CUDA_OVERSUBSCRIBE"] = "false";
+  env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = node.root() + "/region2";
+  r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1536m", "alloc", "mem", "2g"}, env);
+  EXPECT_EQ(Lines(r.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(Enforcer, UnopenableRegionFallsBackToPerProcessLimitsAndSaysSo) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
+                           {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/nonexistent-dir/region"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1g", "alloc", "mem", "1m"}, env);
+  EXPECT_NE(r.err.find("cannot open region /nonexistent-dir/region"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("enforced for this process alone"), std::string::npos) << r.err;
+  auto a = Lines(r.out, "alloc");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], "alloc ok");
+  EXPECT_EQ(a[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // still limited
+}
+
+TEST(Enforcer, ForeignRegionFileIsRefusedWithAClearError) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  std::string path = node.root() + "/foreign";
+  std::ofstream(path) << std::string(1 << 20, 'z');
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", path}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g"}, env);
+  EXPECT_NE(r.err.find("not a gpuslice region"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(Enforcer, LimitsFileIsAuthoritativeAgainstTheEnvironment) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  std::string file = node.root() + "/limits";
+  std::ofstream(file) << "# from the node agent\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n";
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "8g"}, {"GPUSLICE_LIMITS_FILE", file},
+                           {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g", "alloc", "mem", "1g"}, env);
+  auto a = Lines(r.out, "alloc");
+  ASSERT_EQ(a.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // env cannot loosen
+  EXPECT_EQ(a[1], "alloc ok");
+}
+
+TEST(Enforcer, GarbageLimitDeniesInsteadOfUnlimiting) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "lots"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1m"}, env);
+  EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT=lots is not a size"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_OUT_OF_MEMORY");  // not even a context fits
+}
+
+TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r = RunProcess({GpusliceBin(), "run", "--memory", "3g", "--", ProbeBin(), "init", "alloc", "mem", "2g", "alloc",
+                  "mem", "1g", "meminfo"},
+                 node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto a = Lines(r.out, "alloc");
+  EXPECT_EQ(a[0], "alloc ok");
+  EXPECT_EQ(a[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // 2g + 1g + the context > 3g
+  EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 3 * kGiB);
+  Result bad = RunProcess({GpusliceBin(), "run", "--memory", "3q", "--", "true"}, node.env());
+  EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
+}
+
+// Achieved SM utilisation of `burn` under a share, from its own report.
+double BurnUtil(const std::string& out) {
+  std::smatch m;
+  static const std::regex re("average util ([0-9.]+)%");
+  if (!std::regex_search(out, m, re)) return -1;
+  return std::stod(m[1]);
+}
+
+TEST(EnforcerCompute, OneContainerAloneIsHeldToItsShareWithPolicyForce) {
+  SimNode node("gpus: [H100-80GB]\n");
+  for (const char* share : {"30", "60"}) {
+    Result r = RunProcess({GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(), "burn", "--memory", "0", "--util",
+                    "100", "--seconds", "6"},
+                   node.env());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NEAR(BurnUtil(r.out), std::stod(share), 5.0) << r.out;
+  }
+}
+
+TEST(EnforcerCompute, CompetingContainersGetTheirShares) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Process a({GpusliceBin(), "run", "--cores", "20", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
+             "--seconds", "6"},
+            node.env());
+  Process b({GpusliceBin(), "run", "--cores", "50", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
+             "--seconds", "6"},
+            node.env());
+  Result ra = a.Wait(), rb = b.Wait();
+  EXPECT_NEAR(BurnUtil(ra.out), 20, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 50, 5) << rb.out << rb.err;
+}
+
+}  // namespace
+}  // namespace gs::testing

@@ -1,0 +1,177 @@
+#include "tests/harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace gs::testing {
+
+std::string BuildDir() {
+  const char* d = getenv("GS_BUILD_DIR");
+  return d ? d : "build/release";
+}
+std::string GpusliceBin() { return BuildDir() + "/bin/gpuslice"; }
+std::string ProbeBin() { return BuildDir() + "/tests/cuda_probe"; }
+std::string EnforcerLib() { return BuildDir() + "/enforcer/libgpuslice.so"; }
+
+Process::Process(const std::vector<std::string>& argv, const Env& env) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    for (const auto& [k, v] : env) {
+      if (v.empty() && k.rfind("-", 0) == 0) unsetenv(k.c_str() + 1);
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+}
+
+Process::~Process() {
+  if (!done_) {
+    Signal(SIGKILL);
+    Wait();
+  }
+}
+
+void Process::Signal(int sig) {
+  if (pid_ > 0 && !done_) kill(pid_, sig);
+}
+
+void Process::Drain(int timeout_ms) {
+  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  if (poll(fds, 2, timeout_ms) <= 0) return;
+  char buf[4096];
+  for (int i = 0; i < 2; ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+    ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+    if (n > 0) (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
+  }
+}
+
+bool Process::WaitForOutput(const std::string& text, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (out_.find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      Drain(0);
+      Drain(0);
+      done_ = true;
+      result_.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      return out_.find(text) != std::string::npos;
+    }
+    Drain(50);
+  }
+  return true;
+}
+
+Result Process::Wait() {
+  if (!done_) {
+    int status = 0;
+    for (;;) {
+      Drain(50);
+      pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) break;
+    }
+    for (int k = 0; k < 20; ++k) Drain(1);
+    done_ = true;
+    result_.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  } else {
+    for (int k = 0; k < 20; ++k) Drain(1);
+  }
+  close(out_fd_);
+  close(err_fd_);
+  out_fd_ = err_fd_ = -1;
+  result_.out = out_;
+  result_.err = err_;
+  return result_;
+}
+
+Result RunProcess(const std::vector<std::string>& argv, const Env& env, int timeout_s) {
+  Process p(argv, env);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (!p.WaitForOutput("\x01never", 200)) {
+    if (kill(p.pid(), 0) != 0) break;
+    int status;
+    if (waitpid(p.pid(), &status, WNOHANG | WNOWAIT) == p.pid()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      p.Signal(SIGKILL);
+      break;
+    }
+  }
+  return p.Wait();
+}
+
+SimNode::SimNode(const std::string& spec) {
+  char tmpl[] = "/tmp/gs-sim-XXXXXX";
+  root_ = mkdtemp(tmpl);
+  Result r;
+  if (spec.find(':') != std::string::npos) {
+    std::ofstream(root_ + "/scenario.yaml") << spec;
+    r = RunProcess({GpusliceBin(), "sim", "up", "--scenario", root_ + "/scenario.yaml", "--root", root_});
+  } else {
+    r = RunProcess({GpusliceBin(), "sim", "up", "--gpus", spec, "--root", root_});
+  }
+  if (r.code != 0) throw std::runtime_error("sim up failed: " + r.out + r.err);
+}
+
+SimNode::~SimNode() {
+  RunProcess({GpusliceBin(), "sim", "down", "--root", root_});
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+}
+
+Env SimNode::env() const {
+  return {{"LD_LIBRARY_PATH", root_ + "/usr/lib/x86_64-linux-gnu"},
+          {"GPUSLICE_SIM_ROOT", root_},
+          {"PATH", root_ + "/usr/bin:" + std::string(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin")}};
+}
+
+Env SimNode::enforced(Env limits) const {
+  Env e = env();
+  e["LD_PRELOAD"] = EnforcerLib();
+  if (!limits.count("CUDA_DEVICE_MEMORY_SHARED_CACHE")) e["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_path();
+  for (auto& [k, v] : limits) e[k] = v;
+  return e;
+}
+
+std::vector<std::string> Lines(const std::string& out, const std::string& prefix) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Fields(const std::string& out, const std::string& prefix) {
+  auto lines = Lines(out, prefix);
+  std::vector<std::string> f;
+  if (lines.empty()) return f;
+  std::istringstream in(lines[0]);
+  for (std::string w; in >> w;) f.push_back(w);
+  return f;
+}
+
+}  // namespace gs::testing

@@ -1,0 +1,72 @@
+// Integration-test helpers: a simulated node in a temp directory, and real child
+// processes run against it with a given environment. Used by every test in tests/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gs::testing {
+
+// Paths of built artefacts (from GS_BUILD_DIR, set by CTest).
+std::string BuildDir();
+std::string GpusliceBin();
+std::string ProbeBin();
+std::string EnforcerLib();
+
+struct Result {
+  int code = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+using Env = std::map<std::string, std::string>;
+
+// Runs argv to completion with the current environment plus `env`.
+Result RunProcess(const std::vector<std::string>& argv, const Env& env = {}, int timeout_s = 120);
+
+// A process in the background; output is collected when waited for.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const Env& env = {});
+  ~Process();
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  Result Wait();
+  // Blocks until a line containing `text` appears on stdout (or the process ends).
+  bool WaitForOutput(const std::string& text, int timeout_ms = 20000);
+  const std::string& out() const { return out_; }
+
+ private:
+  void Drain(int timeout_ms);
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::string out_, err_;
+  bool done_ = false;
+  Result result_;
+};
+
+// A simulated node brought up with `gpuslice sim up` in a fresh directory.
+class SimNode {
+ public:
+  // `spec` is either a --gpus value ("2xH100-80GB") or scenario YAML (contains ':').
+  explicit SimNode(const std::string& spec);
+  ~SimNode();
+  const std::string& root() const { return root_; }
+  // Environment pointing a process at this node.
+  Env env() const;
+  // env() plus the enforcer preloaded with these limit variables and a region in a temp dir.
+  Env enforced(Env limits) const;
+  std::string region_path() const { return root_ + "/region"; }
+
+ private:
+  std::string root_;
+};
+
+// Lines of `out` that start with `prefix` (e.g. "alloc").
+std::vector<std::string> Lines(const std::string& out, const std::string& prefix);
+// Whitespace-separated fields of the first line starting with prefix.
+std::vector<std::string> Fields(const std::string& out, const std::string& prefix);
+
+}  // namespace gs::testing

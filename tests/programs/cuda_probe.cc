@@ -1,0 +1,428 @@
+// A driver-API program for integration tests: runs the commands given on its command
+// line against whatever libcuda.so.1 / libnvidia-ml.so.1 the process loads (simulator,
+// real driver, with or without the enforcer preloaded) and prints one line per command.
+//
+//   cuda_probe [--via linked|dlsym|getproc] CMD...
+//   init [DEV]                     cuInit, retain and set DEV's primary context
+//   alloc KIND SIZE                KIND: mem pitch managed async pool vmm vmmhost array
+//                                  array3d mipmap graph -> "alloc ok" / "alloc err NAME"
+//   free                           frees the newest allocation
+//   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
+//   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
+//   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   launch N NS                    N launches of the spin kernel (NS per wave); async
+//   launchex N NS / coop N NS / graph N NS    the same through cuLaunchKernelEx,
+//                                  cooperative launches, a captured graph replayed N times
+//   sync                           cuCtxSynchronize
+//   sleep MS / util                "util GPU" (NVML device utilisation)
+//   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
+//   symbols                        resolves every symbol of the table via cuGetProcAddress
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/common/quantity.h"
+#include "src/platform/cuda_api.h"
+#include "src/platform/driver_loader.h"
+#include "src/platform/proc_address.h"
+#include "src/platform/nvml_api.h"
+
+namespace {
+
+gs::platform::CudaApi c;
+gs::platform::NvmlApi n;
+bool nvml_ready = false;
+CUdevice g_dev = 0;
+CUmodule g_mod = nullptr;
+CUfunction g_spin = nullptr;
+
+struct Alloc {
+  std::string kind;
+  CUdeviceptr ptr = 0;
+  CUarray array = nullptr;
+  CUmipmappedArray mip = nullptr;
+  CUmemGenericAllocationHandle vmm = 0;
+  CUgraph graph = nullptr;
+  size_t size = 0, map_size = 0;
+};
+std::vector<Alloc> g_allocs;
+
+const char kSpinPtx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry gpuslice_spin(.param .u64 ns)\n{\n ret;\n}\n";
+
+const char* Name(CUresult rc) {
+  const char* s = nullptr;
+  if (c.cuGetErrorName && c.cuGetErrorName(rc, &s) == CUDA_SUCCESS && s) return s;
+  static char buf[32];
+  snprintf(buf, sizeof(buf), "CUresult_%d", static_cast<int>(rc));
+  return buf;
+}
+
+uint64_t Size(const char* s) {
+  uint64_t v = 0;
+  if (!gs::ParseByteQuantity(s, &v)) {
+    fprintf(stderr, "bad size %s\n", s);
+    exit(2);
+  }
+  return v;
+}
+
+void BindLinked() {
+#define GS_CUDA_SYM(name, params, args) c.name = &::name;
+#include "src/platform/cuda_symbols.def"
+#undef GS_CUDA_SYM
+}
+
+void BindGetProc() {
+  gs::platform::CudaApi base;
+  if (!gs::platform::LoadCuda("/", &base).ok()) exit(3);
+  c.cuInit = base.cuInit;
+  c.cuGetProcAddress_v2 = base.cuGetProcAddress_v2;
+  c.cuInit(0);
+  // As the CUDA runtime does: base names, the toolkit's version, default flags.
+  auto get = [&](const char* base_name, void** out) {
+    CUdriverProcAddressQueryResult st;
+    base.cuGetProcAddress_v2(base_name, out, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+  };
+#define GET(field, name) get(name, reinterpret_cast<void**>(&c.field))
+  GET(cuInit, "cuInit");
+  GET(cuDeviceGet, "cuDeviceGet");
+  GET(cuDeviceGetCount, "cuDeviceGetCount");
+  GET(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  GET(cuCtxSetCurrent, "cuCtxSetCurrent");
+  GET(cuCtxSynchronize, "cuCtxSynchronize");
+  GET(cuGetErrorName, "cuGetErrorName");
+  GET(cuMemAlloc_v2, "cuMemAlloc");
+  GET(cuMemFree_v2, "cuMemFree");
+  GET(cuMemAllocPitch_v2, "cuMemAllocPitch");
+  GET(cuMemAllocManaged, "cuMemAllocManaged");
+  GET(cuMemAllocAsync, "cuMemAllocAsync");
+  GET(cuMemFreeAsync, "cuMemFreeAsync");
+  GET(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
+  GET(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
+  GET(cuMemCreate, "cuMemCreate");
+  GET(cuMemRelease, "cuMemRelease");
+  GET(cuMemAddressReserve, "cuMemAddressReserve");
+  GET(cuMemAddressFree, "cuMemAddressFree");
+  GET(cuMemMap, "cuMemMap");
+  GET(cuMemUnmap, "cuMemUnmap");
+  GET(cuMemSetAccess, "cuMemSetAccess");
+  GET(cuArrayCreate_v2, "cuArrayCreate");
+  GET(cuArray3DCreate_v2, "cuArray3DCreate");
+  GET(cuArrayDestroy, "cuArrayDestroy");
+  GET(cuMipmappedArrayCreate, "cuMipmappedArrayCreate");
+  GET(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy");
+  GET(cuGraphCreate, "cuGraphCreate");
+  GET(cuGraphDestroy, "cuGraphDestroy");
+  GET(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode");
+  GET(cuMemGetInfo_v2, "cuMemGetInfo");
+  GET(cuDeviceTotalMem_v2, "cuDeviceTotalMem");
+  GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD");
+  GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
+  GET(cuModuleLoadData, "cuModuleLoadData");
+  GET(cuModuleGetFunction, "cuModuleGetFunction");
+  GET(cuLaunchKernel, "cuLaunchKernel");
+  GET(cuLaunchKernelEx, "cuLaunchKernelEx");
+  GET(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel");
+  GET(cuStreamCreate, "cuStreamCreate");
+  GET(cuStreamBeginCapture_v2, "cuStreamBeginCapture");
+  GET(cuStreamEndCapture, "cuStreamEndCapture");
+  GET(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  GET(cuGraphLaunch, "cuGraphLaunch");
+  GET(cuStreamSynchronize, "cuStreamSynchronize");
+  GET(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  GET(cuDeviceGetUuid_v2, "cuDeviceGetUuid");
+#undef GET
+}
+
+Alloc* Newest() { return g_allocs.empty() ? nullptr : &g_allocs.back(); }
+
+CUresult DoAlloc(const std::string& kind, uint64_t size) {
+  Alloc a;
+  a.kind = kind;
+  a.size = size;
+  CUresult rc = CUDA_ERROR_INVALID_VALUE;
+  if (kind == "mem") rc = c.cuMemAlloc_v2(&a.ptr, size);
+  else if (kind == "pitch") {
+    size_t pitch = 0;
+    rc = c.cuMemAllocPitch_v2(&a.ptr, &pitch, size / 1024, 1024, 4);
+  } else if (kind == "managed") rc = c.cuMemAllocManaged(&a.ptr, size, CU_MEM_ATTACH_GLOBAL);
+  else if (kind == "async") {
+    rc = c.cuMemAllocAsync(&a.ptr, size, nullptr);
+  } else if (kind == "pool") {
+    CUmemoryPool pool;
+    rc = c.cuDeviceGetDefaultMemPool(&pool, g_dev);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemAllocFromPoolAsync(&a.ptr, size, pool, nullptr);
+  } else if (kind == "vmm" || kind == "vmmhost") {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = kind == "vmm" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+    prop.location.id = kind == "vmm" ? g_dev : 0;
+    size_t gran = 2u << 20;
+    a.map_size = (size + gran - 1) / gran * gran;
+    rc = c.cuMemCreate(&a.vmm, a.map_size, &prop, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&a.ptr, a.map_size, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemMap(a.ptr, a.map_size, 0, a.vmm, 0);
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = g_dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (rc == CUDA_SUCCESS) rc = c.cuMemSetAccess(a.ptr, a.map_size, &access, 1);
+  } else if (kind == "array") {
+    CUDA_ARRAY_DESCRIPTOR d{};
+    d.Width = size / 4 / 1024;
+    d.Height = 1024;
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 1;
+    rc = c.cuArrayCreate_v2(&a.array, &d);
+  } else if (kind == "array3d") {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = size / 4 / 64 / 64;
+    d.Height = 64;
+    d.Depth = 64;
+    d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+    d.NumChannels = 4;
+    rc = c.cuArray3DCreate_v2(&a.array, &d);
+  } else if (kind == "mipmap") {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = size / 4 / 1024;
+    d.Height = 1024;
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 1;
+    rc = c.cuMipmappedArrayCreate(&a.mip, &d, 1);
+  } else if (kind == "graph") {
+    rc = c.cuGraphCreate(&a.graph, 0);
+    CUDA_MEM_ALLOC_NODE_PARAMS p{};
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = g_dev;
+    p.bytesize = size;
+    CUgraphNode node;
+    if (rc == CUDA_SUCCESS) rc = c.cuGraphAddMemAllocNode(&node, a.graph, nullptr, 0, &p);
+    if (rc != CUDA_SUCCESS && a.graph) c.cuGraphDestroy(a.graph);
+  }
+  if (rc == CUDA_SUCCESS) g_allocs.push_back(a);
+  return rc;
+}
+
+CUresult DoFree() {
+  Alloc* a = Newest();
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = CUDA_SUCCESS;
+  if (a->kind == "async" || a->kind == "pool") rc = c.cuMemFreeAsync(a->ptr, nullptr);
+  else if (a->kind == "vmm" || a->kind == "vmmhost") {
+    c.cuMemUnmap(a->ptr, a->map_size);
+    c.cuMemAddressFree(a->ptr, a->map_size);
+    rc = c.cuMemRelease(a->vmm);
+  } else if (a->kind == "array" || a->kind == "array3d") rc = c.cuArrayDestroy(a->array);
+  else if (a->kind == "mipmap") rc = c.cuMipmappedArrayDestroy(a->mip);
+  else if (a->kind == "graph") rc = c.cuGraphDestroy(a->graph);
+  else rc = c.cuMemFree_v2(a->ptr);
+  g_allocs.pop_back();
+  return rc;
+}
+
+uint32_t Pattern(uint64_t i, uint32_t seed) { return static_cast<uint32_t>((i * 2654435761u) ^ seed); }
+
+CUresult EnsureModule() {
+  if (g_spin) return CUDA_SUCCESS;
+  CUresult rc = c.cuModuleLoadData(&g_mod, kSpinPtx);
+  if (rc == CUDA_SUCCESS) rc = c.cuModuleGetFunction(&g_spin, g_mod, "gpuslice_spin");
+  return rc;
+}
+
+CUresult Launch(const std::string& how, int count, unsigned long long ns) {
+  CUresult rc = EnsureModule();
+  if (rc != CUDA_SUCCESS) return rc;
+  int sms = 1;
+  c.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g_dev);
+  void* params[] = {&ns};
+  if (how == "graph") {
+    CUstream s;
+    CUgraph g;
+    CUgraphExec e;
+    rc = c.cuStreamCreate(&s, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    if (rc == CUDA_SUCCESS) rc = c.cuLaunchKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, s, params, nullptr);
+    if (rc == CUDA_SUCCESS) rc = c.cuStreamEndCapture(s, &g);
+    if (rc == CUDA_SUCCESS) rc = c.cuGraphInstantiateWithFlags(&e, g, 0);
+    for (int i = 0; i < count && rc == CUDA_SUCCESS; ++i) rc = c.cuGraphLaunch(e, s);
+    if (rc == CUDA_SUCCESS) rc = c.cuStreamSynchronize(s);
+    return rc;
+  }
+  for (int i = 0; i < count && rc == CUDA_SUCCESS; ++i) {
+    if (how == "launch") {
+      rc = c.cuLaunchKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+    } else if (how == "launchex") {
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = sms;
+      cfg.gridDimY = cfg.gridDimZ = 1;
+      cfg.blockDimX = 128;
+      cfg.blockDimY = cfg.blockDimZ = 1;
+      rc = c.cuLaunchKernelEx(&cfg, g_spin, params, nullptr);
+    } else {
+      rc = c.cuLaunchCooperativeKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, nullptr, params);
+    }
+  }
+  return rc;
+}
+
+nvmlDevice_t NvmlDevice() {
+  if (!nvml_ready) {
+    if (!gs::platform::LoadNvml("/", &n).ok() || n.nvmlInit_v2() != NVML_SUCCESS) return nullptr;
+    nvml_ready = true;
+  }
+  // The NVML device with the UUID of our CUDA device.
+  CUuuid u;
+  nvmlDevice_t d = nullptr;
+  if (c.cuDeviceGetUuid_v2 && c.cuDeviceGetUuid_v2(&u, g_dev) == CUDA_SUCCESS) {
+    char uuid[96];
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    if (n.nvmlDeviceGetHandleByUUID(uuid, &d) == NVML_SUCCESS) return d;
+  }
+  n.nvmlDeviceGetHandleByIndex_v2(0, &d);
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  int i = 1;
+  std::string via = "dlsym";
+  if (i + 1 < argc && strcmp(argv[i], "--via") == 0) {
+    via = argv[i + 1];
+    i += 2;
+  }
+  if (via == "linked") BindLinked();
+  else if (via == "getproc") BindGetProc();
+  else if (!gs::platform::LoadCuda("/", &c).ok()) {
+    printf("load failed\n");
+    return 3;
+  }
+  int failures = 0;
+  for (; i < argc; ++i) {
+    std::string cmd = argv[i];
+    auto arg = [&](int k) -> const char* {
+      if (i + k >= argc) {
+        fprintf(stderr, "%s needs %d argument(s)\n", cmd.c_str(), k);
+        exit(2);
+      }
+      return argv[i + k];
+    };
+    CUresult rc = CUDA_SUCCESS;
+    if (cmd == "init") {
+      int dev = i + 1 < argc && isdigit(argv[i + 1][0]) ? atoi(argv[++i]) : 0;
+      CUcontext ctx;
+      rc = c.cuInit(0);
+      if (rc == CUDA_SUCCESS) rc = c.cuDeviceGet(&g_dev, dev);
+      if (rc == CUDA_SUCCESS) rc = c.cuDevicePrimaryCtxRetain(&ctx, g_dev);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(ctx);
+      printf("init %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "alloc") {
+      rc = DoAlloc(arg(1), Size(arg(2)));
+      i += 2;
+      if (rc == CUDA_SUCCESS) printf("alloc ok\n");
+      else printf("alloc err %s\n", Name(rc));
+      continue;
+    } else if (cmd == "free") {
+      rc = DoFree();
+      printf("free %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "fill" || cmd == "check") {
+      uint64_t size = Size(arg(1));
+      uint32_t seed = static_cast<uint32_t>(atoi(arg(2)));
+      i += 2;
+      Alloc* a = Newest();
+      std::vector<uint32_t> buf(size / 4);
+      if (cmd == "fill") {
+        for (size_t k = 0; k < buf.size(); ++k) buf[k] = Pattern(k, seed);
+        rc = c.cuMemcpyHtoD_v2(a->ptr, buf.data(), size);
+        printf("fill %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      } else {
+        rc = c.cuMemcpyDtoH_v2(buf.data(), a->ptr, size);
+        bool same = rc == CUDA_SUCCESS;
+        for (size_t k = 0; same && k < buf.size(); ++k) same = buf[k] == Pattern(k, seed);
+        printf("check %s\n", rc != CUDA_SUCCESS ? Name(rc) : same ? "ok" : "CORRUPT");
+      }
+      continue;
+    } else if (cmd == "meminfo") {
+      size_t free_b = 0, total = 0, dev_total = 0;
+      rc = c.cuMemGetInfo_v2(&free_b, &total);
+      c.cuDeviceTotalMem_v2(&dev_total, g_dev);
+      printf("meminfo %zu %zu %zu\n", free_b, total, dev_total);
+    } else if (cmd == "nvml") {
+      nvmlDevice_t d = NvmlDevice();
+      nvmlMemory_t m{};
+      nvmlMemory_v2_t m2{};
+      m2.version = nvmlMemory_v2;
+      n.nvmlDeviceGetMemoryInfo(d, &m);
+      n.nvmlDeviceGetMemoryInfo_v2(d, &m2);
+      nvmlProcessInfo_t procs[64];
+      unsigned count = 64;
+      n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs);
+      unsigned long long mine = 0;
+      for (unsigned k = 0; k < count; ++k)
+        if (procs[k].pid == static_cast<unsigned>(getpid())) mine = procs[k].usedGpuMemory;
+      printf("nvml %llu %llu %llu %llu %llu %llu %u %llu\n", m.total, m.used, m.free, m2.total, m2.used, m2.free, count,
+             mine);
+    } else if (cmd == "launch" || cmd == "launchex" || cmd == "coop" || cmd == "graph") {
+      rc = Launch(cmd, atoi(arg(1)), strtoull(arg(2), nullptr, 10));
+      i += 2;
+      printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      if (rc != CUDA_SUCCESS) ++failures;
+      continue;
+    } else if (cmd == "sync") {
+      rc = c.cuCtxSynchronize();
+      printf("sync %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "sleep") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(atoi(arg(1))));
+      ++i;
+      continue;
+    } else if (cmd == "util") {
+      nvmlUtilization_t u{};
+      n.nvmlDeviceGetUtilizationRates(NvmlDevice(), &u);
+      printf("util %u\n", u.gpu);
+    } else if (cmd == "xid") {
+      nvmlDevice_t d = NvmlDevice();
+      nvmlEventSet_t set;
+      n.nvmlEventSetCreate(&set);
+      unsigned count = 0;
+      n.nvmlDeviceGetCount_v2(&count);
+      for (unsigned k = 0; k < count; ++k) {
+        nvmlDevice_t h;
+        n.nvmlDeviceGetHandleByIndex_v2(k, &h);
+        n.nvmlDeviceRegisterEvents(h, nvmlEventTypeXidCriticalError, set);
+      }
+      nvmlEventData_t data{};
+      nvmlReturn_t r = n.nvmlEventSetWait_v2(set, &data, static_cast<unsigned>(atoi(arg(1))));
+      ++i;
+      if (r == NVML_SUCCESS) printf("xid %llu %s\n", data.eventData, data.device == d ? "this-device" : "other-device");
+      else printf("xid %s\n", r == NVML_ERROR_TIMEOUT ? "timeout" : n.nvmlErrorString(r));
+      continue;
+    } else if (cmd == "symbols") {
+      size_t count = 0;
+      const char* const* names = gs::platform::CudaSymbolNames(&count);
+      int found = 0;
+      for (size_t k = 0; k < count; ++k) {
+        void* fn = nullptr;
+        CUdriverProcAddressQueryResult st;
+        if (c.cuGetProcAddress_v2(names[k], &fn, 13000, 0, &st) == CUDA_SUCCESS && fn) ++found;
+      }
+      printf("symbols %d/%zu\n", found, count);
+    } else {
+      fprintf(stderr, "unknown command %s\n", cmd.c_str());
+      return 2;
+    }
+  }
+  return failures ? 1 : 0;
+}
