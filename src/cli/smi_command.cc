@@ -1,5 +1,6 @@
 #include "src/cli/smi_command.h"
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -11,32 +12,46 @@
 namespace gs::cli {
 namespace {
 
+// Prints one table row: every row is exactly as wide as the rule lines.
+void Row(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+constexpr int kWidth = 96;
+void Row(const char* fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  printf("| %-*.*s |\n", kWidth - 4, kWidth - 4, buf);
+}
+void Rule(char c = '-') { printf("+%s+\n", std::string(kWidth - 2, c).c_str()); }
+
 void PrintTable(platform::GpuDriver& driver, const std::vector<platform::GpuInfo>& gpus) {
   int cuda = driver.CudaVersion();
-  const char* line = "+-----------------------------------------------------------------------------------------+\n";
-  const char* sep = "|-----------------------------------------+------------------------+----------------------+\n";
-  printf("%s", line);
-  printf("| gpuslice smi %-22s Driver Version: %-14s CUDA Version: %2d.%-1d          |\n", "",
-         driver.DriverVersion().c_str(), cuda / 1000, cuda % 1000 / 10);
-  printf("%s", sep);
-  printf("| GPU  Name                 Temp   Power | Bus-Id                 |  GPU-Util  Memory-Use |\n");
-  printf("|=========================================+========================+======================|\n");
+  Rule();
+  Row("gpuslice smi        Driver Version: %-16s CUDA Version: %d.%d", driver.DriverVersion().c_str(), cuda / 1000,
+      cuda % 1000 / 10);
+  Rule();
+  Row("%-3s  %-28s %-18s %6s %11s %20s", "GPU", "Name", "Bus-Id", "Util", "Temp  Power", "Memory-Usage");
+  Row("%-3s  %-28s", "", "UUID");
+  Rule('=');
   for (const auto& g : gpus) {
     if (g.lost) {
-      printf("| %3d  %-34s | %-22s | %20s |\n", g.index, "ERR! GPU is lost", "", "");
+      Row("%3d  %-28s ERR! GPU is lost (fallen off the bus)", g.index, g.name.c_str());
       continue;
     }
-    printf("| %3d  %-20.20s %3uC %4uW/%3uW | %-22s | %8u%%  %4.0f%%      |\n", g.index, g.name.c_str(), g.temperature_c,
-           g.power_mw / 1000, g.power_limit_mw / 1000, g.pci_bus_id.c_str(), g.utilization,
-           g.memory_total ? 100.0 * static_cast<double>(g.memory_used) / static_cast<double>(g.memory_total) : 0.0);
-    printf("|      %-34.34s | %22s | %9lluMiB / %6lluMiB |\n", g.uuid.c_str(), "",
-           static_cast<unsigned long long>(g.memory_used >> 20), static_cast<unsigned long long>(g.memory_total >> 20));
+    char mem[48];
+    snprintf(mem, sizeof(mem), "%lluMiB / %lluMiB", static_cast<unsigned long long>(g.memory_used >> 20),
+             static_cast<unsigned long long>(g.memory_total >> 20));
+    Row("%3d  %-28.28s %-18s %5u%% %4uC %4uW %20s", g.index, g.name.c_str(), g.pci_bus_id.c_str(), g.utilization,
+        g.temperature_c, g.power_mw / 1000, mem);
+    Row("%3s  %s", "", g.uuid.c_str());
   }
-  printf("%s\n", line);
-  printf("%s", line);
-  printf("| Processes:                                                                              |\n");
-  printf("|  GPU        PID   Type   Process name                                      GPU Memory  |\n");
-  printf("|=========================================================================================|\n");
+  Rule();
+  printf("\n");
+  Rule();
+  Row("Processes:");
+  Row("%-5s %10s   %-50s %18s", "GPU", "PID", "Process name", "GPU Memory");
+  Rule('=');
   bool any = false;
   for (const auto& g : gpus)
     for (const auto& p : g.processes) {
@@ -46,11 +61,10 @@ void PrintTable(platform::GpuDriver& driver, const std::vector<platform::GpuInfo
         if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
         fclose(f);
       }
-      printf("|  %3d  %10u    C   %-48.48s %7lluMiB |\n", g.index, p.pid, comm,
-             static_cast<unsigned long long>(p.used_bytes >> 20));
+      Row("%-5d %10u   %-50.50s %15lluMiB", g.index, p.pid, comm, static_cast<unsigned long long>(p.used_bytes >> 20));
     }
-  if (!any) printf("|  No running processes found                                                             |\n");
-  printf("%s", line);
+  if (!any) Row("No running processes found");
+  Rule();
 }
 
 }  // namespace

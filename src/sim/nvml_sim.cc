@@ -473,6 +473,9 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceRegisterEvents)(nvmlDevice_t device, unsigne
   if (es == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (eventTypes & ~kSupportedEvents) return NVML_ERROR_NOT_SUPPORTED;
   std::lock_guard<std::mutex> lock(es->mu);
+  // Like NVML, a set hears only what happens after it registers: mark what is due now.
+  Event ignored[kMaxEvents];
+  node()->DueEvents(s, es->delivered[s], ignored, kMaxEvents);
   es->regs.push_back({s, eventTypes});
   return NVML_SUCCESS;
 }

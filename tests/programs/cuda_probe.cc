@@ -390,7 +390,8 @@ int main(int argc, char** argv) {
       continue;
     } else if (cmd == "util") {
       nvmlUtilization_t u{};
-      n.nvmlDeviceGetUtilizationRates(NvmlDevice(), &u);
+      nvmlDevice_t d = NvmlDevice();  // loads NVML: before reading n's pointers
+      n.nvmlDeviceGetUtilizationRates(d, &u);
       printf("util %u\n", u.gpu);
     } else if (cmd == "xid") {
       nvmlDevice_t d = NvmlDevice();
