@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/model/container_edits.h"
 #include "src/platform/gpu_driver.h"
+#include "src/region/region.h"
 
 namespace gs::cli {
 namespace {
@@ -22,13 +24,30 @@ void Forward(int sig) {
   if (g_child > 0) kill(g_child, sig);
 }
 
+// What the slice saw, read from its region after the program ended.
+void WriteSummary(const std::string& region_path, const model::Allocation& a, const std::string& out) {
+  region::OpenError err;
+  char msg[256];
+  region::Region* r = region::OpenRegionReadOnly(region_path.c_str(), &err, msg, sizeof(msg));
+  std::ofstream f(out);
+  if (r == nullptr) {
+    f << "{\"error\":\"no region: the program used no GPU\"}\n";
+    return;
+  }
+  const region::Device& d = r->devices[0];
+  f << "{\"uuid\":\"" << a.devices[0].uuid << "\",\"memory_limit\":" << a.devices[0].memory_limit
+    << ",\"memory_peak\":" << d.memory_peak.load() << ",\"spilled_peak\":" << d.spilled_peak.load()
+    << ",\"sm_share\":" << a.devices[0].sm_share << "}\n";
+  region::CloseRegion(r);
+}
+
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
   int64_t device = 0, cores = 0, priority = 1;
   uint64_t memory = 0;
   bool oversubscribe = false;
-  std::string policy = "force", driver_root = "/";
+  std::string policy = "force", driver_root = "/", summary_json;
   FlagSet flags("run", "Runs a program with a GPU slice: gpuslice run [flags] -- CMD [ARGS...]");
   flags.Int("device", &device, "GPU index (as nvidia-smi numbers them)", 0, 63);
   flags.Bytes("memory", &memory, "device memory limit (e.g. 4g); default: no limit");
@@ -37,6 +56,7 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.Int("priority", &priority, "task priority (0 = highest)", 0, 999);
   flags.String("policy", &policy, "compute policy: force (limit even when alone), default, disable");
   flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)", "NVIDIA_DRIVER_ROOT");
+  flags.String("summary-json", &summary_json, "when the program ends, write what the slice saw (limits, peaks) here");
   std::vector<std::string> cmd;
   if (Status s = flags.Parse(args, &cmd, true); !s.ok()) {
     std::cerr << "gpuslice run: " << s.message() << "\n";
@@ -106,6 +126,7 @@ int RunCommand(const std::vector<std::string>& args) {
   int status = 0;
   while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!summary_json.empty()) WriteSummary(std::string(tmpl) + "/region", a, summary_json);
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

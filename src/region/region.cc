@@ -226,7 +226,8 @@ bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled
   d.memory_used.fetch_add(bytes);
   if (spilled) {
     slot->spilled[dev].fetch_add(bytes);
-    d.spilled.fetch_add(bytes);
+    uint64_t s = d.spilled.fetch_add(bytes) + bytes;
+    if (s > d.spilled_peak.load()) d.spilled_peak.store(s);
   }
   uint64_t now = used + bytes;
   if (now > d.memory_peak.load()) d.memory_peak.store(now);

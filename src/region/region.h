@@ -47,7 +47,7 @@ struct Device {
   std::atomic<int64_t> controller_ns;  // last controller step (one process steps per period)
   std::atomic<uint32_t> measured_util; // container's SM utilisation over the last step, percent
   std::atomic<uint32_t> effective_share; // share applied in the last step, percent
-  uint8_t pad[8];
+  std::atomic<uint64_t> spilled_peak;  // most bytes ever spilled at once
 };
 
 struct ProcessSlot {
