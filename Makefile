@@ -4,6 +4,9 @@
 PRESET ?= release
 BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
+# ccache hits across clones in different directories (CI builds a fresh clone).
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: all deps build test test-unit test-sanitize demo bench clean format
 
