@@ -32,7 +32,10 @@ demo: build
 	@scripts/demo.sh $(BUILD)
 
 bench: build
-	@$(BUILD)/bench/gpuslice_bench
+	@root=$$(mktemp -d) && $(BUILD)/bin/gpuslice sim up --gpus 1xH100-80GB --root $$root >/dev/null && \
+	  eval "$$($(BUILD)/bin/gpuslice sim env --root $$root)" && \
+	  GS_ENFORCER=$(CURDIR)/$(BUILD)/enforcer/libgpuslice.so $(BUILD)/bench/gpuslice_bench; \
+	  rc=$$?; $(BUILD)/bin/gpuslice sim down --root $$root >/dev/null; rm -rf $$root; exit $$rc
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -233,6 +234,35 @@ TEST(EnforcerCompute, CompetingContainersGetTheirShares) {
   Result ra = a.Wait(), rb = b.Wait();
   EXPECT_NEAR(BurnUtil(ra.out), 20, 5) << ra.out << ra.err;
   EXPECT_NEAR(BurnUtil(rb.out), 50, 5) << rb.out << rb.err;
+}
+
+// Deep asynchronous queues and graph / Ex / cooperative launches are held back too: 0.5 s
+// of kernels under a 25 % share cannot finish before about 2 s.
+TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
+  SimNode node("gpus: [H100-80GB]\n");
+  for (const char* how : {"launch", "launchex", "coop", "graph"}) {
+    auto start = std::chrono::steady_clock::now();
+    Result r = RunProcess({GpusliceBin(), "run", "--cores", "25", "--", ProbeBin(), "init", how, "20", "25000000",
+                           "sync"},
+                          node.env());
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(r.code, 0) << how << r.out << r.err;
+    EXPECT_GT(secs, 1.5) << how << ": not throttled";
+    EXPECT_LT(secs, 3.5) << how << ": throttled too hard";
+  }
+}
+
+TEST(EnforcerCompute, DefaultPolicyLetsALoneContainerUseIdleCapacity) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", GpusliceBin(), "burn",
+                         "--memory", "0", "--util", "100", "--seconds", "3"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_GT(BurnUtil(r.out), 90) << r.out;
+  r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "disable", "--", GpusliceBin(), "burn",
+                  "--memory", "0", "--util", "100", "--seconds", "2"},
+                 node.env());
+  EXPECT_GT(BurnUtil(r.out), 95) << r.out;
 }
 
 }  // namespace

@@ -134,6 +134,16 @@ TEST(Simulator, KernelTimeAndUtilisationFollowTheCostModel) {
   EXPECT_GE(secs, 1.0);
   EXPECT_LT(secs, 1.0 + 0.4);
 
+  // Every launch path runs on the same timeline: Ex, cooperative, a captured graph.
+  start = std::chrono::steady_clock::now();
+  r = RunProcess({ProbeBin(), "init", "launchex", "4", "50000000", "coop", "4", "50000000", "graph", "4", "50000000",
+                  "sync"},
+                 node.env());
+  secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_GE(secs, 0.6);
+  EXPECT_LT(secs, 0.6 + 0.35);
+
   // 0.6 s busy in the last second: NVML's utilisation says about 60.
   r = RunProcess({ProbeBin(), "init", "sleep", "1100", "launch", "1", "600000000", "sync", "util"}, node.env());
   int util = std::stoi(Fields(r.out, "util")[1]);

@@ -17,6 +17,9 @@ namespace {
 constexpr int64_t kPeriodNs = 50'000'000;    // controller step
 constexpr int64_t kBurstNs = 100'000'000;    // unused budget kept at most (x share)
 constexpr int64_t kMaxDebtNs = 2'000'000'000;  // debt beyond this is forgiven (stuck measurements)
+// What a launch pre-pays before its cost has been learned: enough to hold back a deep
+// asynchronous queue from the first launch; the first measurement corrects it.
+constexpr int64_t kInitialLaunchCostNs = 1'000'000;
 
 std::atomic<bool> g_controller_started{false};
 thread_local CUcontext t_ctx = nullptr;
@@ -87,15 +90,22 @@ void* ControllerMain(void*) {
       if (last_us[dev] == 0) last_us[dev] = since;
       unsigned mine = 0, others = 0;
       if (!Measure(handles[dev], since, &mine, &others)) continue;
-      Limiter::Step s = Limiter::Reconcile(d.tokens.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
+      Limiter::Step s = Limiter::Reconcile(d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
                                            d.launch_cost_ns.load(), limit,
                                            r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce), mine,
                                            others, now - prev);
-      // Launches since the exchange above already took from tokens: apply as a delta.
-      d.tokens.fetch_add(s.tokens - d.tokens.load());
+      d.lead_ns.store(s.lead_ns);
+      // Launches take from tokens concurrently: add the delta, then clamp.
+      int64_t t = d.tokens.fetch_add(s.token_delta) + s.token_delta;
+      int64_t hi = kBurstNs * s.share / 100;
+      if (t > hi) d.tokens.fetch_sub(t - hi);
+      if (t < -kMaxDebtNs) d.tokens.fetch_add(-kMaxDebtNs - t);
       d.launch_cost_ns.store(s.launch_cost_ns);
       d.measured_util.store(mine);
       d.effective_share.store(s.share);
+      GS_LOG(kDebug, "limiter: device %d used %u%% (others %u%%) of %lld ms, share %u%%, budget %lld us, launch cost %lld us",
+             dev, mine, others, static_cast<long long>((now - prev) / 1000000), s.share,
+             static_cast<long long>(d.tokens.load() / 1000), static_cast<long long>(s.launch_cost_ns / 1000));
     }
   }
   return nullptr;
@@ -123,7 +133,7 @@ __attribute__((constructor)) void RegisterAtFork() {
 
 }  // namespace
 
-Limiter::Step Limiter::Reconcile(int64_t tokens, int64_t charged_ns, uint64_t launches, int64_t launch_cost_ns,
+Limiter::Step Limiter::Reconcile(int64_t lead_ns, int64_t charged_ns, uint64_t launches, int64_t launch_cost_ns,
                                  unsigned sm_limit, bool force, unsigned container_util, unsigned others_util,
                                  int64_t elapsed_ns) {
   Step s;
@@ -131,36 +141,62 @@ Limiter::Step Limiter::Reconcile(int64_t tokens, int64_t charged_ns, uint64_t la
   s.share = (!force && others_util == 0) ? 100 : sm_limit;
   int64_t used = elapsed_ns * container_util / 100;
   int64_t refill = elapsed_ns * s.share / 100;
-  // Replace what launches pre-paid on estimate with what was measured.
-  s.tokens = tokens + charged_ns + refill - used;
-  s.tokens = std::clamp<int64_t>(s.tokens, -kMaxDebtNs, kBurstNs * s.share / 100);
+  int64_t lead = lead_ns + charged_ns;
+  int64_t matched = std::min(used, lead);
+  lead -= matched;
+  s.token_delta = refill - (used - matched);
+  // The GPU had idle time: nothing of ours is waiting, the rest of the lead was an
+  // over-estimate. (NVML percentages are whole numbers: leave a margin.)
+  bool drained = container_util + others_util < 90;
+  if (drained && lead > 0) {
+    s.token_delta += lead;
+    lead = 0;
+  }
+  s.lead_ns = lead;
   s.launch_cost_ns = launch_cost_ns;
   if (launches > 0 && used > 0) {
     int64_t per_launch = used / static_cast<int64_t>(launches);
     s.launch_cost_ns = launch_cost_ns == 0 ? per_launch : (launch_cost_ns * 3 + per_launch) / 4;
+  } else if (launches > 0 && drained) {
+    // Everything launched has run and NVML read 0 %: under 1 % of the period was used,
+    // which bounds one launch's cost (many tiny kernels must not stay throttled).
+    // At most halve per step: one misleading step (a launch at its very end) cannot
+    // collapse the estimate.
+    int64_t bound = std::max<int64_t>(1, elapsed_ns / 100 / static_cast<int64_t>(launches));
+    int64_t cur = launch_cost_ns == 0 ? kInitialLaunchCostNs : launch_cost_ns;
+    s.launch_cost_ns = std::max(bound, cur / 2);
   }
   return s;
 }
 
-void Limiter::Gate(CUstream) {
+void Limiter::Gate(CUstream stream) {
   if (!AnyLimit() || g_state.region == nullptr) return;
   int dev = LaunchDevice();
   if (dev < 0) return;
+  // A launch into a capturing stream only records a graph node: the graph's launches pay.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (g_cuda.cuStreamIsCapturing && g_cuda.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
+      capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return;
   region::Device& d = g_state.region->devices[dev];
   unsigned limit = g_state.cfg.sm_limit[dev] ? g_state.cfg.sm_limit[dev] : d.sm_limit.load();
   if (limit == 0) return;
   if (!g_controller_started.load(std::memory_order_relaxed)) StartController();
-  int64_t cost = d.launch_cost_ns.load(std::memory_order_relaxed);
-  d.launches.fetch_add(1, std::memory_order_relaxed);
-  d.charged_ns.fetch_add(cost, std::memory_order_relaxed);
-  int64_t left = d.tokens.fetch_sub(cost, std::memory_order_relaxed) - cost;
-  // Over budget: wait for time to pay the debt (the controller keeps reconciling).
+  // Over budget: wait for time to pay the debt (the controller keeps reconciling). A launch
+  // goes ahead while the budget is not negative and pays after, so the launch that
+  // overdraws it still runs and its real cost shows up in the next measurement.
+  int64_t left = d.tokens.load(std::memory_order_relaxed);
   while (left < 0) {
     unsigned share = std::max(1u, d.effective_share.load(std::memory_order_relaxed));
     int64_t wait = std::min<int64_t>(-left * 100 / share, 10'000'000);
     SleepUntilNs(MonotonicNowNs() + std::max<int64_t>(wait, 200'000));
     left = d.tokens.load(std::memory_order_relaxed);
   }
+  int64_t cost = d.launch_cost_ns.load(std::memory_order_relaxed);
+  if (cost == 0) cost = kInitialLaunchCostNs;
+  d.launches.fetch_add(1, std::memory_order_relaxed);
+  d.charged_ns.fetch_add(cost, std::memory_order_relaxed);
+  d.tokens.fetch_sub(cost, std::memory_order_relaxed);
 }
 
 }  // namespace gs::enforcer

