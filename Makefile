@@ -20,6 +20,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	@scripts/install-deps.sh test
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
 
 # Unit tests under a sanitizer (CI runs ubsan; asan and tsan presets exist too).

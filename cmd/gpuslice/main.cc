@@ -10,6 +10,7 @@
 #include "src/cli/smi_command.h"
 #ifndef GS_MINIMAL
 #include "src/cli/sim_command.h"
+#include "src/node/agent.h"
 #endif
 
 namespace {
@@ -21,6 +22,7 @@ const char* kUsage =
     "  burn    a workload: allocate and verify memory, keep the GPU busy at a duty cycle\n"
 #ifndef GS_MINIMAL
     "  sim     bring a simulated GPU node up and down (up|down|status|env|inject)\n"
+    "  node    the node agent: kubelet device plugin with vGPU slices, health, metrics\n"
 #endif
     "  version print the version\n"
     "Run 'gpuslice <command> --help' for a command's flags.\n";
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   if (cmd == "burn") return gs::cli::BurnCommand(args);
 #ifndef GS_MINIMAL
   if (cmd == "sim") return gs::cli::SimCommand(args);
+  if (cmd == "node") return gs::node::RunNode(args);
 #endif
   if (cmd == "version" || cmd == "--version") {
     std::cout << "gpuslice " << GS_VERSION << "\n";

@@ -1,0 +1,176 @@
+#include "src/node/agent.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "src/cli/paths.h"
+#include "src/common/clock.h"
+#include "src/common/raw_log.h"
+#include "src/node/config.h"
+#include "src/node/device_plugin.h"
+#include "src/node/health.h"
+#include "src/node/metrics.h"
+#include "src/node/plugin_server.h"
+#include "src/node/pod_resources.h"
+#include "src/region/region.h"
+
+namespace gs::node {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+// Frees slots of dead processes in every region, and removes the directories of
+// allocations whose containers the kubelet no longer lists (after a grace period: a
+// container is listed only once admitted).
+void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* pods_cache) {
+  auto pods = ListPodResources(cfg.pod_resources_socket(), cfg.resource_name);
+  if (pods.ok()) *pods_cache = *pods;
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& rec : book->Records()) {
+    std::string dir = book->ContainerDir(rec.id);
+    region::OpenError err;
+    char msg[256];
+    std::string region_path = dir + "/region";  // created by the container's first process
+    if (access(region_path.c_str(), F_OK) != 0) {
+    } else if (region::Region* r = region::OpenRegion(region_path.c_str(), &err, msg, sizeof(msg))) {
+      region::SweepDead(r);
+      region::CloseRegion(r);
+    }
+    if (!pods.ok() || now - rec.created_unix < cfg.cleanup_grace_seconds) continue;
+    bool listed = false;
+    for (const auto& p : *pods)
+      for (const auto& id : p.device_ids)
+        listed |= std::find(rec.device_ids.begin(), rec.device_ids.end(), id) != rec.device_ids.end();
+    if (listed) continue;
+    GS_LOG(kInfo, "allocation %s: no container holds its slices any more; removing %s", rec.id.c_str(), dir.c_str());
+    book->Remove(rec.id);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
+void ServeMetrics(httplib::Server* http, const Config& cfg, int* port_out) {
+  std::string host = "0.0.0.0";
+  std::string addr = cfg.metrics_addr;
+  auto colon = addr.rfind(':');
+  if (colon != std::string::npos && colon > 0) host = addr.substr(0, colon);
+  int port = std::stoi(addr.substr(colon + 1));
+  int bound = port == 0 ? http->bind_to_any_port(host.c_str()) : (http->bind_to_port(host.c_str(), port) ? port : -1);
+  *port_out = bound;
+  if (bound < 0) {
+    GS_LOG(kError, "cannot listen for metrics on %s", addr.c_str());
+    return;
+  }
+  std::ofstream(cfg.state_dir + "/metrics.port") << bound << "\n";
+  http->listen_after_bind();
+}
+
+}  // namespace
+
+int RunNode(const std::vector<std::string>& args) {
+  SetRawLogPrefix("gpuslice node");
+  SetRawLogLevel(2);
+  std::string usage;
+  auto cfg_or = LoadConfig(args, &usage);
+  if (!cfg_or.ok()) {
+    std::cerr << "gpuslice node: " << cfg_or.status().message() << "\n";
+    return 2;
+  }
+  if (!usage.empty()) return std::cout << usage, 0;
+  const Config cfg = *cfg_or;
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto fail = [&](const std::string& why) {
+    GS_LOG(kError, "%s", why.c_str());
+    if (cfg.fail_on_init_error) return 1;
+    // One DaemonSet on every node: on a node without GPUs, wait quietly instead of
+    // crash-looping.
+    GS_LOG(kWarn, "--fail-on-init-error=false: waiting without serving");
+    while (!g_stop) SleepUntilNs(MonotonicNowNs() + 1'000'000'000);
+    return 0;
+  };
+  auto driver = platform::OpenNvmlGpuDriver(cfg.driver_root);
+  if (!driver.ok()) return fail("no GPUs: " + driver.status().message());
+  auto infos = (*driver)->ListGpus();
+  if (!infos.ok()) return fail("cannot list GPUs: " + infos.status().message());
+  if (infos->empty()) return fail("NVML reports no GPUs on this node");
+  std::vector<model::Gpu> gpus;
+  for (const auto& g : *infos)
+    gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
+
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.state_dir + "/containers", ec);
+  if (ec) return fail("cannot create " + cfg.state_dir + ": " + ec.message());
+  auto enforcer = InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
+  if (!enforcer.ok()) return fail(enforcer.status().message());
+
+  SliceBook book(gpus, cfg.split, cfg.state_dir);
+  if (Status s = book.Load(); !s.ok()) GS_LOG(kError, "%s; starting with no allocation records", s.message().c_str());
+  DevicePluginService service(cfg, &book, *enforcer);
+  PluginServer server(cfg, &service);
+  if (Status s = server.Start(); !s.ok()) GS_LOG(kWarn, "%s (will retry)", s.message().c_str());
+  GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
+         gpus.size() * static_cast<size_t>(cfg.split.split_count), cfg.resource_name.c_str(), cfg.split.split_count);
+
+  HealthWatcher health(cfg, driver->get(), &book);
+  std::thread health_thread([&] { health.Run(g_stop); });
+
+  std::mutex pods_mu;
+  std::vector<ContainerDevices> pods;
+  httplib::Server http;
+  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    std::vector<ContainerDevices> snapshot;
+    {
+      std::lock_guard<std::mutex> l(pods_mu);
+      snapshot = pods;
+    }
+    res.set_content(CollectMetrics(driver->get(), book, snapshot), "text/plain; version=0.0.4");
+  });
+  http.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(server.registered() ? "ok\n" : "not registered\n", "text/plain");
+    res.status = server.registered() ? 200 : 503;
+  });
+  int metrics_port = -1;
+  std::thread metrics_thread;
+  if (!cfg.metrics_addr.empty()) metrics_thread = std::thread([&] { ServeMetrics(&http, cfg, &metrics_port); });
+
+  int64_t next_sweep = 0;
+  while (!g_stop) {
+    server.Keep();
+    int64_t now = MonotonicNowNs();
+    if (now >= next_sweep) {
+      std::vector<ContainerDevices> fresh;
+      {
+        std::lock_guard<std::mutex> l(pods_mu);
+        fresh = pods;
+      }
+      Sweep(cfg, &book, &fresh);
+      {
+        std::lock_guard<std::mutex> l(pods_mu);
+        pods = fresh;
+      }
+      next_sweep = now + static_cast<int64_t>(cfg.sweep_seconds) * 1'000'000'000;
+    }
+    SleepUntilNs(MonotonicNowNs() + 200'000'000);
+  }
+  GS_LOG(kInfo, "stopping");
+  service.Stop();
+  server.Stop();
+  http.stop();
+  if (metrics_thread.joinable()) metrics_thread.join();
+  health_thread.join();
+  return 0;
+}
+
+}  // namespace gs::node

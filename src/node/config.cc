@@ -1,0 +1,163 @@
+#include "src/node/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "src/common/flags.h"
+
+namespace gs::node {
+
+std::string Config::plugin_socket() const { return kubelet_dir + "/device-plugins/gpuslice.sock"; }
+std::string Config::kubelet_socket() const { return kubelet_dir + "/device-plugins/kubelet.sock"; }
+std::string Config::pod_resources_socket() const { return kubelet_dir + "/pod-resources/kubelet.sock"; }
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Status CheckStrategies(const std::vector<std::string>& list) {
+  if (list.empty()) return InvalidArgument("--device-list-strategy: give at least one of envvar, cdi-cri");
+  for (const auto& s : list)
+    if (s != "envvar" && s != "cdi-cri")
+      return InvalidArgument("--device-list-strategy: '" + s + "' is not one of envvar, cdi-cri");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyConfigYaml(const std::string& yaml, Config* c) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("config file is not valid YAML: ") + e.what());
+  }
+  if (!root || root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return InvalidArgument("config file: expected a map of settings");
+  static const char* kKeys[] = {"resourceName", "deviceSplitCount", "deviceMemoryScaling", "deviceCoresScaling",
+                                "failOnInitError", "enableLegacyPreferred", "driverRoot", "kubeletDir", "stateDir",
+                                "metricsAddr", "deviceListStrategy", "cdiKind", "packing", "ignoredXids",
+                                "healthyRecoverySeconds", "sweepSeconds", "cleanupGraceSeconds", "enforcerPath", "version"};
+  try {
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      std::string k = it->first.as<std::string>();
+      bool ok = false;
+      for (const char* known : kKeys) ok |= k == known;
+      if (!ok) return InvalidArgument("config file: unknown key '" + k + "'");
+    }
+    if (root["resourceName"]) c->resource_name = root["resourceName"].as<std::string>();
+    if (root["deviceSplitCount"]) c->split.split_count = root["deviceSplitCount"].as<int>();
+    if (root["deviceMemoryScaling"]) c->split.memory_scaling = root["deviceMemoryScaling"].as<double>();
+    if (root["deviceCoresScaling"]) c->split.cores_scaling = root["deviceCoresScaling"].as<double>();
+    if (root["failOnInitError"]) c->fail_on_init_error = root["failOnInitError"].as<bool>();
+    if (root["enableLegacyPreferred"]) c->enable_legacy_preferred = root["enableLegacyPreferred"].as<bool>();
+    if (root["driverRoot"]) c->driver_root = root["driverRoot"].as<std::string>();
+    if (root["kubeletDir"]) c->kubelet_dir = root["kubeletDir"].as<std::string>();
+    if (root["stateDir"]) c->state_dir = root["stateDir"].as<std::string>();
+    if (root["metricsAddr"]) c->metrics_addr = root["metricsAddr"].as<std::string>();
+    if (root["deviceListStrategy"]) {
+      auto n = root["deviceListStrategy"];
+      c->device_list_strategy = n.IsSequence() ? n.as<std::vector<std::string>>() : SplitList(n.as<std::string>());
+    }
+    if (root["cdiKind"]) c->cdi_kind = root["cdiKind"].as<std::string>();
+    if (root["packing"]) {
+      std::string p = root["packing"].as<std::string>();
+      if (p != "spread" && p != "binpack") return InvalidArgument("config file: packing must be spread or binpack");
+      c->packing = p == "spread" ? model::PackingPolicy::kSpread : model::PackingPolicy::kBinpack;
+    }
+    if (root["ignoredXids"]) {
+      c->ignored_xids.clear();
+      for (const auto& x : root["ignoredXids"]) c->ignored_xids.insert(x.as<uint64_t>());
+    }
+    if (root["healthyRecoverySeconds"]) c->healthy_recovery_seconds = root["healthyRecoverySeconds"].as<int>();
+    if (root["sweepSeconds"]) c->sweep_seconds = root["sweepSeconds"].as<int>();
+    if (root["cleanupGraceSeconds"]) c->cleanup_grace_seconds = root["cleanupGraceSeconds"].as<int>();
+    if (root["enforcerPath"]) c->enforcer_path = root["enforcerPath"].as<std::string>();
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("config file: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* usage) {
+  Config c;
+  // The config file comes first so that environment and flags override it.
+  std::string file;
+  if (const char* env = getenv("GPUSLICE_CONFIG")) file = env;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) file = args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) file = args[i].substr(9);
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) return InvalidArgument("--config: cannot read " + file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Status s = ApplyConfigYaml(ss.str(), &c);
+    if (!s.ok()) return InvalidArgument(file + ": " + s.message());
+    c.config_file = file;
+  }
+
+  int64_t split = c.split.split_count, recovery = c.healthy_recovery_seconds, sweep = c.sweep_seconds,
+          grace = c.cleanup_grace_seconds;
+  std::string strategies, packing = c.packing == model::PackingPolicy::kSpread ? "spread" : "binpack", ignored;
+  FlagSet f("node", "The gpuslice node agent: kubelet device plugin with vGPU slices, health and metrics.");
+  f.String("config", &c.config_file, "YAML config file (flags > environment > file)", "GPUSLICE_CONFIG");
+  f.String("resource-name", &c.resource_name, "extended resource to serve", "RESOURCE_NAME");
+  f.Int("device-split-count", &split, "slices per GPU", 1, 64, "DEVICE_SPLIT_COUNT");
+  f.Double("device-memory-scaling", &c.split.memory_scaling, "each slice gets S*M/K memory; S > 1: virtual device memory",
+           0.01, 16, "DEVICE_MEMORY_SCALING");
+  f.Double("device-cores-scaling", &c.split.cores_scaling, "each slice gets 100*C/K percent SM share; C = K: no limit",
+           0.01, 64, "DEVICE_CORES_SCALING");
+  f.Bool("fail-on-init-error", &c.fail_on_init_error, "exit when GPUs cannot be found (false: log and wait)",
+         "FAIL_ON_INIT_ERROR");
+  f.Bool("enable-legacy-preferred", &c.enable_legacy_preferred,
+         "re-map slices to distinct GPUs inside Allocate (kubelets without GetPreferredAllocation)",
+         "ENABLE_LEGACY_PREFERRED");
+  f.String("driver-root", &c.driver_root, "root of the driver installation ('/' on real nodes)", "NVIDIA_DRIVER_ROOT");
+  f.String("kubelet-dir", &c.kubelet_dir, "the kubelet's directory (device-plugins/, pod-resources/)", "KUBELET_DIR");
+  f.String("state-dir", &c.state_dir, "where enforcer copies and per-container regions live", "GPUSLICE_STATE_DIR");
+  f.String("metrics-addr", &c.metrics_addr, "Prometheus metrics listen address ('' = off)", "METRICS_ADDR");
+  f.String("device-list-strategy", &strategies, "comma list of envvar, cdi-cri", "DEVICE_LIST_STRATEGY");
+  f.String("cdi-kind", &c.cdi_kind, "CDI kind for cdi-cri device names", "CDI_KIND");
+  f.String("packing", &packing, "spread or binpack slices over GPUs", "GPUSLICE_PACKING");
+  f.String("ignored-xids", &ignored, "comma list of XIDs that do not make a GPU unhealthy", "DP_IGNORED_XIDS");
+  f.Int("healthy-recovery-seconds", &recovery, "seconds without errors before a GPU is healthy again", 1, 86400);
+  f.Int("sweep-seconds", &sweep, "seconds between region sweeps", 1, 3600);
+  f.Int("cleanup-grace-seconds", &grace, "seconds before an allocation no container holds is removed", 0, 86400);
+  f.String("enforcer", &c.enforcer_path, "libgpuslice.so to install for containers", "GPUSLICE_ENFORCER");
+  std::vector<std::string> rest;
+  GS_RETURN_IF_ERROR(f.Parse(args, &rest));
+  *usage = f.help_requested() ? f.Usage() : "";
+  c.split.split_count = static_cast<int>(split);
+  c.healthy_recovery_seconds = static_cast<int>(recovery);
+  c.sweep_seconds = static_cast<int>(sweep);
+  c.cleanup_grace_seconds = static_cast<int>(grace);
+  if (!strategies.empty()) c.device_list_strategy = SplitList(strategies);
+  GS_RETURN_IF_ERROR(CheckStrategies(c.device_list_strategy));
+  if (packing != "spread" && packing != "binpack") return InvalidArgument("--packing: '" + packing + "' is not spread or binpack");
+  c.packing = packing == "spread" ? model::PackingPolicy::kSpread : model::PackingPolicy::kBinpack;
+  if (!ignored.empty()) {
+    c.ignored_xids.clear();
+    for (const auto& x : SplitList(ignored)) {
+      char* end = nullptr;
+      unsigned long long v = strtoull(x.c_str(), &end, 10);
+      if (*end) return InvalidArgument("--ignored-xids: '" + x + "' is not a number");
+      c.ignored_xids.insert(v);
+    }
+  }
+  GS_RETURN_IF_ERROR(c.split.Validate());
+  if (c.resource_name.find('/') == std::string::npos || c.resource_name.find("kubernetes.io/") != std::string::npos)
+    return InvalidArgument("--resource-name: '" + c.resource_name + "' is not an extended resource (domain/name)");
+  return c;
+}
+
+}  // namespace gs::node

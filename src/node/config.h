@@ -1,0 +1,46 @@
+// The node agent's configuration: flags, environment and a YAML config file, with
+// precedence flag > environment > file > default. Invalid values fail at start with a
+// message that names the flag and the accepted range. Parsed once at start.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/model/slices.h"
+
+namespace gs::node {
+
+struct Config {
+  std::string resource_name = "nvidia.com/gpu";
+  model::SplitPolicy split;                 // --device-split-count / -memory-scaling / -cores-scaling
+  bool fail_on_init_error = true;
+  bool enable_legacy_preferred = false;
+  std::string driver_root = "/";
+  std::string kubelet_dir = "/var/lib/kubelet";
+  std::string state_dir = "/var/lib/gpuslice";  // enforcer copies, per-container regions, records
+  std::string metrics_addr = ":9396";
+  std::vector<std::string> device_list_strategy = {"envvar"};  // envvar, cdi-cri
+  std::string cdi_kind = "gpuslice.io/gpu";
+  model::PackingPolicy packing = model::PackingPolicy::kSpread;
+  std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};  // application errors
+  int healthy_recovery_seconds = 60;  // a GPU quiet this long after an XID is healthy again
+  int sweep_seconds = 30;             // dead-process sweep and stale-region cleanup period
+  int cleanup_grace_seconds = 60;     // an allocation no container holds is removed after this
+  std::string enforcer_path;          // libgpuslice.so to install (default: next to gpuslice)
+  std::string config_file;
+
+  std::string plugin_socket() const;   // <kubelet_dir>/device-plugins/gpuslice.sock
+  std::string kubelet_socket() const;  // <kubelet_dir>/device-plugins/kubelet.sock
+  std::string pod_resources_socket() const;
+};
+
+// Parses args (after "gpuslice node"), the environment and the config file the flags or
+// $GPUSLICE_CONFIG name. Returns the usage text in *usage for --help.
+StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* usage);
+
+// Applies config-file YAML text onto c (exposed for tests).
+Status ApplyConfigYaml(const std::string& yaml, Config* c);
+
+}  // namespace gs::node

@@ -1,0 +1,209 @@
+#include "src/node/device_plugin.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "src/model/container_edits.h"
+
+namespace gs::node {
+namespace {
+
+grpc::Status ToGrpc(const Status& s) {
+  auto code = s.code() == StatusCode::kInvalidArgument ? grpc::StatusCode::INVALID_ARGUMENT
+              : s.code() == StatusCode::kFailedPrecondition ? grpc::StatusCode::FAILED_PRECONDITION
+                                                              : grpc::StatusCode::INTERNAL;
+  return grpc::Status(code, s.message());
+}
+
+std::string RandomId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+uint64_t Fnv1a(const std::string& data) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::string& state_dir) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in) return FailedPrecondition("enforcer library not found at " + source + " (set --enforcer)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  char tag[64];
+  snprintf(tag, sizeof(tag), "%s-%08llx", GS_VERSION, static_cast<unsigned long long>(Fnv1a(bytes) & 0xffffffffULL));
+  EnforcerInstall e;
+  std::string dir = state_dir + "/lib/" + tag;
+  e.host_path = dir + "/libgpuslice.so";
+  e.container_path = std::string("/usr/lib/gpuslice/") + tag + "/libgpuslice.so";
+  e.preload_file = dir + "/ld.so.preload";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  if (access(e.host_path.c_str(), F_OK) != 0) {
+    std::string tmp = e.host_path + ".tmp";
+    std::ofstream(tmp, std::ios::binary) << bytes;
+    chmod(tmp.c_str(), 0755);
+    std::filesystem::rename(tmp, e.host_path, ec);
+    if (ec) return Internal("cannot install " + e.host_path + ": " + ec.message());
+  }
+  std::ofstream(e.preload_file) << e.container_path << "\n";
+  return e;
+}
+
+DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer)
+    : cfg_(cfg), book_(book), enforcer_(std::move(enforcer)) {}
+
+void DevicePluginService::Stop() { stopping_ = true; }
+
+grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                                         v1beta1::DevicePluginOptions* out) {
+  out->set_pre_start_required(false);
+  out->set_get_preferred_allocation_available(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
+                                               grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
+  uint64_t sent = 0;
+  while (!ctx->IsCancelled() && !stopping_) {
+    uint64_t v = book_->version();
+    if (v != sent) {
+      // Every message carries the complete list, never a delta.
+      v1beta1::ListAndWatchResponse resp;
+      for (const auto& d : book_->Devices()) {
+        auto* dev = resp.add_devices();
+        dev->set_id(d.id);
+        dev->set_health(d.healthy ? "Healthy" : "Unhealthy");
+        if (d.numa_node >= 0) dev->mutable_topology()->add_nodes()->set_id(d.numa_node);
+      }
+      if (!writer->Write(resp)) break;
+      sent = v;
+    }
+    book_->Wait(sent, std::chrono::milliseconds(200));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
+                                                         const v1beta1::PreferredAllocationRequest* req,
+                                                         v1beta1::PreferredAllocationResponse* out) {
+  auto gpus = book_->Gpus();
+  auto in_use = book_->InUse();
+  for (const auto& c : req->container_requests()) {
+    std::vector<std::string> available(c.available_deviceids().begin(), c.available_deviceids().end());
+    std::vector<std::string> must(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
+    auto ids = model::PreferSlices(gpus, available, must, c.allocation_size(), in_use, cfg_.packing);
+    auto* r = out->add_container_responses();
+    for (const auto& id : ids) r->add_deviceids(id);
+  }
+  return grpc::Status::OK;
+}
+
+StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContainer(
+    const std::vector<std::string>& requested, std::string* record_id) {
+  auto gpus = book_->Gpus();
+  std::vector<std::string> ids = requested;
+  if (cfg_.enable_legacy_preferred) {
+    std::set<std::string> taken = book_->TakenIds();
+    for (const auto& id : requested) taken.erase(id);
+    auto remapped = model::LegacyDistinct(gpus, book_->policy(), requested, taken);
+    if (!remapped.ok()) return remapped.status();
+    ids = *remapped;
+  }
+  auto alloc = model::AllocationFor(gpus, book_->policy(), ids);
+  if (!alloc.ok()) return alloc.status();
+
+  AllocationRecord rec{RandomId(), ids, std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::system_clock::now().time_since_epoch()).count()};
+  std::string dir = book_->ContainerDir(rec.id);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  // Processes in the container may run as any user: the region is created by the first.
+  chmod(dir.c_str(), 0777);
+  model::EditOptions o;
+  o.enforcer_host_path = enforcer_.host_path;
+  o.enforcer_container_path = enforcer_.container_path;
+  o.preload_file_host_path = enforcer_.preload_file;
+  o.limits_file_host_path = dir + "/limits";
+  o.region_host_dir = dir;
+  o.dev_root = cfg_.driver_root == "/" ? "/dev" : cfg_.driver_root + "/dev";
+  {
+    std::ofstream limits(o.limits_file_host_path);
+    limits << "# written by gpuslice node for allocation " << rec.id << "; authoritative, mounted read-only\n";
+    for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region"))
+      limits << k << "=" << v << "\n";
+    if (!limits) return Internal("cannot write " + o.limits_file_host_path);
+  }
+  model::ContainerEdits edits = model::ToContainerEdits(*alloc, o);
+
+  v1beta1::ContainerAllocateResponse resp;
+  bool envvar = false, cdi = false;
+  for (const auto& s : cfg_.device_list_strategy) {
+    envvar |= s == "envvar";
+    cdi |= s == "cdi-cri";
+  }
+  // The enforcer's environment and mounts are per container: they are returned whatever
+  // the device list strategy; the strategy decides how device nodes get in.
+  for (const auto& [k, v] : edits.env) (*resp.mutable_envs())[k] = v;
+  for (const auto& m : edits.mounts) {
+    auto* mount = resp.add_mounts();
+    mount->set_container_path(m.container_path);
+    mount->set_host_path(m.host_path);
+    mount->set_read_only(m.read_only);
+  }
+  if (envvar)
+    for (const auto& d : edits.devices) {
+      if (access(d.host_path.c_str(), F_OK) != 0) continue;  // e.g. no nvidia-uvm-tools
+      auto* spec = resp.add_devices();
+      spec->set_container_path(d.container_path);
+      spec->set_host_path(d.host_path);
+      spec->set_permissions(d.permissions);
+    }
+  if (cdi)
+    for (const auto& g : alloc->devices) resp.add_cdi_devices()->set_name(cfg_.cdi_kind + "=" + g.uuid);
+  Status s = book_->Add(rec);
+  if (!s.ok()) return s;
+  *record_id = rec.id;
+  return resp;
+}
+
+grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
+                                           v1beta1::AllocateResponse* out) {
+  std::vector<std::string> made;
+  for (const auto& c : req->container_requests()) {
+    std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
+    std::string rec;
+    auto r = AllocateContainer(ids, &rec);
+    if (!r.ok()) {
+      // All or nothing: undo what this call created.
+      for (const auto& id : made) {
+        book_->Remove(id);
+        std::error_code ec;
+        std::filesystem::remove_all(book_->ContainerDir(id), ec);
+      }
+      return ToGrpc(r.status());
+    }
+    made.push_back(rec);
+    *out->add_container_responses() = std::move(*r);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                                    v1beta1::PreStartContainerResponse*) {
+  return grpc::Status::OK;
+}
+
+}  // namespace gs::node

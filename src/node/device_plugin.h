@@ -1,0 +1,56 @@
+// The kubelet device plugin service (v1beta1): lists slices with health and NUMA
+// topology, prefers placements, and turns an allocation into container edits: device
+// nodes, the enforcer mounted from a versioned path, a read-only /etc/ld.so.preload and
+// limits file, and a per-container region directory.
+//
+// Thread-safe: gRPC calls run on server threads; state lives in the SliceBook.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "src/node/config.h"
+#include "src/node/slice_book.h"
+
+namespace gs::node {
+
+// Where the enforcer is installed for containers (see InstallEnforcer).
+struct EnforcerInstall {
+  std::string host_path;       // <state>/lib/<version>/libgpuslice.so
+  std::string container_path;  // /usr/lib/gpuslice/<version>/libgpuslice.so
+  std::string preload_file;    // <state>/lib/<version>/ld.so.preload
+};
+
+// Copies libgpuslice.so into <state>/lib/<version>-<content hash>/ unless already there:
+// a running process never has its mapped library replaced by an upgrade.
+StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::string& state_dir);
+
+class DevicePluginService final : public v1beta1::DevicePlugin::Service {
+ public:
+  DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer);
+  void Stop();  // ends ListAndWatch streams
+
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                      v1beta1::DevicePluginOptions* out) override;
+  grpc::Status ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*, const v1beta1::PreferredAllocationRequest* req,
+                                      v1beta1::PreferredAllocationResponse* out) override;
+  grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
+                        v1beta1::AllocateResponse* out) override;
+  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                 v1beta1::PreStartContainerResponse*) override;
+
+  // One container's response (exposed for benchmarks and tests).
+  StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(const std::vector<std::string>& ids,
+                                                                  std::string* record_id);
+
+ private:
+  const Config& cfg_;
+  SliceBook* book_;
+  EnforcerInstall enforcer_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace gs::node

@@ -1,0 +1,65 @@
+#include "src/node/health.h"
+
+#include "src/common/clock.h"
+#include "src/common/raw_log.h"
+
+namespace gs::node {
+
+HealthWatcher::HealthWatcher(const Config& cfg, platform::GpuDriver* driver, SliceBook* book)
+    : cfg_(cfg), driver_(driver), book_(book) {}
+
+void HealthWatcher::Check() {
+  int64_t now = MonotonicNowNs() / 1'000'000'000;
+  auto gpus = driver_->ListGpus();
+  auto known = book_->Gpus();
+  if (gpus.ok()) {
+    for (size_t i = 0; i < gpus->size() && i < known.size(); ++i) {
+      if (!(*gpus)[i].lost) continue;
+      last_error_[known[i].uuid] = now;  // stays unhealthy while lost
+      if (book_->SetHealthy(known[i].uuid, false))
+        GS_LOG(kError, "GPU %s fell off the bus: its slices are Unhealthy", known[i].uuid.c_str());
+    }
+  }
+  for (const auto& g : known) {
+    auto it = last_error_.find(g.uuid);
+    if (g.healthy || it == last_error_.end() || now - it->second < cfg_.healthy_recovery_seconds) continue;
+    if (book_->SetHealthy(g.uuid, true))
+      GS_LOG(kInfo, "GPU %s had no error for %ds: its slices are Healthy again", g.uuid.c_str(),
+             cfg_.healthy_recovery_seconds);
+    last_error_.erase(it);
+  }
+}
+
+void HealthWatcher::Run(const std::atomic<bool>& stop) {
+  int64_t next_check = 0;
+  while (!stop) {
+    auto ev = driver_->WaitXid(500);
+    if (!ev.ok()) {
+      // The event set itself failed: like NVIDIA's plugin, every GPU is suspect.
+      GS_LOG(kError, "health events: %s", ev.status().message().c_str());
+      for (const auto& g : book_->Gpus()) {
+        last_error_[g.uuid] = MonotonicNowNs() / 1'000'000'000;
+        book_->SetHealthy(g.uuid, false);
+      }
+      SleepUntilNs(MonotonicNowNs() + 1'000'000'000);
+    } else if (ev->has_value()) {
+      const auto& e = **ev;
+      if (cfg_.ignored_xids.count(e.xid)) {
+        GS_LOG(kInfo, "XID %llu on %s is an application error: ignored", static_cast<unsigned long long>(e.xid),
+               e.uuid.c_str());
+      } else {
+        last_error_[e.uuid] = MonotonicNowNs() / 1'000'000'000;
+        if (book_->SetHealthy(e.uuid, false))
+          GS_LOG(kError, "XID %llu on %s: its slices are Unhealthy", static_cast<unsigned long long>(e.xid),
+                 e.uuid.c_str());
+      }
+    }
+    int64_t now = MonotonicNowNs();
+    if (now >= next_check) {
+      Check();
+      next_check = now + 1'000'000'000;
+    }
+  }
+}
+
+}  // namespace gs::node

@@ -1,0 +1,158 @@
+#include "src/node/metrics.h"
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <sstream>
+
+#include "src/model/slices.h"
+#include "src/region/region.h"
+
+namespace gs::node {
+namespace {
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const char* name, const char* help) {
+    os_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+  }
+  void Sample(const char* name, const std::vector<std::pair<const char*, std::string>>& labels, double v) {
+    os_ << name << "{";
+    for (size_t i = 0; i < labels.size(); ++i)
+      os_ << (i ? "," : "") << labels[i].first << "=\"" << Escape(labels[i].second) << "\"";
+    os_ << "} " << v << "\n";
+  }
+  std::string str() const { return os_.str(); }
+
+ private:
+  std::ostringstream os_;
+};
+
+}  // namespace
+
+std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices) {
+  Writer w;
+  auto gl = [](const GpuUsage& g) {
+    return std::vector<std::pair<const char*, std::string>>{
+        {"gpu", std::to_string(g.info.index)}, {"uuid", g.uuid}, {"model", g.info.name}};
+  };
+  w.Family("gpuslice_gpu_memory_total_bytes", "Device memory of the GPU.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_total_bytes", gl(g), static_cast<double>(g.info.memory_total));
+  w.Family("gpuslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_used_bytes", gl(g), static_cast<double>(g.info.memory_used));
+  w.Family("gpuslice_gpu_utilization_ratio", "Fraction of the last sample period a kernel ran on the GPU.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_utilization_ratio", gl(g), g.info.utilization / 100.0);
+  w.Family("gpuslice_gpu_slices", "Slices the GPU is split into.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_slices", gl(g), g.slices_total);
+  w.Family("gpuslice_gpu_slices_allocated", "Slices of the GPU allocated to containers.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_slices_allocated", gl(g), g.slices_allocated);
+  w.Family("gpuslice_gpu_healthy", "1 if the GPU's slices are Healthy, 0 if Unhealthy.");
+  for (const auto& g : gpus) w.Sample("gpuslice_gpu_healthy", gl(g), g.healthy ? 1 : 0);
+
+  auto sl = [](const SliceUsage& s) {
+    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns}, {"pod", s.pod},
+                                                            {"container", s.container}, {"uuid", s.uuid},
+                                                            {"allocation", s.allocation}};
+  };
+  w.Family("gpuslice_slice_memory_used_bytes", "Device memory charged to the container on the GPU.");
+  for (const auto& s : slices) w.Sample("gpuslice_slice_memory_used_bytes", sl(s), static_cast<double>(s.used));
+  w.Family("gpuslice_slice_memory_limit_bytes", "The container's device memory limit on the GPU.");
+  for (const auto& s : slices) w.Sample("gpuslice_slice_memory_limit_bytes", sl(s), static_cast<double>(s.limit));
+  w.Family("gpuslice_slice_memory_spilled_bytes", "Of the used memory, bytes backed by host memory (virtual device memory).");
+  for (const auto& s : slices) w.Sample("gpuslice_slice_memory_spilled_bytes", sl(s), static_cast<double>(s.spilled));
+  w.Family("gpuslice_slice_sm_utilization_ratio", "The container's SM utilisation on the GPU, last limiter period.");
+  for (const auto& s : slices) w.Sample("gpuslice_slice_sm_utilization_ratio", sl(s), s.sm_util / 100.0);
+  w.Family("gpuslice_slice_sm_share_ratio", "The container's compute share of the GPU (1 = no limit).");
+  for (const auto& s : slices) w.Sample("gpuslice_slice_sm_share_ratio", sl(s), s.sm_share ? s.sm_share / 100.0 : 1.0);
+
+  // The names cAdvisor used before the kubelet stopped collecting accelerator metrics.
+  auto cl = [](const SliceUsage& s) {
+    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns}, {"pod", s.pod},
+                                                            {"container", s.container}, {"make", "nvidia"},
+                                                            {"model", s.model}, {"acc_id", s.uuid}};
+  };
+  w.Family("container_accelerator_memory_used_bytes", "Accelerator memory used by the container, bytes.");
+  for (const auto& s : slices) w.Sample("container_accelerator_memory_used_bytes", cl(s), static_cast<double>(s.used));
+  w.Family("container_accelerator_memory_total_bytes", "Accelerator memory the container may use, bytes.");
+  for (const auto& s : slices) w.Sample("container_accelerator_memory_total_bytes", cl(s), static_cast<double>(s.limit));
+  w.Family("container_accelerator_duty_cycle", "Percent of time the accelerator was busy for the container.");
+  for (const auto& s : slices) w.Sample("container_accelerator_duty_cycle", cl(s), s.sm_util);
+  return w.str();
+}
+
+std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
+                           const std::vector<ContainerDevices>& pods) {
+  auto known = book.Gpus();
+  auto in_use = book.InUse();
+  std::vector<GpuUsage> gpus;
+  auto infos = driver->ListGpus();
+  for (size_t i = 0; i < known.size(); ++i) {
+    GpuUsage g;
+    if (infos.ok() && i < infos->size()) g.info = (*infos)[i];
+    g.info.index = known[i].index;
+    if (g.info.name.empty()) g.info.name = known[i].name;
+    g.uuid = known[i].uuid;
+    g.slices_total = book.policy().split_count;
+    g.slices_allocated = in_use.count(g.uuid) ? in_use.at(g.uuid) : 0;
+    g.healthy = known[i].healthy;
+    gpus.push_back(g);
+  }
+  std::vector<SliceUsage> slices;
+  auto snap = std::unique_ptr<region::Region, void (*)(region::Region*)>(
+      static_cast<region::Region*>(operator new(sizeof(region::Region), std::align_val_t{alignof(region::Region)})),
+      [](region::Region* r) { operator delete(r, std::align_val_t{alignof(region::Region)}); });
+  for (const auto& rec : book.Records()) {
+    const ContainerDevices* owner = nullptr;
+    for (const auto& p : pods)
+      for (const auto& id : p.device_ids)
+        if (std::find(rec.device_ids.begin(), rec.device_ids.end(), id) != rec.device_ids.end()) owner = &p;
+    auto alloc = model::AllocationFor(known, book.policy(), rec.device_ids);
+    if (!alloc.ok()) continue;
+    region::OpenError err;
+    char msg[256];
+    region::Region* r =
+        region::OpenRegionReadOnly((book.ContainerDir(rec.id) + "/region").c_str(), &err, msg, sizeof(msg));
+    if (r) {
+      region::Snapshot(r, snap.get());
+      region::CloseRegion(r);
+    }
+    for (const auto& grant : alloc->devices) {
+      SliceUsage s;
+      if (owner) {
+        s.pod = owner->pod;
+        s.ns = owner->ns;
+        s.container = owner->container;
+      }
+      s.allocation = rec.id;
+      s.uuid = grant.uuid;
+      for (const auto& g : known)
+        if (g.uuid == grant.uuid) s.model = g.name;
+      s.limit = grant.memory_limit;
+      s.sm_share = grant.sm_share;
+      if (r)
+        for (const auto& d : snap->devices)
+          if (grant.uuid == d.uuid) {
+            s.used = d.memory_used.load();
+            s.spilled = d.spilled.load();
+            s.sm_util = d.measured_util.load();
+          }
+      slices.push_back(s);
+    }
+  }
+  return RenderMetrics(gpus, slices);
+}
+
+}  // namespace gs::node

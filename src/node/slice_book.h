@@ -1,0 +1,71 @@
+// The node agent's book of GPUs and slices: inventory, health, and the allocations it
+// handed out (which slices, which per-container directory). ListAndWatch streams wait on
+// it for changes. Records persist in <state_dir>/allocations.json so a restart of the
+// agent keeps running containers' directories.
+//
+// Thread-safe: one mutex; Wait() blocks on a condition variable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/model/slices.h"
+
+namespace gs::node {
+
+struct AllocationRecord {
+  std::string id;                       // directory name under <state_dir>/containers
+  std::vector<std::string> device_ids;  // slice IDs
+  int64_t created_unix = 0;
+};
+
+struct DeviceState {
+  std::string id;
+  bool healthy = true;
+  int numa_node = -1;
+};
+
+class SliceBook {
+ public:
+  SliceBook(std::vector<model::Gpu> gpus, model::SplitPolicy policy, std::string state_dir);
+
+  const model::SplitPolicy& policy() const { return policy_; }
+  std::vector<model::Gpu> Gpus() const;
+  std::vector<DeviceState> Devices() const;
+  uint64_t version() const;
+
+  // Health (by GPU UUID). Returns true when it changed.
+  bool SetHealthy(const std::string& uuid, bool healthy);
+
+  // Waits until version() != seen or the timeout; returns the current version.
+  uint64_t Wait(uint64_t seen, std::chrono::milliseconds timeout) const;
+
+  // Allocation records.
+  Status Load();  // from allocations.json (missing file: empty)
+  Status Add(const AllocationRecord& r);  // drops older records sharing a slice
+  void Remove(const std::string& id);
+  std::vector<AllocationRecord> Records() const;
+  std::map<std::string, int> InUse() const;  // slices in use per GPU UUID
+  std::set<std::string> TakenIds() const;
+  std::string ContainerDir(const std::string& id) const;
+
+ private:
+  Status SaveLocked() const;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<model::Gpu> gpus_;
+  model::SplitPolicy policy_;
+  std::string state_dir_;
+  uint64_t version_ = 1;
+  std::map<std::string, AllocationRecord> records_;
+};
+
+}  // namespace gs::node
