@@ -36,7 +36,8 @@ bench: build
 	@root=$$(mktemp -d) && $(BUILD)/bin/gpuslice sim up --gpus 1xH100-80GB --root $$root >/dev/null && \
 	  eval "$$($(BUILD)/bin/gpuslice sim env --root $$root)" && \
 	  GS_ENFORCER=$(CURDIR)/$(BUILD)/enforcer/libgpuslice.so $(BUILD)/bench/gpuslice_bench; \
-	  rc=$$?; $(BUILD)/bin/gpuslice sim down --root $$root >/dev/null; rm -rf $$root; exit $$rc
+	  rc=$$?; $(BUILD)/bin/gpuslice sim down --root $$root >/dev/null; rm -rf $$root; [ $$rc -eq 0 ] || exit $$rc
+	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/node_allocate_bench
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -173,7 +173,9 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
     }
   if (cdi)
     for (const auto& g : alloc->devices) resp.add_cdi_devices()->set_name(cfg_.cdi_kind + "=" + g.uuid);
-  Status s = book_->Add(rec);
+  std::vector<std::string> dropped;
+  Status s = book_->Add(rec, &dropped);
+  for (const auto& id : dropped) std::filesystem::remove_all(book_->ContainerDir(id), ec);
   if (!s.ok()) return s;
   *record_id = rec.id;
   return resp;

@@ -81,7 +81,7 @@ Status SliceBook::SaveLocked() const {
   return ec ? Internal("cannot replace " + path + ": " + ec.message()) : Status::Ok();
 }
 
-Status SliceBook::Add(const AllocationRecord& r) {
+Status SliceBook::Add(const AllocationRecord& r, std::vector<std::string>* dropped) {
   std::lock_guard<std::mutex> l(mu_);
   // The kubelet never gives a slice to two running containers: an older record holding
   // one of these slices belongs to a container that is gone (or an init container).
@@ -89,6 +89,7 @@ Status SliceBook::Add(const AllocationRecord& r) {
     bool shares = false;
     for (const auto& d : it->second.device_ids)
       shares |= std::find(r.device_ids.begin(), r.device_ids.end(), d) != r.device_ids.end();
+    if (shares) dropped->push_back(it->first);
     it = shares ? records_.erase(it) : std::next(it);
   }
   records_[r.id] = r;

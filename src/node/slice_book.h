@@ -49,7 +49,9 @@ class SliceBook {
 
   // Allocation records.
   Status Load();  // from allocations.json (missing file: empty)
-  Status Add(const AllocationRecord& r);  // drops older records sharing a slice
+  // Adds r; older records sharing one of its slices belong to containers that are gone:
+  // they are dropped and their IDs returned in *dropped (the caller removes their directories).
+  Status Add(const AllocationRecord& r, std::vector<std::string>* dropped);
   void Remove(const std::string& id);
   std::vector<AllocationRecord> Records() const;
   std::map<std::string, int> InUse() const;  // slices in use per GPU UUID
