@@ -7,6 +7,7 @@
 #include "src/common/raw_log.h"
 #include "src/enforcer/allocations.h"
 #include "src/enforcer/enforcer.h"
+#include "src/platform/cuda_array.h"
 
 namespace gs::enforcer {
 namespace {
@@ -269,26 +270,12 @@ GS_HOOK(cuMemRelease) CUresult gs_hook_cuMemRelease(CUmemGenericAllocationHandle
 
 // ---- arrays --------------------------------------------------------------------------------
 
-namespace {
-uint64_t FormatSize(CUarray_format f) {
-  switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
-  }
-}
-uint64_t ArrayBytes(size_t w, size_t h, size_t d, unsigned channels, CUarray_format f) {
-  return static_cast<uint64_t>(w) * std::max<size_t>(h, 1) * std::max<size_t>(d, 1) * channels * FormatSize(f);
-}
-}  // namespace
+using gs::platform::CudaArrayBytes;
 
 GS_HOOK(cuArrayCreate_v2) CUresult gs_hook_cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuArrayCreate_v2(pHandle, desc);
-  uint64_t bytes = Footprint(ArrayBytes(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format));
+  uint64_t bytes = Footprint(CudaArrayBytes(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format));
   return Charged(CurrentDevice(), bytes, "cuArrayCreate", [&] { return g_cuda.cuArrayCreate_v2(pHandle, desc); },
                  [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
 }
@@ -297,7 +284,7 @@ GS_HOOK(cuArray3DCreate_v2)
 CUresult gs_hook_cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuArray3DCreate_v2(pHandle, desc);
-  uint64_t bytes = Footprint(ArrayBytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format));
+  uint64_t bytes = Footprint(CudaArrayBytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format));
   return Charged(CurrentDevice(), bytes, "cuArray3DCreate", [&] { return g_cuda.cuArray3DCreate_v2(pHandle, desc); },
                  [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
 }
@@ -314,15 +301,7 @@ CUresult gs_hook_cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
                                         unsigned int levels) {
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuMipmappedArrayCreate(pHandle, desc, levels);
-  uint64_t bytes = 0;
-  size_t w = desc->Width, h = desc->Height, d = desc->Depth;
-  for (unsigned i = 0; i < levels; ++i) {
-    bytes += ArrayBytes(w, h, d, desc->NumChannels, desc->Format);
-    w = std::max<size_t>(w / 2, 1);
-    h = h ? std::max<size_t>(h / 2, 1) : 0;
-    d = d ? std::max<size_t>(d / 2, 1) : 0;
-  }
-  return Charged(CurrentDevice(), Footprint(bytes), "cuMipmappedArrayCreate",
+  return Charged(CurrentDevice(), Footprint(gs::platform::CudaMipmappedBytes(*desc, levels)), "cuMipmappedArrayCreate",
                  [&] { return g_cuda.cuMipmappedArrayCreate(pHandle, desc, levels); },
                  [&](Charge c) {
                    TheAllocations().Add(HandleKind::kMipmappedArray, reinterpret_cast<uint64_t>(*pHandle), c);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "src/common/proc_identity.h"
+#include "src/common/robust_mutex.h"
 
 namespace gs::region {
 namespace {
@@ -20,12 +21,7 @@ void InitRegion(Region* r) {
   r->abi_major = kRegionAbiMajor;
   r->abi_minor = kRegionAbiMinor;
   r->size = sizeof(Region);
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&r->mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
+  InitRobustMutex(&r->mutex);
 }
 
 void Recompute(Region* r) {
@@ -136,12 +132,11 @@ void CloseRegion(Region* r) {
 }
 
 void Lock(Region* r) {
-  int rc = pthread_mutex_lock(&r->mutex);
-  if (rc == EOWNERDEAD) {
+  if (LockRobust(&r->mutex)) {
     // The owner died mid-update: slots are the truth, totals are derived.
     Recompute(r);
     if (r->seq.load() & 1) r->seq.fetch_add(1);
-    pthread_mutex_consistent(&r->mutex);
+    MarkConsistent(&r->mutex);
   }
 }
 

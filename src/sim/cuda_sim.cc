@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "src/common/raw_log.h"
+#include "src/platform/cuda_array.h"
 #include "src/platform/proc_address.h"
 #include "src/sim/impl.h"
 #include "src/sim/objects.h"
@@ -1080,20 +1081,8 @@ GS_SIM_CUDA(cuMemUnmap)(CUdeviceptr ptr, size_t size) {
 // ---- arrays -------------------------------------------------------------------------------------
 
 namespace {
-size_t FormatBytes(CUarray_format f) {
-  switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
-  }
-}
-
 size_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& d) {
-  return d.Width * std::max<size_t>(d.Height, 1) * std::max<size_t>(d.Depth, 1) * d.NumChannels *
-         FormatBytes(d.Format);
+  return gs::platform::CudaArrayBytes(d.Width, d.Height, d.Depth, d.NumChannels, d.Format);
 }
 
 CUresult CreateArray(const CUDA_ARRAY3D_DESCRIPTOR& desc, CUarray* out) {

@@ -1,5 +1,7 @@
 #include "src/sim/state.h"
 
+#include "src/common/robust_mutex.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,12 +19,7 @@ void InitState(State* s) {
   s->abi_major = kSimAbiMajor;
   s->abi_minor = kSimAbiMinor;
   s->size = sizeof(State);
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&s->mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
+  InitRobustMutex(&s->mutex);
   for (auto& live : s->live) live.lost_at_ns.store(kNever);
 }
 
@@ -58,8 +55,8 @@ State* MapState(const char* path, char* err, size_t err_size) {
 }
 
 void LockState(State* s) {
-  int rc = pthread_mutex_lock(&s->mutex);
-  if (rc == EOWNERDEAD) pthread_mutex_consistent(&s->mutex);
+  // The node state's invariants hold between single atomic updates: nothing to repair.
+  if (LockRobust(&s->mutex)) MarkConsistent(&s->mutex);
 }
 
 void UnlockState(State* s) { pthread_mutex_unlock(&s->mutex); }
