@@ -2,23 +2,19 @@
 # Installs the Debian 12 packages gpuslice needs to build and test, when they are missing.
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 #   scripts/install-deps.sh build     compilers, libraries, test tools
-#   scripts/install-deps.sh test      + prometheus (promtool and a real scrape in the tests)
-#   scripts/install-deps.sh runtime   + runc, podman and friends (container tests)
+#   scripts/install-deps.sh test      + what the tests drive: prometheus (promtool, a real scrape),
+#                                      runc, podman and busybox (the container tests)
 set -euo pipefail
 what=${1:-build}
 
 build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcpp-httplib-dev libspdlog-dev strace python3)
-test_pkgs=(prometheus)
-runtime_pkgs=(runc podman conmon busybox-static debootstrap uidmap catatonit
-  fuse-overlayfs slirp4netns containernetworking-plugins golang-github-containers-common)
+test_pkgs=(prometheus runc podman conmon busybox-static uidmap catatonit fuse-overlayfs slirp4netns
+  containernetworking-plugins golang-github-containers-common)
 
 pkgs=("${build_pkgs[@]}")
-case "$what" in
-  test) pkgs+=("${test_pkgs[@]}") ;;
-  runtime) pkgs+=("${test_pkgs[@]}" "${runtime_pkgs[@]}") ;;
-esac
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,6 +10,8 @@
 #include "src/cli/smi_command.h"
 #ifndef GS_MINIMAL
 #include "src/cli/sim_command.h"
+#include "src/container/cdi_command.h"
+#include "src/container/oci_hook.h"
 #include "src/node/agent.h"
 #endif
 
@@ -23,6 +25,8 @@ const char* kUsage =
 #ifndef GS_MINIMAL
     "  sim     bring a simulated GPU node up and down (up|down|status|env|inject)\n"
     "  node    the node agent: kubelet device plugin with vGPU slices, health, metrics\n"
+    "  cdi     generate or list CDI specs for this node's GPUs\n"
+    "  hook    OCI prestart/createRuntime hook (state JSON on stdin)\n"
 #endif
     "  version print the version\n"
     "Run 'gpuslice <command> --help' for a command's flags.\n";
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
 #ifndef GS_MINIMAL
   if (cmd == "sim") return gs::cli::SimCommand(args);
   if (cmd == "node") return gs::node::RunNode(args);
+  if (cmd == "cdi") return gs::container::CdiCommand(args);
+  if (cmd == "hook") return gs::container::RunHook(args);
 #endif
   if (cmd == "version" || cmd == "--version") {
     std::cout << "gpuslice " << GS_VERSION << "\n";

@@ -112,7 +112,7 @@ int RunNode(const std::vector<std::string>& args) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/containers", ec);
   if (ec) return fail("cannot create " + cfg.state_dir + ": " + ec.message());
-  auto enforcer = InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
+  auto enforcer = container::InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
   if (!enforcer.ok()) return fail(enforcer.status().message());
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);

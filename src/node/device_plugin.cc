@@ -28,38 +28,7 @@ std::string RandomId() {
   return buf;
 }
 
-uint64_t Fnv1a(const std::string& data) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
 }  // namespace
-
-StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::string& state_dir) {
-  std::ifstream in(source, std::ios::binary);
-  if (!in) return FailedPrecondition("enforcer library not found at " + source + " (set --enforcer)");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  char tag[64];
-  snprintf(tag, sizeof(tag), "%s-%08llx", GS_VERSION, static_cast<unsigned long long>(Fnv1a(bytes) & 0xffffffffULL));
-  EnforcerInstall e;
-  std::string dir = state_dir + "/lib/" + tag;
-  e.host_path = dir + "/libgpuslice.so";
-  e.container_path = std::string("/usr/lib/gpuslice/") + tag + "/libgpuslice.so";
-  e.preload_file = dir + "/ld.so.preload";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  if (access(e.host_path.c_str(), F_OK) != 0) {
-    std::string tmp = e.host_path + ".tmp";
-    std::ofstream(tmp, std::ios::binary) << bytes;
-    chmod(tmp.c_str(), 0755);
-    std::filesystem::rename(tmp, e.host_path, ec);
-    if (ec) return Internal("cannot install " + e.host_path + ": " + ec.message());
-  }
-  std::ofstream(e.preload_file) << e.container_path << "\n";
-  return e;
-}
 
 DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer)
     : cfg_(cfg), book_(book), enforcer_(std::move(enforcer)) {}

@@ -10,21 +10,13 @@
 #include <string>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "src/container/driver_files.h"
 #include "src/node/config.h"
 #include "src/node/slice_book.h"
 
 namespace gs::node {
 
-// Where the enforcer is installed for containers (see InstallEnforcer).
-struct EnforcerInstall {
-  std::string host_path;       // <state>/lib/<version>/libgpuslice.so
-  std::string container_path;  // /usr/lib/gpuslice/<version>/libgpuslice.so
-  std::string preload_file;    // <state>/lib/<version>/ld.so.preload
-};
-
-// Copies libgpuslice.so into <state>/lib/<version>-<content hash>/ unless already there:
-// a running process never has its mapped library replaced by an upgrade.
-StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::string& state_dir);
+using container::EnforcerInstall;
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:

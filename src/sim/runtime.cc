@@ -93,6 +93,9 @@ void Init() {
     snprintf(state_path, sizeof(state_path), "%s", env_state);
   else if (root[0])
     snprintf(state_path, sizeof(state_path), "%s/state", root);
+  else if (access("/var/run/gpuslice-sim/state", F_OK) == 0)
+    // In a container, the hook or the CDI spec mounts the node's state here.
+    snprintf(state_path, sizeof(state_path), "/var/run/gpuslice-sim/state");
   else {
     GS_LOG(kError, "no simulated node: set GPUSLICE_SIM_STATE or load the library from a "
                    "simulated root (gpuslice sim up)");

@@ -17,10 +17,12 @@
 //   sleep MS / util                "util GPU" (NVML device utilisation)
 //   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
+//   maps                           "maps enforcer loaded|absent" (is libgpuslice.so mapped?)
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -410,6 +412,12 @@ int main(int argc, char** argv) {
       if (r == NVML_SUCCESS) printf("xid %llu %s\n", data.eventData, data.device == d ? "this-device" : "other-device");
       else printf("xid %s\n", r == NVML_ERROR_TIMEOUT ? "timeout" : n.nvmlErrorString(r));
       continue;
+    } else if (cmd == "maps") {
+      std::ifstream maps("/proc/self/maps");
+      std::string line;
+      bool loaded = false;
+      while (std::getline(maps, line)) loaded |= line.find("libgpuslice.so") != std::string::npos;
+      printf("maps enforcer %s\n", loaded ? "loaded" : "absent");
     } else if (cmd == "symbols") {
       size_t count = 0;
       const char* const* names = gs::platform::CudaSymbolNames(&count);

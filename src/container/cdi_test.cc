@@ -1,0 +1,40 @@
+#include "src/container/cdi.h"
+
+#include <gtest/gtest.h>
+
+namespace gs::container {
+namespace {
+
+TEST(Cdi, VersionFollowsTheFieldsUsed) {
+  nlohmann::json spec = {{"cdiVersion", "0.3.0"}, {"kind", "gpuslice.io/gpu"},
+                         {"devices", {{{"name", "0"}, {"containerEdits", {{"deviceNodes", {{{"path", "/dev/nvidia0"}}}}}}}}}};
+  EXPECT_EQ(MinimumCdiVersion(spec), "0.3.0");
+  spec["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"] = "/sim/dev/nvidia0";
+  EXPECT_EQ(MinimumCdiVersion(spec), "0.5.0");
+  EXPECT_NE(CdiDeviceNames(spec).status().message().find("below 0.5.0"), std::string::npos);
+  spec["cdiVersion"] = "0.5.0";
+  auto names = CdiDeviceNames(spec);
+  ASSERT_TRUE(names.ok()) << names.status().message();
+  EXPECT_EQ((*names)[0], "gpuslice.io/gpu=0");
+}
+
+TEST(Cdi, StrictLoaderRules) {
+  nlohmann::json spec = {{"cdiVersion", "0.3.0"}, {"kind", "gpuslice.io/gpu"}, {"devices", nlohmann::json::array()}};
+  EXPECT_FALSE(CdiDeviceNames(spec).ok());
+  spec["devices"].push_back({{"name", "-bad"}, {"containerEdits", nlohmann::json::object()}});
+  EXPECT_NE(CdiDeviceNames(spec).status().message().find("not a valid CDI name"), std::string::npos);
+  spec["devices"][0]["name"] = "GPU-1234";
+  spec["extra"] = 1;
+  EXPECT_NE(CdiDeviceNames(spec).status().message().find("unknown field 'extra'"), std::string::npos);
+}
+
+TEST(Cdi, YamlRoundTripsThroughTheSameNames) {
+  nlohmann::json spec = {{"cdiVersion", "0.3.0"}, {"kind", "gpuslice.io/gpu"},
+                         {"devices", {{{"name", "all"}, {"containerEdits", {{"env", {"A=1"}}}}}}}};
+  std::string y = ToYaml(spec);
+  EXPECT_NE(y.find("kind: \"gpuslice.io/gpu\""), std::string::npos) << y;
+  EXPECT_NE(y.find("name: \"all\""), std::string::npos) << y;
+}
+
+}  // namespace
+}  // namespace gs::container

@@ -1,0 +1,233 @@
+// Container integration with real runtimes from Debian: runc with `gpuslice hook`, podman
+// with a CDI spec from `gpuslice cdi generate`, on a simulated node. Needs root, runc and
+// podman; says so loudly when they are missing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tests/harness.h"
+
+namespace fs = std::filesystem;
+
+namespace gs::testing {
+namespace {
+
+bool Have(const char* tool) { return system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
+
+#define REQUIRE_ROOT_AND(tool)                                                                     \
+  do {                                                                                             \
+    if (geteuid() != 0 || !Have(tool)) {                                                           \
+      std::cout << "NOTE: this test needs root and " tool ": it did NOT run (make test installs " tool ")\n"; \
+      GTEST_SKIP() << "needs root and " tool;                                                      \
+    }                                                                                              \
+  } while (0)
+
+// A busybox root file system (static: no dynamic loader).
+void BusyboxRootfs(const std::string& r) {
+  for (const char* d : {"bin", "etc", "dev", "proc", "sys", "tmp"}) fs::create_directories(r + "/" + d);
+  fs::copy_file("/bin/busybox", r + "/bin/busybox", fs::copy_options::overwrite_existing);
+  for (const char* a : {"sh", "ls", "cat", "env", "grep", "test", "readlink", "echo"}) {
+    std::error_code ec;
+    fs::create_symlink("busybox", r + "/bin/" + a, ec);
+  }
+  std::ofstream(r + "/etc/passwd") << "root:x:0:0:root:/:/bin/sh\n";
+  std::ofstream(r + "/etc/group") << "root:x:0:\n";
+}
+
+// A glibc root: busybox plus cuda_probe and the shared libraries it needs, copied from
+// the host (real ld.so, which honours /etc/ld.so.preload). libcuda comes from CDI.
+void GlibcRootfs(const std::string& r) {
+  BusyboxRootfs(r);
+  fs::copy_file(ProbeBin(), r + "/bin/cuda_probe", fs::copy_options::overwrite_existing);
+  Result ldd = RunProcess({"ldd", ProbeBin()});
+  std::istringstream in(ldd.out);
+  for (std::string line; std::getline(in, line);) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos || line.find("libcuda") != std::string::npos) continue;
+    std::string path = line.substr(slash, line.find(' ', slash) - slash);
+    fs::create_directories(r + fs::path(path).parent_path().string());
+    fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
+  }
+}
+
+class RuncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = std::make_unique<SimNode>("gpus: 2xT4\n");
+    bundle_ = node_->root() + "/bundle";
+    fs::create_directories(bundle_);
+    BusyboxRootfs(bundle_ + "/rootfs");
+    RunProcess({"runc", "spec", "--bundle", bundle_});
+  }
+  // Runs `sh -c script` in a runc container with the hook; env entries added to the process.
+  Result RunContainer(const std::string& script, const std::vector<std::string>& env, bool extra_nvidia0 = false) {
+    std::ifstream in(bundle_ + "/config.json");
+    nlohmann::json c = nlohmann::json::parse(in);
+    c["process"]["terminal"] = false;
+    c["process"]["args"] = {"sh", "-c", script};
+    for (const auto& e : env) c["process"]["env"].push_back(e);
+    c["hooks"]["prestart"] = {{{"path", GpusliceBin()},
+                               {"args", {"gpuslice", "hook", "--driver-root", node_->root(), "--state-dir",
+                                         node_->root() + "/gs-state", "--enforcer", EnforcerLib()}},
+                               {"env", {"PATH=/usr/bin:/bin"}}}};  // explicit: never the image's env
+    if (extra_nvidia0)
+      c["linux"]["devices"] = {{{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"fileMode", 438}}};
+    std::ofstream(bundle_ + "/config.json") << c.dump(1);
+    std::string id = "gs-test-" + std::to_string(getpid()) + "-" + std::to_string(++n_);
+    Result r = RunProcess({"runc", "run", "--bundle", bundle_, id}, {}, 60);
+    RunProcess({"runc", "delete", "-f", id});
+    return r;
+  }
+  std::unique_ptr<SimNode> node_;
+  std::string bundle_;
+  int n_ = 0;
+};
+
+TEST_F(RuncTest, ContainerSeesExactlyItsGpuAndTheCgroupEnforcesIt) {
+  REQUIRE_ROOT_AND("runc");
+  Result r = RunContainer("ls /dev | grep nvidia; cat /dev/nvidia1; cat /dev/nvidia0; cat /etc/ld.so.preload",
+                          {"NVIDIA_VISIBLE_DEVICES=1"}, true);
+  std::set<std::string> nodes;
+  for (const auto& l : Lines(r.out, "nvidia")) nodes.insert(l);
+  EXPECT_EQ(nodes, (std::set<std::string>{"nvidia0", "nvidia1", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"}))
+      << r.out << r.err;
+  EXPECT_NE(r.err.find("can't open '/dev/nvidia1': No such device or address"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("can't open '/dev/nvidia0': Operation not permitted"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("/usr/lib/gpuslice/"), std::string::npos) << r.out;  // the preload file names the enforcer
+}
+
+TEST_F(RuncTest, DockerGpusForms) {
+  REQUIRE_ROOT_AND("runc");
+  Result all = RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=all"});
+  EXPECT_EQ(Lines(all.out, "nvidia").size(), 2u) << all.out << all.err;
+  Result none = RunContainer("ls /dev | grep nvidia; ls /usr/lib/x86_64-linux-gnu", {"NVIDIA_VISIBLE_DEVICES=none"});
+  EXPECT_EQ(Lines(none.out, "nvidia0").size(), 0u);
+  EXPECT_NE(none.out.find("libcuda.so.1"), std::string::npos) << none.out << none.err;  // driver, no GPU
+  Result uuid = RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=GPU-3c6ef372-ffb8-3d91-bd25-a09c16ea5856"});
+  EXPECT_EQ(Lines(uuid.out, "nvidia").size(), 1u) << uuid.out << uuid.err;
+}
+
+TEST_F(RuncTest, ContainerWithoutGpusIsLeftExactlyAsItWas) {
+  REQUIRE_ROOT_AND("runc");
+  auto listing = [&] {
+    std::set<std::string> files;
+    for (auto& e : fs::recursive_directory_iterator(bundle_ + "/rootfs")) files.insert(e.path().string());
+    return files;
+  };
+  auto before = listing();
+  Result r = RunContainer("ls /dev | grep -c nvidia; echo done", {});
+  EXPECT_NE(r.out.find("0\ndone"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(listing(), before);
+}
+
+TEST_F(RuncTest, SymlinkPlantedInTheImageMakesTheHookRefuseAndTheHostIsUntouched) {
+  REQUIRE_ROOT_AND("runc");
+  std::string host = node_->root() + "/host-target";
+  fs::create_directories(host);
+  std::ofstream(host + "/canary") << "host file\n";
+  // The CVE-2024-0132 / CVE-2025-23267 shape: a library directory pointing at the host.
+  fs::create_directories(bundle_ + "/rootfs/usr/lib");
+  fs::create_symlink(host, bundle_ + "/rootfs/usr/lib/x86_64-linux-gnu");
+  Result r = RunContainer("echo started", {"NVIDIA_VISIBLE_DEVICES=0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.out.find("started"), std::string::npos);  // the container did not start
+  EXPECT_NE(r.err.find("is a symbolic link in the container image"), std::string::npos) << r.err;
+  std::set<std::string> after;
+  for (auto& e : fs::directory_iterator(host)) after.insert(e.path().filename().string());
+  EXPECT_EQ(after, std::set<std::string>{"canary"});
+  Result mounts = RunProcess({"sh", "-c", "grep -c " + host + " /proc/self/mountinfo"});
+  EXPECT_EQ(mounts.out, "0\n");
+
+  // The same with /etc/ld.so.preload planted as a link to a host file.
+  fs::remove(bundle_ + "/rootfs/usr/lib/x86_64-linux-gnu");
+  fs::create_symlink(host + "/canary", bundle_ + "/rootfs/etc/ld.so.preload");
+  r = RunContainer("echo started", {"NVIDIA_VISIBLE_DEVICES=0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("/etc/ld.so.preload"), std::string::npos) << r.err;
+  std::ifstream canary(host + "/canary");
+  std::string content((std::istreambuf_iterator<char>(canary)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "host file\n");
+}
+
+TEST(Hook, MalformedInputFailsClearlyBeforeAnythingChanges) {
+  SimNode node("gpus: [T4]\n");
+  auto hook = [&](const std::string& state) {
+    std::string file = node.root() + "/state.json";
+    std::ofstream(file) << state;
+    return RunProcess({"sh", "-c", GpusliceBin() + " hook --driver-root " + node.root() + " < " + file});
+  };
+  Result r = hook("{not json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not valid JSON"), std::string::npos) << r.err;
+  r = hook("{\"pid\": -4, \"bundle\": \"/x\"}");
+  EXPECT_NE(r.err.find("no valid \"pid\""), std::string::npos) << r.err;
+  r = hook("{\"pid\": 1, \"bundle\": \"relative\"}");
+  EXPECT_NE(r.err.find("absolute \"bundle\""), std::string::npos) << r.err;
+  std::string bundle = node.root() + "/b";
+  fs::create_directories(bundle);
+  std::ofstream(bundle + "/config.json")
+      << R"({"root":{"path":"rootfs"},"process":{"env":["NVIDIA_VISIBLE_DEVICES=0,../../etc"]}})";
+  r = hook("{\"pid\": 1, \"bundle\": \"" + bundle + "\"}");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'../../etc' is not a GPU index or UUID"), std::string::npos) << r.err;
+  std::ofstream(bundle + "/config.json")
+      << R"({"root":{"path":"rootfs"},"process":{"env":["NVIDIA_VISIBLE_DEVICES=0","NVIDIA_DRIVER_CAPABILITIES=compute,warp"]}})";
+  r = hook("{\"pid\": 1, \"bundle\": \"" + bundle + "\"}");
+  EXPECT_NE(r.err.find("unknown capability 'warp'"), std::string::npos) << r.err;
+}
+
+TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
+  REQUIRE_ROOT_AND("podman");
+  SimNode node("context_memory: 0\ngpus: 2xT4\n");
+  std::string spec = "/var/run/cdi/gpuslice-test-" + std::to_string(getpid()) + ".json";
+  fs::create_directories("/var/run/cdi");
+  Result gen = RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec,
+                           "--state-dir", node.root() + "/gs-state", "--enforcer", EnforcerLib()});
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  EXPECT_NE(gen.out.find("cdiVersion 0.5.0"), std::string::npos);  // hostPath on device nodes
+  Result list = RunProcess({GpusliceBin(), "cdi", "list", "--spec", spec});
+  EXPECT_NE(list.out.find("gpuslice.io/gpu=1"), std::string::npos) << list.out << list.err;
+
+  std::string conf = node.root() + "/podman";
+  fs::create_directories(conf);
+  std::ofstream(conf + "/containers.conf") << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
+                                              "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
+                                              "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
+                                        << "/root\"\nrunroot = \"" << conf << "/run\"\n";
+  Env env{{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
+  auto run = [&](const std::string& name, const std::string& device, const std::string& limit,
+                 const std::vector<std::string>& probe) {
+    std::string rootfs = conf + "/" + name;
+    GlibcRootfs(rootfs);  // --rootfs writes mount-point stubs into it: one copy per container
+    std::vector<std::string> argv = {"podman", "run", "--rm", "--device", device, "-e",
+                                     "CUDA_DEVICE_MEMORY_LIMIT=" + limit, "-e", "GPUSLICE_CONTEXT_OVERHEAD=0",
+                                     "--rootfs", rootfs, "/bin/cuda_probe"};
+    argv.insert(argv.end(), probe.begin(), probe.end());
+    return std::make_unique<Process>(argv, env);
+  };
+  // Two containers on one simulated card at once, each held to its own slice.
+  auto a = run("a", "gpuslice.io/gpu=1", "4g", {"maps", "init", "meminfo", "alloc", "mem", "3g", "alloc", "mem", "2g",
+                                                "sleep", "1500"});
+  auto b = run("b", "gpuslice.io/gpu=1", "6g", {"init", "meminfo", "alloc", "mem", "5g", "alloc", "mem", "2g",
+                                                "sleep", "1500"});
+  Result ra = a->Wait(), rb = b->Wait();
+  fs::remove(spec);
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  EXPECT_EQ(Lines(ra.out, "maps")[0], "maps enforcer loaded");
+  EXPECT_EQ(std::stoull(Fields(ra.out, "meminfo")[2]), 4ull << 30);  // its slice, not the T4's 15 GiB
+  EXPECT_EQ(std::stoull(Fields(rb.out, "meminfo")[2]), 6ull << 30);
+  EXPECT_EQ(Lines(ra.out, "alloc")[0], "alloc ok");
+  EXPECT_EQ(Lines(ra.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Lines(rb.out, "alloc")[0], "alloc ok");
+  EXPECT_EQ(Lines(rb.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+}  // namespace
+}  // namespace gs::testing
