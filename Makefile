@@ -26,7 +26,7 @@ test: build
 # Unit tests under a sanitizer (CI runs ubsan; asan and tsan presets exist too).
 test-sanitize: deps
 	@cmake --preset ubsan >/dev/null
-	@cmake --build build/ubsan -j $(JOBS)
+	@cmake --build build/ubsan -j $(JOBS) --target unit_tests
 	@cd build/ubsan && ctest -j $(JOBS) --output-on-failure -L unit
 
 demo: build
