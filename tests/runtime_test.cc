@@ -231,3 +231,30 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
 
 }  // namespace
 }  // namespace gs::testing
+
+namespace gs::testing {
+namespace {
+
+// A process in its own PID namespace (as in every Kubernetes pod) gets its host pid
+// written into its region slot by the node agent's resolver.
+TEST(HostPids, ContainerProcessesGetTheirNodeVisiblePid) {
+  if (geteuid() != 0 || !Have("unshare")) {
+    std::cout << "NOTE: needs root and unshare: did NOT run\n";
+    GTEST_SKIP();
+  }
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  Process p({"unshare", "--pid", "--fork", "--mount-proc", ProbeBin(), "init", "alloc", "mem", "1m", "sleep", "20000"},
+            env);
+  ASSERT_TRUE(p.WaitForOutput("alloc ok")) << p.out();
+  Result r = RunProcess({BuildDir() + "/tests/resolve_host_pids", node.region_path()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The probe is unshare's child: its host pid is what the resolver must have written.
+  Result child = RunProcess({"pgrep", "-P", std::to_string(p.pid())});
+  std::string host_pid = child.out.substr(0, child.out.find('\n'));
+  EXPECT_NE(r.out.find("host_pid " + host_pid), std::string::npos) << r.out << " want " << host_pid;
+  EXPECT_EQ(r.out.find("host_pid 1\n"), std::string::npos) << r.out;  // not its namespace pid
+}
+
+}  // namespace
+}  // namespace gs::testing

@@ -17,6 +17,7 @@
 #include "src/node/config.h"
 #include "src/node/device_plugin.h"
 #include "src/node/health.h"
+#include "src/node/host_pids.h"
 #include "src/node/metrics.h"
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
@@ -145,10 +146,17 @@ int RunNode(const std::vector<std::string>& args) {
   std::thread metrics_thread;
   if (!cfg.metrics_addr.empty()) metrics_thread = std::thread([&] { ServeMetrics(&http, cfg, &metrics_port); });
 
-  int64_t next_sweep = 0;
+  int64_t next_sweep = 0, next_pids = 0;
   while (!g_stop) {
     server.Keep();
     int64_t now = MonotonicNowNs();
+    if (now >= next_pids) {
+      // New container processes need their host pid quickly: the compute limiter measures by it.
+      std::vector<std::string> regions;
+      for (const auto& rec : book.Records()) regions.push_back(book.ContainerDir(rec.id) + "/region");
+      ResolveHostPids(regions);
+      next_pids = now + 1'000'000'000;
+    }
     if (now >= next_sweep) {
       std::vector<ContainerDevices> fresh;
       {

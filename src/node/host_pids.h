@@ -1,0 +1,16 @@
+// Processes in containers with their own PID namespace know themselves by a pid the rest
+// of the node does not use: NVML reports host pids. The node agent, which sees the host's
+// /proc, writes each region slot's host pid, matching (innermost pid from NSpid, start
+// time). The enforcer's compute controller and NVML process filtering rely on it.
+// Reads /proc; writes only host_pid fields of regions. Not thread-safe (agent loop only).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gs::node {
+
+// Returns how many slots got a (new) host pid.
+int ResolveHostPids(const std::vector<std::string>& region_paths);
+
+}  // namespace gs::node
