@@ -236,6 +236,33 @@ TEST(EnforcerCompute, CompetingContainersGetTheirShares) {
   EXPECT_NEAR(BurnUtil(rb.out), 50, 5) << rb.out << rb.err;
 }
 
+TEST(EnforcerCompute, ThreeContainersShareOneCard) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::vector<std::unique_ptr<Process>> ps;
+  for (const char* share : {"15", "25", "40"})
+    ps.push_back(std::make_unique<Process>(std::vector<std::string>{GpusliceBin(), "run", "--cores", share, "--",
+                                                                    GpusliceBin(), "burn", "--memory", "0", "--util",
+                                                                    "100", "--seconds", "6"},
+                                           node.env()));
+  double want[] = {15, 25, 40};
+  for (int i = 0; i < 3; ++i) {
+    Result r = ps[i]->Wait();
+    EXPECT_NEAR(BurnUtil(r.out), want[i], 5) << r.out << r.err;
+  }
+}
+
+// One container with two GPUs and a different share on each: each device is held to its own.
+TEST(EnforcerCompute, EveryDeviceOfAMultiGpuContainerIsLimited) {
+  SimNode node("gpus: 2xH100-80GB\n");
+  Env env = node.enforced({{"CUDA_DEVICE_SM_LIMIT_0", "30"}, {"CUDA_DEVICE_SM_LIMIT_1", "60"},
+                           {"GPU_CORE_UTILIZATION_POLICY", "force"}});
+  Process a({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6", "--device", "0"}, env);
+  Process b({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6", "--device", "1"}, env);
+  Result ra = a.Wait(), rb = b.Wait();
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 60, 5) << rb.out << rb.err;
+}
+
 // Deep asynchronous queues and graph / Ex / cooperative launches are held back too: 0.5 s
 // of kernels under a 25 % share cannot finish before about 2 s.
 TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
