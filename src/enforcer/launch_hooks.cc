@@ -4,6 +4,54 @@
 #include "src/enforcer/limiter.h"
 
 using namespace gs::enforcer;  // NOLINT: C ABI definitions below
+
+// Stream capture: while any stream of this process is capturing, the gate asks the driver
+// whether a launch is being recorded rather than run; otherwise it need not ask.
+#define GS_CAPTURE_BEGIN(call)                                   \
+  do {                                                           \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
+    CUresult rc_ = (call);                                       \
+    if (rc_ == CUDA_SUCCESS) Limiter::CaptureStarted();          \
+    return rc_;                                                  \
+  } while (0)
+#define GS_CAPTURE_END(call)                                     \
+  do {                                                           \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
+    CUresult rc_ = (call);                                       \
+    /* capture ends whatever the result, unless the stream was not capturing */ \
+    if (rc_ != CUDA_ERROR_ILLEGAL_STATE) Limiter::CaptureEnded(); \
+    return rc_;                                                  \
+  } while (0)
+
+GS_HOOK(cuStreamBeginCapture) CUresult gs_hook_cuStreamBeginCapture(CUstream s) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCapture(s));
+}
+GS_HOOK(cuStreamBeginCapture_ptsz) CUresult gs_hook_cuStreamBeginCapture_ptsz(CUstream s) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCapture_ptsz(s));
+}
+GS_HOOK(cuStreamBeginCapture_v2) CUresult gs_hook_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCapture_v2(s, m));
+}
+GS_HOOK(cuStreamBeginCapture_v2_ptsz)
+CUresult gs_hook_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCapture_v2_ptsz(s, m));
+}
+GS_HOOK(cuStreamBeginCaptureToGraph)
+CUresult gs_hook_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode* d, const CUgraphEdgeData* e,
+                                             size_t n, CUstreamCaptureMode m) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCaptureToGraph(s, g, d, e, n, m));
+}
+GS_HOOK(cuStreamBeginCaptureToGraph_ptsz)
+CUresult gs_hook_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* d,
+                                                  const CUgraphEdgeData* e, size_t n, CUstreamCaptureMode m) {
+  GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCaptureToGraph_ptsz(s, g, d, e, n, m));
+}
+GS_HOOK(cuStreamEndCapture) CUresult gs_hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
+  GS_CAPTURE_END(g_cuda.cuStreamEndCapture(s, g));
+}
+GS_HOOK(cuStreamEndCapture_ptsz) CUresult gs_hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
+  GS_CAPTURE_END(g_cuda.cuStreamEndCapture_ptsz(s, g));
+}
 namespace region = gs::region;
 
 #define GS_LAUNCH_GATE(stream)                                   \

@@ -22,6 +22,7 @@ constexpr int64_t kMaxDebtNs = 2'000'000'000;  // debt beyond this is forgiven (
 constexpr int64_t kInitialLaunchCostNs = 1'000'000;
 
 std::atomic<bool> g_controller_started{false};
+std::atomic<int> g_captures{0};
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
 
@@ -169,15 +170,25 @@ Limiter::Step Limiter::Reconcile(int64_t lead_ns, int64_t charged_ns, uint64_t l
   return s;
 }
 
+void Limiter::CaptureStarted() { g_captures.fetch_add(1, std::memory_order_relaxed); }
+void Limiter::CaptureEnded() {
+  int cur = g_captures.load(std::memory_order_relaxed);
+  while (cur > 0 && !g_captures.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+  }
+}
+
 void Limiter::Gate(CUstream stream) {
   if (!AnyLimit() || g_state.region == nullptr) return;
   int dev = LaunchDevice();
   if (dev < 0) return;
   // A launch into a capturing stream only records a graph node: the graph's launches pay.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (g_cuda.cuStreamIsCapturing && g_cuda.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
-      capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return;
+  // The driver is asked only while some capture is in progress.
+  if (g_captures.load(std::memory_order_relaxed) > 0) {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (g_cuda.cuStreamIsCapturing && g_cuda.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
+        capture != CU_STREAM_CAPTURE_STATUS_NONE)
+      return;
+  }
   region::Device& d = g_state.region->devices[dev];
   unsigned limit = g_state.cfg.sm_limit[dev] ? g_state.cfg.sm_limit[dev] : d.sm_limit.load();
   if (limit == 0) return;

@@ -26,6 +26,9 @@ class Limiter {
  public:
   // Called on every launch path before the driver.
   static void Gate(CUstream stream);
+  // Stream captures in progress in this process (launches into them are not charged).
+  static void CaptureStarted();
+  static void CaptureEnded();
 
   // One reconciliation step for a device (exposed for tests). `container_util` and
   // `others_util` are percent over the last `elapsed_ns`.
