@@ -201,6 +201,8 @@ TEST_F(NodeAgentTest, ReRegistersAfterAKubeletRestart) {
 TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
   auto ids = AllIds();
+  // The kubelet lists both containers (the agent's cleanup grace is 0 s in this test).
+  kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}, {"b", "ns", "c", "nvidia.com/gpu", {ids[5]}}});
   v1beta1::ContainerAllocateResponse a, b;
   ASSERT_TRUE(kubelet_->Allocate({ids[0]}, &a).ok());
   ASSERT_TRUE(kubelet_->Allocate({ids[5]}, &b).ok());
@@ -210,7 +212,6 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
   for (const auto& m : b.mounts())
     if (m.container_path() == "/var/run/gpuslice") dir_b = m.host_path();
   // Both containers run; the agent restarts.
-  kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}, {"b", "ns", "c", "nvidia.com/gpu", {ids[5]}}});
   StopAgent();
   StartAgent();
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
