@@ -150,7 +150,12 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   EXPECT_EQ(over.code, 3) << over.out << over.err;  // out of memory: the slice is 20389 MiB
   Process burn({GpusliceBin(), "burn", "--memory", "16g", "--verify-bytes", "16m", "--util", "100", "--seconds", "4"}, e);
   ASSERT_TRUE(burn.WaitForOutput("t=2s")) << burn.out();
-  std::string m = Metrics();
+  // Pod labels come from the agent's periodic pod-resources poll: allow it a few seconds.
+  std::string m;
+  for (int i = 0; i < 50 && m.find("pod=\"train-0\"") == std::string::npos; ++i) {
+    m = Metrics();
+    if (m.find("pod=\"train-0\"") == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_NE(m.find("gpuslice_slice_memory_used_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"" + gpu0),
             std::string::npos) << m;
   EXPECT_NE(m.find("container_accelerator_memory_total_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\""),
