@@ -44,7 +44,8 @@ class NodeAgentTest : public ::testing::Test {
         std::vector<std::string>{GpusliceBin(), "node", "--driver-root", node_->root(), "--kubelet-dir", kubelet_dir_,
                                  "--state-dir", state_dir_, "--device-split-count", "4", "--metrics-addr",
                                  "127.0.0.1:0", "--sweep-seconds", "1", "--healthy-recovery-seconds", "2",
-                                 "--cleanup-grace-seconds", "0", "--enforcer", EnforcerLib()},
+                                 "--cleanup-grace-seconds", "0", "--enforcer", EnforcerLib(), "--cdi-spec-dir",
+                                 node_->root() + "/cdi"},
         Env{});
   }
   void StopAgent() {
@@ -190,6 +191,24 @@ TEST_F(NodeAgentTest, XidMakesSlicesUnhealthyAndTheyRecover) {
   ASSERT_TRUE(kubelet_->WaitForDevices(gpu1_unhealthy, 5000));
   // Quiet for the recovery period: Healthy again.
   EXPECT_TRUE(kubelet_->WaitForDevices([this](auto& ds) { return AllHealthy(ds); }, 8000));
+}
+
+TEST_F(NodeAgentTest, KeepsACdiSpecOfTheHealthyGpus) {
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::string spec = node_->root() + "/cdi/gpuslice.json";
+  auto names = [&] { return RunProcess({GpusliceBin(), "cdi", "list", "--spec", spec}).out; };
+  std::string before = names();
+  EXPECT_NE(before.find("gpuslice.io/gpu=0\n"), std::string::npos) << before;
+  EXPECT_NE(before.find("gpuslice.io/gpu=1\n"), std::string::npos) << before;
+  RunProcess({GpusliceBin(), "sim", "inject", "--root", node_->root(), "--gpu", "1", "--lost"});
+  std::string after;
+  for (int i = 0; i < 50; ++i) {
+    after = names();
+    if (after.find("gpuslice.io/gpu=1\n") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(after.find("gpuslice.io/gpu=1\n"), std::string::npos) << after;  // the lost GPU is gone
+  EXPECT_NE(after.find("gpuslice.io/gpu=0\n"), std::string::npos) << after;
 }
 
 TEST_F(NodeAgentTest, ReRegistersAfterAKubeletRestart) {

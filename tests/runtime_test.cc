@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 namespace gs::testing {
 namespace {
 
+using PodmanEnv = Env;
+
 bool Have(const char* tool) { return system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
 
 #define REQUIRE_ROOT_AND(tool)                                                                     \
@@ -53,6 +55,29 @@ void GlibcRootfs(const std::string& r) {
     fs::create_directories(r + fs::path(path).parent_path().string());
     fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
   }
+}
+
+// A Debian bookworm image (debootstrap --variant=minbase), built once per machine into
+// ~/.cache/gpuslice and copied for each container; cuda_probe is added to it. Falls back
+// (loudly) to the host-library root when debootstrap cannot run.
+void DebianRootfs(const std::string& r) {
+  const char* home = getenv("HOME");
+  std::string cache = std::string(home ? home : "/root") + "/.cache/gpuslice/bookworm-minbase";
+  if (!fs::exists(cache + "/etc/debian_version") && Have("debootstrap")) {
+    fs::create_directories(fs::path(cache).parent_path());
+    fs::remove_all(cache + ".tmp");
+    Result d = RunProcess({"debootstrap", "--variant=minbase", "bookworm", cache + ".tmp", "http://deb.debian.org/debian"},
+                          {}, 600);
+    if (d.code == 0) fs::rename(cache + ".tmp", cache);
+    else std::cout << "NOTE: debootstrap failed (" << d.err.substr(0, 200) << ")\n";
+  }
+  if (!fs::exists(cache + "/etc/debian_version")) {
+    std::cout << "NOTE: no debootstrap image: using a glibc root assembled from the host's libraries\n";
+    GlibcRootfs(r);
+    return;
+  }
+  RunProcess({"cp", "-a", "--reflink=auto", cache, r});
+  fs::copy_file(ProbeBin(), r + "/bin/cuda_probe", fs::copy_options::overwrite_existing);
 }
 
 class RuncTest : public ::testing::Test {
@@ -204,7 +229,7 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
   auto run = [&](const std::string& name, const std::string& device, const std::string& limit,
                  const std::vector<std::string>& probe) {
     std::string rootfs = conf + "/" + name;
-    GlibcRootfs(rootfs);  // --rootfs writes mount-point stubs into it: one copy per container
+    DebianRootfs(rootfs);  // --rootfs writes mount-point stubs into it: one copy per container
     std::vector<std::string> argv = {"podman", "run", "--rm", "--device", device, "-e",
                                      "CUDA_DEVICE_MEMORY_LIMIT=" + limit, "-e", "GPUSLICE_CONTEXT_OVERHEAD=0",
                                      "--rootfs", rootfs, "/bin/cuda_probe"};
@@ -227,6 +252,62 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
   EXPECT_EQ(Lines(ra.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(Lines(rb.out, "alloc")[0], "alloc ok");
   EXPECT_EQ(Lines(rb.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+PodmanEnv PodmanConfig(const std::string& conf) {
+  fs::create_directories(conf);
+  std::ofstream(conf + "/containers.conf") << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
+                                              "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
+                                              "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
+                                        << "/root\"\nrunroot = \"" << conf << "/run\"\n";
+  return {{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
+}
+
+TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
+  REQUIRE_ROOT_AND("podman");
+  SimNode node("context_memory: 0\ngpus: 2xT4\n");
+  std::string etc = node.root() + "/etc-root";
+  Result conf = RunProcess({GpusliceBin(), "runtime", "configure", "--runtime", "podman", "--mode", "hook", "--write",
+                            "--root", etc, "--gpuslice", GpusliceBin(), "--enforcer", EnforcerLib(), "--driver-root",
+                            node.root(), "--state-dir", node.root() + "/gs-state"});
+  ASSERT_EQ(conf.code, 0) << conf.err;
+  Env env = PodmanConfig(node.root() + "/podman");
+  std::string rootfs = node.root() + "/podman/rootfs";
+  GlibcRootfs(rootfs);
+  Result r = RunProcess({"podman", "run", "--rm", "--hooks-dir", etc + "/usr/share/containers/oci/hooks.d", "-e",
+                         "NVIDIA_VISIBLE_DEVICES=1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=3g", "-e",
+                         "GPUSLICE_CONTEXT_OVERHEAD=0", "--rootfs", rootfs, "/bin/cuda_probe", "maps", "init", "meminfo",
+                         "alloc", "mem", "4g"},
+                        env, 120);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded");
+  EXPECT_EQ(std::stoull(Fields(r.out, "meminfo")[2]), 3ull << 30);
+  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
+  REQUIRE_ROOT_AND("podman");
+  SimNode node("gpus: [T4]\n");
+  std::string spec = "/var/run/cdi/gpuslice-attack-" + std::to_string(getpid()) + ".json";
+  fs::create_directories("/var/run/cdi");
+  ASSERT_EQ(RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec, "--state-dir",
+                        node.root() + "/gs-state", "--enforcer", EnforcerLib()}).code, 0);
+  std::string host = node.root() + "/host-target";
+  fs::create_directories(host);
+  std::ofstream(host + "/canary") << "host file\n";
+  std::string rootfs = node.root() + "/attack";
+  BusyboxRootfs(rootfs);
+  fs::create_directories(rootfs + "/usr/lib");
+  fs::create_symlink(host, rootfs + "/usr/lib/x86_64-linux-gnu");
+  Env env = PodmanConfig(node.root() + "/podman");
+  RunProcess({"podman", "run", "--rm", "--device", "gpuslice.io/gpu=0", "--rootfs", rootfs, "sh", "-c", "true"}, env, 60);
+  fs::remove(spec);
+  std::set<std::string> after;
+  for (auto& e : fs::directory_iterator(host)) after.insert(e.path().filename().string());
+  EXPECT_EQ(after, std::set<std::string>{"canary"});  // nothing was created or mounted on the host
+  Result mounts = RunProcess({"sh", "-c", "grep -c " + host + " /proc/self/mountinfo"});
+  EXPECT_EQ(mounts.out, "0\n");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "src/cli/sim_command.h"
 #include "src/container/cdi_command.h"
 #include "src/container/oci_hook.h"
+#include "src/container/runtime_config.h"
 #include "src/node/agent.h"
 #endif
 
@@ -27,6 +28,7 @@ const char* kUsage =
     "  node    the node agent: kubelet device plugin with vGPU slices, health, metrics\n"
     "  cdi     generate or list CDI specs for this node's GPUs\n"
     "  hook    OCI prestart/createRuntime hook (state JSON on stdin)\n"
+    "  runtime configure a container runtime for CDI or the hook\n"
 #endif
     "  version print the version\n"
     "Run 'gpuslice <command> --help' for a command's flags.\n";
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   if (cmd == "node") return gs::node::RunNode(args);
   if (cmd == "cdi") return gs::container::CdiCommand(args);
   if (cmd == "hook") return gs::container::RunHook(args);
+  if (cmd == "runtime") return gs::container::RuntimeCommand(args);
 #endif
   if (cmd == "version" || cmd == "--version") {
     std::cout << "gpuslice " << GS_VERSION << "\n";

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "src/cli/paths.h"
+#include "src/container/cdi.h"
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/node/config.h"
@@ -57,6 +58,33 @@ void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* po
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
+}
+
+// Writes the CDI spec of the GPUs that are healthy now (atomically: write, then rename).
+void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::EnforcerInstall& enforcer) {
+  if (cfg.cdi_spec_dir.empty()) return;
+  std::vector<model::Gpu> healthy;
+  for (const auto& g : book.Gpus())
+    if (g.healthy) healthy.push_back(g);
+  container::CdiOptions o;
+  o.kind = cfg.cdi_kind;
+  o.plan.driver_root = cfg.driver_root;
+  o.plan.enforcer = enforcer;
+  std::string path = cfg.cdi_spec_dir + "/gpuslice.json";
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.cdi_spec_dir, ec);
+  if (healthy.empty()) {
+    std::filesystem::remove(path, ec);  // a spec must offer at least one device
+    return;
+  }
+  auto spec = container::GenerateCdiSpec(o, healthy);
+  if (!spec.ok()) {
+    GS_LOG(kError, "CDI spec: %s", spec.status().message().c_str());
+    return;
+  }
+  std::ofstream(path + ".tmp") << spec->dump(2) << "\n";
+  std::filesystem::rename(path + ".tmp", path, ec);
+  if (ec) GS_LOG(kError, "cannot write %s: %s", path.c_str(), ec.message().c_str());
 }
 
 void ServeMetrics(httplib::Server* http, const Config& cfg, int* port_out) {
@@ -147,9 +175,16 @@ int RunNode(const std::vector<std::string>& args) {
   if (!cfg.metrics_addr.empty()) metrics_thread = std::thread([&] { ServeMetrics(&http, cfg, &metrics_port); });
 
   int64_t next_sweep = 0, next_pids = 0;
+  std::string cdi_health;  // the healthy set the spec was last written for
   while (!g_stop) {
     server.Keep();
     int64_t now = MonotonicNowNs();
+    std::string health;
+    for (const auto& g : book.Gpus()) health += g.healthy ? '1' : '0';
+    if (health != cdi_health) {
+      WriteCdiSpec(cfg, book, *enforcer);
+      cdi_health = health;
+    }
     if (now >= next_pids) {
       // New container processes need their host pid quickly: the compute limiter measures by it.
       std::vector<std::string> regions;

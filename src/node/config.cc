@@ -44,7 +44,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
   if (!root.IsMap()) return InvalidArgument("config file: expected a map of settings");
   static const char* kKeys[] = {"resourceName", "deviceSplitCount", "deviceMemoryScaling", "deviceCoresScaling",
                                 "failOnInitError", "enableLegacyPreferred", "driverRoot", "kubeletDir", "stateDir",
-                                "metricsAddr", "deviceListStrategy", "cdiKind", "packing", "ignoredXids",
+                                "metricsAddr", "deviceListStrategy", "cdiKind", "cdiSpecDir", "packing", "ignoredXids",
                                 "healthyRecoverySeconds", "sweepSeconds", "cleanupGraceSeconds", "enforcerPath", "version"};
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
@@ -68,6 +68,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
       c->device_list_strategy = n.IsSequence() ? n.as<std::vector<std::string>>() : SplitList(n.as<std::string>());
     }
     if (root["cdiKind"]) c->cdi_kind = root["cdiKind"].as<std::string>();
+    if (root["cdiSpecDir"]) c->cdi_spec_dir = root["cdiSpecDir"].as<std::string>();
     if (root["packing"]) {
       std::string p = root["packing"].as<std::string>();
       if (p != "spread" && p != "binpack") return InvalidArgument("config file: packing must be spread or binpack");
@@ -128,6 +129,7 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   f.String("metrics-addr", &c.metrics_addr, "Prometheus metrics listen address ('' = off)", "METRICS_ADDR");
   f.String("device-list-strategy", &strategies, "comma list of envvar, cdi-cri", "DEVICE_LIST_STRATEGY");
   f.String("cdi-kind", &c.cdi_kind, "CDI kind for cdi-cri device names", "CDI_KIND");
+  f.String("cdi-spec-dir", &c.cdi_spec_dir, "keep a CDI spec of the healthy GPUs here ('' = off)", "CDI_SPEC_DIR");
   f.String("packing", &packing, "spread or binpack slices over GPUs", "GPUSLICE_PACKING");
   f.String("ignored-xids", &ignored, "comma list of XIDs that do not make a GPU unhealthy", "DP_IGNORED_XIDS");
   f.Int("healthy-recovery-seconds", &recovery, "seconds without errors before a GPU is healthy again", 1, 86400);

@@ -23,6 +23,7 @@ struct Config {
   std::string metrics_addr = ":9396";
   std::vector<std::string> device_list_strategy = {"envvar"};  // envvar, cdi-cri
   std::string cdi_kind = "gpuslice.io/gpu";
+  std::string cdi_spec_dir = "/var/run/cdi";  // spec kept current here ("" = off)
   model::PackingPolicy packing = model::PackingPolicy::kSpread;
   std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};  // application errors
   int healthy_recovery_seconds = 60;  // a GPU quiet this long after an XID is healthy again

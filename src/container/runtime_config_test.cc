@@ -1,0 +1,74 @@
+#include "src/container/runtime_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace gs::container {
+namespace {
+
+std::string Read(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class RuntimeConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gs-runtime-config-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  Status Apply(const std::string& runtime, const std::string& mode = "cdi") {
+    RuntimeConfigRequest r;
+    r.runtime = runtime;
+    r.mode = mode;
+    r.root = root_;
+    auto c = PlanRuntimeConfig(r);
+    if (!c.ok()) return c.status();
+    return ApplyRuntimeConfig(r, *c);
+  }
+  std::string root_;
+};
+
+TEST_F(RuntimeConfigTest, DockerMergesKeepingOtherSettings) {
+  std::filesystem::create_directories(root_ + "/etc/docker");
+  std::ofstream(root_ + "/etc/docker/daemon.json") << R"({"log-driver": "journald", "features": {"buildkit": true}})";
+  ASSERT_TRUE(Apply("docker").ok());
+  auto j = nlohmann::json::parse(Read(root_ + "/etc/docker/daemon.json"));
+  EXPECT_EQ(j["log-driver"], "journald");
+  EXPECT_EQ(j["features"]["buildkit"], true);
+  EXPECT_EQ(j["features"]["cdi"], true);
+  std::ofstream(root_ + "/etc/docker/daemon.json") << "{broken";
+  EXPECT_NE(Apply("docker").message().find("is not valid JSON"), std::string::npos);
+}
+
+TEST_F(RuntimeConfigTest, ContainerdIsAppendedOnceAndNeverContradicted) {
+  ASSERT_TRUE(Apply("containerd").ok());
+  ASSERT_TRUE(Apply("containerd").ok());
+  std::string t = Read(root_ + "/etc/containerd/config.toml");
+  EXPECT_EQ(t.find("enable_cdi = true"), t.rfind("enable_cdi = true"));  // once
+  std::ofstream(root_ + "/etc/containerd/config.toml") << "[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n";
+  EXPECT_NE(Apply("containerd").message().find("set enable_cdi = true"), std::string::npos);
+  EXPECT_FALSE(Apply("containerd", "hook").ok());
+}
+
+TEST_F(RuntimeConfigTest, HookFilesCarryAnExplicitEnv) {
+  ASSERT_TRUE(Apply("podman", "hook").ok());
+  auto j = nlohmann::json::parse(Read(root_ + "/usr/share/containers/oci/hooks.d/gpuslice.json"));
+  EXPECT_EQ(j["stages"][0], "prestart");
+  ASSERT_TRUE(j["hook"].contains("env"));
+  EXPECT_EQ(j["hook"]["env"].size(), 1u);
+  EXPECT_TRUE(Apply("crio").ok());
+  EXPECT_NE(Read(root_ + "/etc/crio/crio.conf.d/99-gpuslice.conf").find("cdi_spec_dirs"), std::string::npos);
+  EXPECT_FALSE(Apply("lxc").ok());
+}
+
+}  // namespace
+}  // namespace gs::container
