@@ -27,10 +27,7 @@ function(gs_test)
   endif()
   target_include_directories(${GS_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${GS_NAME} PRIVATE ${GS_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
-  gtest_discover_tests(${GS_NAME}
-    PROPERTIES LABELS "${GS_LABELS}"
-               ENVIRONMENT "GS_BUILD_DIR=${PROJECT_BINARY_DIR};GS_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
-    DISCOVERY_TIMEOUT 30)
+  gtest_discover_tests(${GS_NAME} PROPERTIES LABELS "${GS_LABELS}" DISCOVERY_TIMEOUT 30)
 endfunction()
 
 function(gs_version_script)

@@ -10,7 +10,7 @@ what=${1:-build}
 build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcpp-httplib-dev libspdlog-dev strace python3)
-test_pkgs=(prometheus runc podman conmon busybox-static debootstrap uidmap catatonit fuse-overlayfs slirp4netns
+test_pkgs=(prometheus runc podman buildah conmon busybox-static debootstrap uidmap catatonit fuse-overlayfs slirp4netns
   containernetworking-plugins golang-github-containers-common)
 
 pkgs=("${build_pkgs[@]}")

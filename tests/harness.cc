@@ -18,7 +18,11 @@ namespace gs::testing {
 
 std::string BuildDir() {
   const char* d = getenv("GS_BUILD_DIR");
-  return d ? d : "build/release";
+  return d ? d : GS_BUILD_DIR_DEFAULT;
+}
+std::string SourceDir() {
+  const char* d = getenv("GS_SOURCE_DIR");
+  return d ? d : GS_SOURCE_DIR_DEFAULT;
 }
 std::string GpusliceBin() { return BuildDir() + "/bin/gpuslice"; }
 std::string ProbeBin() { return BuildDir() + "/tests/cuda_probe"; }

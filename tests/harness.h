@@ -10,8 +10,10 @@
 
 namespace gs::testing {
 
-// Paths of built artefacts (from GS_BUILD_DIR, set by CTest).
+// Paths of the tree and built artefacts: $GS_BUILD_DIR / $GS_SOURCE_DIR, else the ones
+// this harness was configured with.
 std::string BuildDir();
+std::string SourceDir();
 std::string GpusliceBin();
 std::string ProbeBin();
 std::string EnforcerLib();
