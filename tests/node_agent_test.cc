@@ -37,6 +37,7 @@ class NodeAgentTest : public ::testing::Test {
   void TearDown() override {
     StopAgent();
     kubelet_.reset();
+    if (HasFailure()) std::cout << "--- agent log\n" << agent_log_;
   }
   void StartAgent() {
     std::filesystem::remove(state_dir_ + "/metrics.port");
@@ -44,14 +45,15 @@ class NodeAgentTest : public ::testing::Test {
         std::vector<std::string>{GpusliceBin(), "node", "--driver-root", node_->root(), "--kubelet-dir", kubelet_dir_,
                                  "--state-dir", state_dir_, "--device-split-count", "4", "--metrics-addr",
                                  "127.0.0.1:0", "--sweep-seconds", "1", "--healthy-recovery-seconds", "2",
-                                 "--cleanup-grace-seconds", "0", "--enforcer", EnforcerLib(), "--cdi-spec-dir",
+                                 "--cleanup-grace-seconds", "2", "--enforcer", EnforcerLib(), "--cdi-spec-dir",
                                  node_->root() + "/cdi"},
         Env{});
   }
   void StopAgent() {
     if (!agent_) return;
     agent_->Signal(SIGTERM);
-    agent_->Wait();
+    Result r = agent_->Wait();
+    agent_log_ += r.err;
     agent_.reset();
   }
   int MetricsPort() {
@@ -83,6 +85,7 @@ class NodeAgentTest : public ::testing::Test {
   std::string kubelet_dir_, state_dir_;
   std::unique_ptr<KubeletDouble> kubelet_;
   std::unique_ptr<Process> agent_;
+  std::string agent_log_;
 };
 
 TEST_F(NodeAgentTest, RegistersAndListsEverySliceWithTopology) {
@@ -107,6 +110,8 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   ASSERT_EQ(pick.size(), 2u);
   EXPECT_NE(pick[0].substr(0, pick[0].find("::")), pick[1].substr(0, pick[1].find("::")));  // distinct GPUs
 
+  // The kubelet lists the container before the agent's cleanup grace (2 s here) ends.
+  kubelet_->SetPods({{"train-0", "ml", "main", "nvidia.com/gpu", {pick[0]}}});
   v1beta1::ContainerAllocateResponse resp;
   ASSERT_TRUE(kubelet_->Allocate({pick[0]}, &resp).ok());
   auto env = resp.envs();
@@ -145,7 +150,6 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   e["LD_PRELOAD"] = enforcer_host;
   e["GPUSLICE_LIMITS_FILE"] = mounts["/etc/gpuslice/limits"].host_path();
   e["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = mounts["/var/run/gpuslice"].host_path() + "/region";
-  kubelet_->SetPods({{"train-0", "ml", "main", "nvidia.com/gpu", {pick[0]}}});
 
   Result over = RunProcess({GpusliceBin(), "burn", "--memory", "21g", "--seconds", "0.1"}, e);
   EXPECT_EQ(over.code, 3) << over.out << over.err;  // out of memory: the slice is 20389 MiB
@@ -225,7 +229,7 @@ TEST_F(NodeAgentTest, ReRegistersAfterAKubeletRestart) {
 TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
   auto ids = AllIds();
-  // The kubelet lists both containers (the agent's cleanup grace is 0 s in this test).
+  // The kubelet lists both containers before the agent's cleanup grace (2 s here) ends.
   kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}, {"b", "ns", "c", "nvidia.com/gpu", {ids[5]}}});
   v1beta1::ContainerAllocateResponse a, b;
   ASSERT_TRUE(kubelet_->Allocate({ids[0]}, &a).ok());
@@ -244,7 +248,8 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
   EXPECT_TRUE(std::filesystem::exists(dir_b));
   // Pod b is deleted: its directory goes, a's stays.
   kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (int i = 0; i < 60 && std::filesystem::exists(dir_b); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(std::filesystem::exists(dir_a));
   EXPECT_FALSE(std::filesystem::exists(dir_b));
 }
