@@ -22,7 +22,8 @@
 
 namespace {
 
-const char kPtx[] = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gpuslice_spin(.param .u64 ns)\n{ ret; }\n";
+const char kPtx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gpuslice_spin(.param .u64 ns)\n{ ret; }\n";
 
 template <typename F>
 double MedianNs(int reps, int batch, F f) {
@@ -125,7 +126,8 @@ int main(int argc, char** argv) {
   std::string region = "/tmp/gs-bench-region." + std::to_string(getpid());
   std::string enforced = "LD_PRELOAD=" + std::string(getenv("GS_ENFORCER")) +
                          " CUDA_DEVICE_MEMORY_LIMIT=60g CUDA_DEVICE_SM_LIMIT=50 GPU_CORE_UTILIZATION_POLICY=force"
-                         " CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region;
+                         " CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+                         region;
   auto plain = Parse(RunCapture(std::string(exe) + " --child"));
   auto with = Parse(RunCapture("env " + enforced + " " + exe + " --child"));
   unlink(region.c_str());
@@ -137,9 +139,10 @@ int main(int argc, char** argv) {
   if (system("command -v strace >/dev/null 2>&1") == 0) {
     long small = StraceCalls(enforced, exe, 1000), big = StraceCalls(enforced, exe, 100000);
     unlink(region.c_str());
-    printf("\nsyscalls of a whole process through the enforcer (strace -c -f, after a 1.5 s warm-up): %ld with 1,000 "
-           "launches, %ld with 100,000\n(a difference far below 99,000 means no syscall per launch)\n",
-           small, big);
+    printf(
+        "\nsyscalls of a whole process through the enforcer (strace -c -f, after a 1.5 s warm-up): %ld with 1,000 "
+        "launches, %ld with 100,000\n(a difference far below 99,000 means no syscall per launch)\n",
+        small, big);
   } else {
     printf("\n(strace not installed: syscall check skipped)\n");
   }

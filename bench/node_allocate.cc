@@ -55,8 +55,10 @@ int main() {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   printf("\nnode agent, 8 GPUs x 16 slices, 2000 Allocate calls over gRPC (one container each):\n");
   printf("%-28s %10s\n", "Allocate latency p50", (std::to_string(ms[ms.size() / 2]).substr(0, 6) + " ms").c_str());
-  printf("%-28s %10s\n", "Allocate latency p99", (std::to_string(ms[ms.size() * 99 / 100]).substr(0, 6) + " ms").c_str());
-  printf("%-28s %10s\n", "agent resident memory", (std::to_string(RssKiB(agent.pid()) / 1024.0).substr(0, 5) + " MiB").c_str());
+  printf("%-28s %10s\n", "Allocate latency p99",
+         (std::to_string(ms[ms.size() * 99 / 100]).substr(0, 6) + " ms").c_str());
+  printf("%-28s %10s\n", "agent resident memory",
+         (std::to_string(RssKiB(agent.pid()) / 1024.0).substr(0, 5) + " MiB").c_str());
   agent.Signal(SIGTERM);
   agent.Wait();
   return 0;

@@ -19,9 +19,13 @@ namespace fs = std::filesystem;
 namespace gs::testing {
 namespace {
 
-std::string Src() { return SourceDir(); }
+std::string Src() {
+  return SourceDir();
+}
 
-std::vector<YAML::Node> Docs(const std::string& path) { return YAML::LoadAllFromFile(path); }
+std::vector<YAML::Node> Docs(const std::string& path) {
+  return YAML::LoadAllFromFile(path);
+}
 
 // Every kustomization's resources and patches exist; every document has kind and name.
 void CheckKustomization(const std::string& dir, std::set<std::pair<std::string, std::string>>* objects) {
@@ -76,7 +80,8 @@ TEST(Deploy, DaemonSetHasWhatTheAgentNeeds) {
   EXPECT_EQ(host_paths["device-plugins"], "/var/lib/kubelet/device-plugins");
   EXPECT_EQ(host_paths["pod-resources"], "/var/lib/kubelet/pod-resources");
   EXPECT_EQ(host_paths["state"], "/var/lib/gpuslice");
-  for (const char* m : {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/var/lib/gpuslice", "/host"})
+  for (const char* m :
+       {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/var/lib/gpuslice", "/host"})
     EXPECT_TRUE(mounted.count(m)) << m;
 }
 

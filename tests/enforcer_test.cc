@@ -17,16 +17,21 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
-uint64_t U(const std::string& s) { return std::stoull(s); }
+uint64_t U(const std::string& s) {
+  return std::stoull(s);
+}
 
 TEST(Enforcer, LimitIsExactOnEveryAllocationApiAndPath) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   for (const char* via : {"linked", "dlsym", "getproc"}) {
-    for (const char* kind : {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap", "graph"}) {
-      Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
+    for (const char* kind :
+         {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap", "graph"}) {
+      Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
+                               {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
                                {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-" + via + kind}});
-      Result r = RunProcess({ProbeBin(), "--via", via, "init", "alloc", kind, "768m", "alloc", kind, "512m", "alloc",
-                             kind, "256m", "alloc", kind, "2m", "free", "free", "alloc", kind, "1g"},
+      Result r =
+          RunProcess({ProbeBin(), "--via", via,     "init", "alloc", kind,   "768m", "alloc", kind, "512m", "alloc",
+                      kind,       "256m",  "alloc", kind,   "2m",    "free", "free", "alloc", kind, "1g"},
                      env);
       auto a = Lines(r.out, "alloc");
       ASSERT_EQ(a.size(), 5u) << via << " " << kind << "\n" << r.out << r.err;
@@ -85,8 +90,8 @@ TEST(Enforcer, CudaAndNvmlViewsAgree) {
   EXPECT_EQ(U(nv[3]), 4 * kGiB - used);
   EXPECT_EQ(U(nv[4]), 4 * kGiB);  // v2
   EXPECT_EQ(U(nv[5]), used);
-  EXPECT_EQ(U(nv[7]), 1u);        // only the container's processes
-  EXPECT_EQ(U(nv[8]), used);      // charged memory, context included
+  EXPECT_EQ(U(nv[7]), 1u);    // only the container's processes
+  EXPECT_EQ(U(nv[8]), used);  // charged memory, context included
 }
 
 TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {
@@ -127,11 +132,11 @@ TEST(Enforcer, OversubscriptionSpillsToHostWithDataIntact) {
   // A 2 GiB card; the slice's limit is 4 GiB of virtual device memory.
   std::string scenario = "context_memory: 0\ngpus: [{name: Small GPU, memory: 2Gi, sms: 20}]\n";
   SimNode node(scenario);
-  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
-                           {"CUDA_OVERSUBSCRIBE", "true"}});
-  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1536m", "alloc", "mem", "2g", "fill", "64m", "42", "check",
-                  "64m", "42", "alloc", "mem", "1g", "meminfo"},
-                 env);
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}, {"CUDA_OVERSUBSCRIBE", "true"}});
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1536m", "alloc", "mem", "2g", "fill", "64m", "42",
+                         "check", "64m", "42", "alloc", "mem", "1g", "meminfo"},
+                        env);
   auto a = Lines(r.out, "alloc");
   ASSERT_EQ(a.size(), 3u) << r.out << r.err;
   EXPECT_EQ(a[0], "alloc ok");
@@ -148,7 +153,8 @@ TEST(Enforcer, OversubscriptionSpillsToHostWithDataIntact) {
 
 TEST(Enforcer, UnopenableRegionFallsBackToPerProcessLimitsAndSaysSo) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");
-  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
+                           {"GPUSLICE_CONTEXT_OVERHEAD", "0"},
                            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/nonexistent-dir/region"}});
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1g", "alloc", "mem", "1m"}, env);
   EXPECT_NE(r.err.find("cannot open region /nonexistent-dir/region"), std::string::npos) << r.err;
@@ -173,8 +179,8 @@ TEST(Enforcer, LimitsFileIsAuthoritativeAgainstTheEnvironment) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");
   std::string file = node.root() + "/limits";
   std::ofstream(file) << "# from the node agent\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n";
-  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "8g"}, {"GPUSLICE_LIMITS_FILE", file},
-                           {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "8g"}, {"GPUSLICE_LIMITS_FILE", file}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g", "alloc", "mem", "1g"}, env);
   auto a = Lines(r.out, "alloc");
   ASSERT_EQ(a.size(), 2u) << r.out << r.err;
@@ -192,9 +198,9 @@ TEST(Enforcer, GarbageLimitDeniesInsteadOfUnlimiting) {
 
 TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   SimNode node("gpus: [H100-80GB]\n");
-  Result r = RunProcess({GpusliceBin(), "run", "--memory", "3g", "--", ProbeBin(), "init", "alloc", "mem", "2g", "alloc",
-                  "mem", "1g", "meminfo"},
-                 node.env());
+  Result r = RunProcess({GpusliceBin(), "run", "--memory", "3g", "--", ProbeBin(), "init", "alloc", "mem", "2g",
+                         "alloc", "mem", "1g", "meminfo"},
+                        node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   auto a = Lines(r.out, "alloc");
   EXPECT_EQ(a[0], "alloc ok");
@@ -215,9 +221,9 @@ double BurnUtil(const std::string& out) {
 TEST(EnforcerCompute, OneContainerAloneIsHeldToItsShareWithPolicyForce) {
   SimNode node("gpus: [H100-80GB]\n");
   for (const char* share : {"30", "60"}) {
-    Result r = RunProcess({GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(), "burn", "--memory", "0", "--util",
-                    "100", "--seconds", "6"},
-                   node.env());
+    Result r = RunProcess({GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(), "burn", "--memory", "0",
+                           "--util", "100", "--seconds", "6"},
+                          node.env());
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_NEAR(BurnUtil(r.out), std::stod(share), 5.0) << r.out;
   }
@@ -240,10 +246,10 @@ TEST(EnforcerCompute, ThreeContainersShareOneCard) {
   SimNode node("gpus: [H100-80GB]\n");
   std::vector<std::unique_ptr<Process>> ps;
   for (const char* share : {"15", "25", "40"})
-    ps.push_back(std::make_unique<Process>(std::vector<std::string>{GpusliceBin(), "run", "--cores", share, "--",
-                                                                    GpusliceBin(), "burn", "--memory", "0", "--util",
-                                                                    "100", "--seconds", "6"},
-                                           node.env()));
+    ps.push_back(
+        std::make_unique<Process>(std::vector<std::string>{GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(),
+                                                           "burn", "--memory", "0", "--util", "100", "--seconds", "6"},
+                                  node.env()));
   double want[] = {15, 25, 40};
   for (int i = 0; i < 3; ++i) {
     Result r = ps[i]->Wait();
@@ -254,8 +260,8 @@ TEST(EnforcerCompute, ThreeContainersShareOneCard) {
 // One container with two GPUs and a different share on each: each device is held to its own.
 TEST(EnforcerCompute, EveryDeviceOfAMultiGpuContainerIsLimited) {
   SimNode node("gpus: 2xH100-80GB\n");
-  Env env = node.enforced({{"CUDA_DEVICE_SM_LIMIT_0", "30"}, {"CUDA_DEVICE_SM_LIMIT_1", "60"},
-                           {"GPU_CORE_UTILIZATION_POLICY", "force"}});
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_SM_LIMIT_0", "30"}, {"CUDA_DEVICE_SM_LIMIT_1", "60"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}});
   Process a({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6", "--device", "0"}, env);
   Process b({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6", "--device", "1"}, env);
   Result ra = a.Wait(), rb = b.Wait();
@@ -269,9 +275,8 @@ TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
   SimNode node("gpus: [H100-80GB]\n");
   for (const char* how : {"launch", "launchex", "coop", "graph"}) {
     auto start = std::chrono::steady_clock::now();
-    Result r = RunProcess({GpusliceBin(), "run", "--cores", "25", "--", ProbeBin(), "init", how, "20", "25000000",
-                           "sync"},
-                          node.env());
+    Result r = RunProcess(
+        {GpusliceBin(), "run", "--cores", "25", "--", ProbeBin(), "init", how, "20", "25000000", "sync"}, node.env());
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_EQ(r.code, 0) << how << r.out << r.err;
     EXPECT_GT(secs, 1.5) << how << ": not throttled";
@@ -286,8 +291,8 @@ TEST(EnforcerCompute, DefaultPolicyLetsALoneContainerUseIdleCapacity) {
                         node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_GT(BurnUtil(r.out), 90) << r.out;
-  r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "disable", "--", GpusliceBin(), "burn",
-                  "--memory", "0", "--util", "100", "--seconds", "2"},
+  r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "disable", "--", GpusliceBin(), "burn", "--memory",
+                  "0", "--util", "100", "--seconds", "2"},
                  node.env());
   EXPECT_GT(BurnUtil(r.out), 95) << r.out;
 }

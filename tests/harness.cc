@@ -24,9 +24,15 @@ std::string SourceDir() {
   const char* d = getenv("GS_SOURCE_DIR");
   return d ? d : GS_SOURCE_DIR_DEFAULT;
 }
-std::string GpusliceBin() { return BuildDir() + "/bin/gpuslice"; }
-std::string ProbeBin() { return BuildDir() + "/tests/cuda_probe"; }
-std::string EnforcerLib() { return BuildDir() + "/enforcer/libgpuslice.so"; }
+std::string GpusliceBin() {
+  return BuildDir() + "/bin/gpuslice";
+}
+std::string ProbeBin() {
+  return BuildDir() + "/tests/cuda_probe";
+}
+std::string EnforcerLib() {
+  return BuildDir() + "/enforcer/libgpuslice.so";
+}
 
 Process::Process(const std::vector<std::string>& argv, const Env& env) {
   int out[2], err[2];
@@ -36,8 +42,10 @@ Process::Process(const std::vector<std::string>& argv, const Env& env) {
     dup2(out[1], 1);
     dup2(err[1], 2);
     for (const auto& [k, v] : env) {
-      if (v.empty() && k.rfind("-", 0) == 0) unsetenv(k.c_str() + 1);
-      else setenv(k.c_str(), v.c_str(), 1);
+      if (v.empty() && k.rfind("-", 0) == 0)
+        unsetenv(k.c_str() + 1);
+      else
+        setenv(k.c_str(), v.c_str(), 1);
     }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

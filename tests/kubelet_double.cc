@@ -24,7 +24,8 @@ class RegistrationService final : public v1beta1::Registration::Service {
 class PodResourcesService final : public v1::PodResourcesLister::Service {
  public:
   explicit PodResourcesService(KubeletDouble* k) : k_(k) {}
-  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*, v1::ListPodResourcesResponse* out) override {
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* out) override {
     for (const auto& p : k_->pods()) {
       auto* pod = out->add_pod_resources();
       pod->set_name(p.pod);
@@ -182,7 +183,8 @@ grpc::Status KubeletDouble::Prefer(const std::vector<std::string>& available, co
   v1beta1::PreferredAllocationResponse resp;
   grpc::ClientContext ctx;
   grpc::Status s = plugin_->GetPreferredAllocation(&ctx, req, &resp);
-  if (s.ok()) out->assign(resp.container_responses(0).deviceids().begin(), resp.container_responses(0).deviceids().end());
+  if (s.ok())
+    out->assign(resp.container_responses(0).deviceids().begin(), resp.container_responses(0).deviceids().end());
   return s;
 }
 

@@ -2,12 +2,12 @@
 // speaking the real protocols, Allocate as the kubelet calls it, a real process started
 // with the returned edits held to its slice, health from injected XIDs, metrics with pod
 // labels, kubelet and agent restarts.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,13 +41,29 @@ class NodeAgentTest : public ::testing::Test {
   }
   void StartAgent() {
     std::filesystem::remove(state_dir_ + "/metrics.port");
-    agent_ = std::make_unique<Process>(
-        std::vector<std::string>{GpusliceBin(), "node", "--driver-root", node_->root(), "--kubelet-dir", kubelet_dir_,
-                                 "--state-dir", state_dir_, "--device-split-count", "4", "--metrics-addr",
-                                 "127.0.0.1:0", "--sweep-seconds", "1", "--healthy-recovery-seconds", "2",
-                                 "--cleanup-grace-seconds", "2", "--enforcer", EnforcerLib(), "--cdi-spec-dir",
-                                 node_->root() + "/cdi"},
-        Env{});
+    agent_ = std::make_unique<Process>(std::vector<std::string>{GpusliceBin(),
+                                                                "node",
+                                                                "--driver-root",
+                                                                node_->root(),
+                                                                "--kubelet-dir",
+                                                                kubelet_dir_,
+                                                                "--state-dir",
+                                                                state_dir_,
+                                                                "--device-split-count",
+                                                                "4",
+                                                                "--metrics-addr",
+                                                                "127.0.0.1:0",
+                                                                "--sweep-seconds",
+                                                                "1",
+                                                                "--healthy-recovery-seconds",
+                                                                "2",
+                                                                "--cleanup-grace-seconds",
+                                                                "2",
+                                                                "--enforcer",
+                                                                EnforcerLib(),
+                                                                "--cdi-spec-dir",
+                                                                node_->root() + "/cdi"},
+                                       Env{});
   }
   void StopAgent() {
     if (!agent_) return;
@@ -153,7 +169,8 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
 
   Result over = RunProcess({GpusliceBin(), "burn", "--memory", "21g", "--seconds", "0.1"}, e);
   EXPECT_EQ(over.code, 3) << over.out << over.err;  // out of memory: the slice is 20389 MiB
-  Process burn({GpusliceBin(), "burn", "--memory", "16g", "--verify-bytes", "16m", "--util", "100", "--seconds", "4"}, e);
+  Process burn({GpusliceBin(), "burn", "--memory", "16g", "--verify-bytes", "16m", "--util", "100", "--seconds", "4"},
+               e);
   ASSERT_TRUE(burn.WaitForOutput("t=2s")) << burn.out();
   // Pod labels come from the agent's periodic pod-resources poll: allow it a few seconds.
   std::string m;
@@ -161,8 +178,10 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
     m = Metrics();
     if (m.find("pod=\"train-0\"") == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_NE(m.find("gpuslice_slice_memory_used_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"" + gpu0),
-            std::string::npos) << m;
+  EXPECT_NE(
+      m.find("gpuslice_slice_memory_used_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"" + gpu0),
+      std::string::npos)
+      << m;
   EXPECT_NE(m.find("container_accelerator_memory_total_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\""),
             std::string::npos);
   EXPECT_NE(m.find("gpuslice_gpu_slices_allocated{gpu=\"0\""), std::string::npos);

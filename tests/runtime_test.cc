@@ -19,14 +19,16 @@ namespace {
 
 using PodmanEnv = Env;
 
-bool Have(const char* tool) { return system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
+bool Have(const char* tool) {
+  return system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0;
+}
 
-#define REQUIRE_ROOT_AND(tool)                                                                     \
-  do {                                                                                             \
-    if (geteuid() != 0 || !Have(tool)) {                                                           \
+#define REQUIRE_ROOT_AND(tool)                                                                                \
+  do {                                                                                                        \
+    if (geteuid() != 0 || !Have(tool)) {                                                                      \
       std::cout << "NOTE: this test needs root and " tool ": it did NOT run (make test installs " tool ")\n"; \
-      GTEST_SKIP() << "needs root and " tool;                                                      \
-    }                                                                                              \
+      GTEST_SKIP() << "needs root and " tool;                                                                 \
+    }                                                                                                         \
   } while (0)
 
 // A busybox root file system (static: no dynamic loader).
@@ -66,10 +68,12 @@ void DebianRootfs(const std::string& r) {
   if (!fs::exists(cache + "/etc/debian_version") && Have("debootstrap")) {
     fs::create_directories(fs::path(cache).parent_path());
     fs::remove_all(cache + ".tmp");
-    Result d = RunProcess({"debootstrap", "--variant=minbase", "bookworm", cache + ".tmp", "http://deb.debian.org/debian"},
-                          {}, 600);
-    if (d.code == 0) fs::rename(cache + ".tmp", cache);
-    else std::cout << "NOTE: debootstrap failed (" << d.err.substr(0, 200) << ")\n";
+    Result d = RunProcess(
+        {"debootstrap", "--variant=minbase", "bookworm", cache + ".tmp", "http://deb.debian.org/debian"}, {}, 600);
+    if (d.code == 0)
+      fs::rename(cache + ".tmp", cache);
+    else
+      std::cout << "NOTE: debootstrap failed (" << d.err.substr(0, 200) << ")\n";
   }
   if (!fs::exists(cache + "/etc/debian_version")) {
     std::cout << "NOTE: no debootstrap image: using a glibc root assembled from the host's libraries\n";
@@ -97,11 +101,13 @@ class RuncTest : public ::testing::Test {
     c["process"]["args"] = {"sh", "-c", script};
     for (const auto& e : env) c["process"]["env"].push_back(e);
     c["hooks"]["prestart"] = {{{"path", GpusliceBin()},
-                               {"args", {"gpuslice", "hook", "--driver-root", node_->root(), "--state-dir",
-                                         node_->root() + "/gs-state", "--enforcer", EnforcerLib()}},
+                               {"args",
+                                {"gpuslice", "hook", "--driver-root", node_->root(), "--state-dir",
+                                 node_->root() + "/gs-state", "--enforcer", EnforcerLib()}},
                                {"env", {"PATH=/usr/bin:/bin"}}}};  // explicit: never the image's env
     if (extra_nvidia0)
-      c["linux"]["devices"] = {{{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"fileMode", 438}}};
+      c["linux"]["devices"] = {
+          {{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"fileMode", 438}}};
     std::ofstream(bundle_ + "/config.json") << c.dump(1);
     std::string id = "gs-test-" + std::to_string(getpid()) + "-" + std::to_string(++n_);
     Result r = RunProcess({"runc", "run", "--bundle", bundle_, id}, {}, 60);
@@ -133,7 +139,8 @@ TEST_F(RuncTest, DockerGpusForms) {
   Result none = RunContainer("ls /dev | grep nvidia; ls /usr/lib/x86_64-linux-gnu", {"NVIDIA_VISIBLE_DEVICES=none"});
   EXPECT_EQ(Lines(none.out, "nvidia0").size(), 0u);
   EXPECT_NE(none.out.find("libcuda.so.1"), std::string::npos) << none.out << none.err;  // driver, no GPU
-  Result uuid = RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=GPU-3c6ef372-ffb8-3d91-bd25-a09c16ea5856"});
+  Result uuid =
+      RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=GPU-3c6ef372-ffb8-3d91-bd25-a09c16ea5856"});
   EXPECT_EQ(Lines(uuid.out, "nvidia").size(), 1u) << uuid.out << uuid.err;
 }
 
@@ -220,9 +227,10 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
 
   std::string conf = node.root() + "/podman";
   fs::create_directories(conf);
-  std::ofstream(conf + "/containers.conf") << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
-                                              "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
-                                              "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  std::ofstream(conf + "/containers.conf")
+      << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
+         "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
+         "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
   std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
                                         << "/root\"\nrunroot = \"" << conf << "/run\"\n";
   Env env{{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
@@ -230,17 +238,26 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
                  const std::vector<std::string>& probe) {
     std::string rootfs = conf + "/" + name;
     DebianRootfs(rootfs);  // --rootfs writes mount-point stubs into it: one copy per container
-    std::vector<std::string> argv = {"podman", "run", "--rm", "--device", device, "-e",
-                                     "CUDA_DEVICE_MEMORY_LIMIT=" + limit, "-e", "GPUSLICE_CONTEXT_OVERHEAD=0",
-                                     "--rootfs", rootfs, "/bin/cuda_probe"};
+    std::vector<std::string> argv = {"podman",
+                                     "run",
+                                     "--rm",
+                                     "--device",
+                                     device,
+                                     "-e",
+                                     "CUDA_DEVICE_MEMORY_LIMIT=" + limit,
+                                     "-e",
+                                     "GPUSLICE_CONTEXT_OVERHEAD=0",
+                                     "--rootfs",
+                                     rootfs,
+                                     "/bin/cuda_probe"};
     argv.insert(argv.end(), probe.begin(), probe.end());
     return std::make_unique<Process>(argv, env);
   };
   // Two containers on one simulated card at once, each held to its own slice.
-  auto a = run("a", "gpuslice.io/gpu=1", "4g", {"maps", "init", "meminfo", "alloc", "mem", "3g", "alloc", "mem", "2g",
-                                                "sleep", "1500"});
-  auto b = run("b", "gpuslice.io/gpu=1", "6g", {"init", "meminfo", "alloc", "mem", "5g", "alloc", "mem", "2g",
-                                                "sleep", "1500"});
+  auto a = run("a", "gpuslice.io/gpu=1", "4g",
+               {"maps", "init", "meminfo", "alloc", "mem", "3g", "alloc", "mem", "2g", "sleep", "1500"});
+  auto b = run("b", "gpuslice.io/gpu=1", "6g",
+               {"init", "meminfo", "alloc", "mem", "5g", "alloc", "mem", "2g", "sleep", "1500"});
   Result ra = a->Wait(), rb = b->Wait();
   fs::remove(spec);
   ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
@@ -256,9 +273,10 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
 
 PodmanEnv PodmanConfig(const std::string& conf) {
   fs::create_directories(conf);
-  std::ofstream(conf + "/containers.conf") << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
-                                              "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
-                                              "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  std::ofstream(conf + "/containers.conf")
+      << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
+         "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
+         "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
   std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
                                         << "/root\"\nrunroot = \"" << conf << "/run\"\n";
   return {{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
@@ -275,10 +293,26 @@ TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
   Env env = PodmanConfig(node.root() + "/podman");
   std::string rootfs = node.root() + "/podman/rootfs";
   GlibcRootfs(rootfs);
-  Result r = RunProcess({"podman", "run", "--rm", "--hooks-dir", etc + "/usr/share/containers/oci/hooks.d", "-e",
-                         "NVIDIA_VISIBLE_DEVICES=1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=3g", "-e",
-                         "GPUSLICE_CONTEXT_OVERHEAD=0", "--rootfs", rootfs, "/bin/cuda_probe", "maps", "init", "meminfo",
-                         "alloc", "mem", "4g"},
+  Result r = RunProcess({"podman",
+                         "run",
+                         "--rm",
+                         "--hooks-dir",
+                         etc + "/usr/share/containers/oci/hooks.d",
+                         "-e",
+                         "NVIDIA_VISIBLE_DEVICES=1",
+                         "-e",
+                         "CUDA_DEVICE_MEMORY_LIMIT=3g",
+                         "-e",
+                         "GPUSLICE_CONTEXT_OVERHEAD=0",
+                         "--rootfs",
+                         rootfs,
+                         "/bin/cuda_probe",
+                         "maps",
+                         "init",
+                         "meminfo",
+                         "alloc",
+                         "mem",
+                         "4g"},
                         env, 120);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded");
@@ -292,7 +326,9 @@ TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
   std::string spec = "/var/run/cdi/gpuslice-attack-" + std::to_string(getpid()) + ".json";
   fs::create_directories("/var/run/cdi");
   ASSERT_EQ(RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec, "--state-dir",
-                        node.root() + "/gs-state", "--enforcer", EnforcerLib()}).code, 0);
+                        node.root() + "/gs-state", "--enforcer", EnforcerLib()})
+                .code,
+            0);
   std::string host = node.root() + "/host-target";
   fs::create_directories(host);
   std::ofstream(host + "/canary") << "host file\n";
@@ -301,7 +337,8 @@ TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
   fs::create_directories(rootfs + "/usr/lib");
   fs::create_symlink(host, rootfs + "/usr/lib/x86_64-linux-gnu");
   Env env = PodmanConfig(node.root() + "/podman");
-  RunProcess({"podman", "run", "--rm", "--device", "gpuslice.io/gpu=0", "--rootfs", rootfs, "sh", "-c", "true"}, env, 60);
+  RunProcess({"podman", "run", "--rm", "--device", "gpuslice.io/gpu=0", "--rootfs", rootfs, "sh", "-c", "true"}, env,
+             60);
   fs::remove(spec);
   std::set<std::string> after;
   for (auto& e : fs::directory_iterator(host)) after.insert(e.path().filename().string());

@@ -15,22 +15,24 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
 
-uint64_t U(const std::string& s) { return std::stoull(s); }
+uint64_t U(const std::string& s) {
+  return std::stoull(s);
+}
 
 TEST(Simulator, OutOfMemoryAtExactlyTheCardsCapacity) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");
-  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "15360m", "meminfo", "alloc", "mem", "512", "free", "alloc",
-                  "mem", "1", "meminfo"},
-                 node.env());
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "15360m", "meminfo", "alloc", "mem", "512", "free",
+                         "alloc", "mem", "1", "meminfo"},
+                        node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   auto allocs = Lines(r.out, "alloc");
   ASSERT_EQ(allocs.size(), 3u) << r.out;
-  EXPECT_EQ(allocs[0], "alloc ok");  // the whole card
+  EXPECT_EQ(allocs[0], "alloc ok");                            // the whole card
   EXPECT_EQ(allocs[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // one more byte-ish
   EXPECT_EQ(allocs[2], "alloc ok");
   auto info = Fields(r.out, "meminfo");
-  EXPECT_EQ(U(info[1]), 0u);                 // free
-  EXPECT_EQ(U(info[2]), 15360 * kMiB);       // total
+  EXPECT_EQ(U(info[1]), 0u);            // free
+  EXPECT_EQ(U(info[2]), 15360 * kMiB);  // total
 }
 
 TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
@@ -87,9 +89,9 @@ TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
 TEST(Simulator, CopiesMoveRealBytes) {
   SimNode node("gpus: [L4]\n");
   for (const char* kind : {"mem", "managed", "vmm", "async"}) {
-    Result r = RunProcess({ProbeBin(), "init", "alloc", kind, "32m", "fill", "32m", "7", "check", "32m", "7", "check", "32m",
-                    "8"},
-                   node.env());
+    Result r = RunProcess(
+        {ProbeBin(), "init", "alloc", kind, "32m", "fill", "32m", "7", "check", "32m", "7", "check", "32m", "8"},
+        node.env());
     auto checks = Lines(r.out, "check");
     ASSERT_EQ(checks.size(), 2u) << kind << r.out << r.err;
     EXPECT_EQ(checks[0], "check ok") << kind;
@@ -100,9 +102,9 @@ TEST(Simulator, CopiesMoveRealBytes) {
 TEST(Simulator, EveryPathToTheDriverWorks) {
   SimNode node("gpus: [T4]\n");
   for (const char* via : {"linked", "dlsym", "getproc"}) {
-    Result r = RunProcess({ProbeBin(), "--via", via, "init", "alloc", "mem", "1m", "alloc", "pool", "1m", "launch", "1",
-                    "1000", "sync"},
-                   node.env());
+    Result r = RunProcess(
+        {ProbeBin(), "--via", via, "init", "alloc", "mem", "1m", "alloc", "pool", "1m", "launch", "1", "1000", "sync"},
+        node.env());
     EXPECT_EQ(r.code, 0) << via << r.out << r.err;
     EXPECT_EQ(Lines(r.out, "alloc ok").size(), 2u) << via << r.out;
   }
@@ -136,9 +138,9 @@ TEST(Simulator, KernelTimeAndUtilisationFollowTheCostModel) {
 
   // Every launch path runs on the same timeline: Ex, cooperative, a captured graph.
   start = std::chrono::steady_clock::now();
-  r = RunProcess({ProbeBin(), "init", "launchex", "4", "50000000", "coop", "4", "50000000", "graph", "4", "50000000",
-                  "sync"},
-                 node.env());
+  r = RunProcess(
+      {ProbeBin(), "init", "launchex", "4", "50000000", "coop", "4", "50000000", "graph", "4", "50000000", "sync"},
+      node.env());
   secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_GE(secs, 0.6);
@@ -197,9 +199,9 @@ TEST(SimulatorCli, BadScenariosAreRefusedWithTheReason) {
 
 TEST(SimulatorCli, SmiAndBurnWorkAsAUserRunsThem) {
   SimNode node("gpus: 2xH100-80GB\n");
-  Result burn = RunProcess({GpusliceBin(), "burn", "--memory", "2g", "--verify-bytes", "32m", "--util", "50", "--seconds",
-                     "1.2", "--json"},
-                    node.env());
+  Result burn = RunProcess(
+      {GpusliceBin(), "burn", "--memory", "2g", "--verify-bytes", "32m", "--util", "50", "--seconds", "1.2", "--json"},
+      node.env());
   ASSERT_EQ(burn.code, 0) << burn.out << burn.err;
   EXPECT_NE(burn.out.find("\"ok\":true"), std::string::npos) << burn.out;
   Result smi = RunProcess({"nvidia-smi"}, node.env());  // the node's nvidia-smi is gpuslice smi

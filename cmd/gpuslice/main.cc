@@ -32,7 +32,7 @@ const char* kUsage =
 #endif
     "  version print the version\n"
     "Run 'gpuslice <command> --help' for a command's flags.\n";
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -28,13 +28,13 @@ struct Cuda {
   }
 };
 
-#define BURN_CHECK(call, what)                                                                   \
-  do {                                                                                           \
-    CUresult rc_ = (call);                                                                       \
-    if (rc_ != CUDA_SUCCESS) {                                                                   \
+#define BURN_CHECK(call, what)                                                                     \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
       fprintf(stderr, "burn: %s failed: %s (%d)\n", what, cuda.Error(rc_), static_cast<int>(rc_)); \
-      return rc_ == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 1;                                            \
-    }                                                                                            \
+      return rc_ == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 1;                                              \
+    }                                                                                              \
   } while (0)
 
 uint32_t Pattern(uint64_t word, uint32_t seed) {
@@ -91,7 +91,9 @@ int BurnCommand(const std::vector<std::string>& args) {
     if (rc != CUDA_SUCCESS) {
       fprintf(stderr, "burn: cuMemAlloc of %s failed: %s (%d)\n", FormatBytes(memory, mem_s, sizeof(mem_s)),
               cuda.Error(rc), static_cast<int>(rc));
-      if (json) printf("{\"ok\":false,\"error\":\"%s\",\"memory\":%llu}\n", cuda.Error(rc), static_cast<unsigned long long>(memory));
+      if (json)
+        printf("{\"ok\":false,\"error\":\"%s\",\"memory\":%llu}\n", cuda.Error(rc),
+               static_cast<unsigned long long>(memory));
       return rc == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 1;
     }
     // Write a pattern through the whole verified span, read it back, compare.
@@ -107,7 +109,8 @@ int BurnCommand(const std::vector<std::string>& args) {
         } else {
           BURN_CHECK(c.cuMemcpyDtoH_v2(back.data(), buf + off, n), "cuMemcpyDtoH");
           if (memcmp(host.data(), back.data(), n) != 0) {
-            fprintf(stderr, "burn: DATA CORRUPTION in device memory at offset %llu\n", static_cast<unsigned long long>(off));
+            fprintf(stderr, "burn: DATA CORRUPTION in device memory at offset %llu\n",
+                    static_cast<unsigned long long>(off));
             return 4;
           }
         }
@@ -141,8 +144,10 @@ int BurnCommand(const std::vector<std::string>& args) {
     }
     next_period += kPeriodNs;
     int64_t now = MonotonicNowNs();
-    if (next_period > now) SleepUntilNs(next_period);
-    else next_period = now;  // running late (the GPU is shared or throttled): no catching up
+    if (next_period > now)
+      SleepUntilNs(next_period);
+    else
+      next_period = now;  // running late (the GPU is shared or throttled): no catching up
     now = MonotonicNowNs();
     if (now - second_start >= 1'000'000'000) {
       double achieved = 100.0 * static_cast<double>(second_work) / static_cast<double>(now - second_start);

@@ -10,13 +10,13 @@
 namespace gs::cli {
 
 struct GpuPreset {
-  const char* key;         // scenario name, e.g. "H100-80GB"
-  const char* name;        // what NVML reports
-  uint64_t memory_mib;     // total as nvidia-smi shows it
+  const char* key;      // scenario name, e.g. "H100-80GB"
+  const char* name;     // what NVML reports
+  uint64_t memory_mib;  // total as nvidia-smi shows it
   uint32_t sm_count;
   uint32_t cc_major, cc_minor;
-  uint32_t architecture;   // NVML_DEVICE_ARCH_*
-  uint32_t pci_device;     // PCI device id (vendor 0x10DE)
+  uint32_t architecture;  // NVML_DEVICE_ARCH_*
+  uint32_t pci_device;    // PCI device id (vendor 0x10DE)
   uint32_t power_limit_w;
   uint32_t sm_clock_mhz, mem_clock_mhz;
 };

@@ -7,8 +7,12 @@
 
 namespace gs::cli {
 namespace {
-std::string Dir(const std::string& p) { return p.substr(0, p.find_last_of('/')); }
-bool Exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+std::string Dir(const std::string& p) {
+  return p.substr(0, p.find_last_of('/'));
+}
+bool Exists(const std::string& p) {
+  return access(p.c_str(), F_OK) == 0;
+}
 }  // namespace
 
 std::string SelfExecutable() {

@@ -52,10 +52,12 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.Int("device", &device, "GPU index (as nvidia-smi numbers them)", 0, 63);
   flags.Bytes("memory", &memory, "device memory limit (e.g. 4g); default: no limit");
   flags.Int("cores", &cores, "compute (SM) share in percent; 0 = no limit", 0, 100);
-  flags.Bool("oversubscribe", &oversubscribe, "let allocations beyond the free memory of the card spill to host memory");
+  flags.Bool("oversubscribe", &oversubscribe,
+             "let allocations beyond the free memory of the card spill to host memory");
   flags.Int("priority", &priority, "task priority (0 = highest)", 0, 999);
   flags.String("policy", &policy, "compute policy: force (limit even when alone), default, disable");
-  flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)", "NVIDIA_DRIVER_ROOT");
+  flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)",
+               "NVIDIA_DRIVER_ROOT");
   flags.String("summary-json", &summary_json, "when the program ends, write what the slice saw (limits, peaks) here");
   std::vector<std::string> cmd;
   if (Status s = flags.Parse(args, &cmd, true); !s.ok()) {
@@ -68,8 +70,10 @@ int RunCommand(const std::vector<std::string>& args) {
     return 2;
   }
   model::Allocation a;
-  if (policy == "force") a.core_policy = model::CorePolicy::kForce;
-  else if (policy == "disable") a.core_policy = model::CorePolicy::kDisable;
+  if (policy == "force")
+    a.core_policy = model::CorePolicy::kForce;
+  else if (policy == "disable")
+    a.core_policy = model::CorePolicy::kDisable;
   else if (policy != "default") {
     std::cerr << "gpuslice run: --policy must be force, default or disable, not '" << policy << "'\n";
     return 2;

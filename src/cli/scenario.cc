@@ -17,8 +17,8 @@ std::string MakeUuid(uint64_t seed) {
   uint64_t a = seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL, b = (a ^ (a >> 29)) * 0xBF58476D1CE4E5B9ULL;
   char buf[64];
   snprintf(buf, sizeof(buf), "GPU-%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-           static_cast<unsigned>(a >> 16) & 0xFFFF, static_cast<unsigned>(a) & 0xFFFF,
-           static_cast<unsigned>(b >> 48), static_cast<unsigned long long>(b & 0xFFFFFFFFFFFFULL));
+           static_cast<unsigned>(a >> 16) & 0xFFFF, static_cast<unsigned>(a) & 0xFFFF, static_cast<unsigned>(b >> 48),
+           static_cast<unsigned long long>(b & 0xFFFFFFFFFFFFULL));
   return buf;
 }
 
@@ -73,8 +73,9 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
   } else if (item.IsMap()) {
     for (auto it = item.begin(); it != item.end(); ++it) {
       std::string k = it->first.as<std::string>();
-      static const char* kKeys[] = {"preset", "count", "name", "memory", "sms", "uuid", "pci_bus_id", "numa",
-                                    "minor", "compute_capability", "serial", "power_limit_w"};
+      static const char* kKeys[] = {"preset", "count",        "name", "memory", "sms",
+                                    "uuid",   "pci_bus_id",   "numa", "minor",  "compute_capability",
+                                    "serial", "power_limit_w"};
       bool ok = false;
       for (const char* known : kKeys) ok |= k == known;
       if (!ok) return InvalidArgument(where + ": unknown key '" + k + "'");
@@ -113,7 +114,8 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
   if (g.name.empty()) return InvalidArgument(where + ": needs a preset or a name");
   if (g.memory_bytes == 0) return InvalidArgument(where + ": memory must be more than 0");
   if (g.sm_count == 0) return InvalidArgument(where + ": sms must be more than 0");
-  if (count < 1 || count > sim::kMaxDevices) return InvalidArgument(where + ": count must be 1.." + std::to_string(sim::kMaxDevices));
+  if (count < 1 || count > sim::kMaxDevices)
+    return InvalidArgument(where + ": count must be 1.." + std::to_string(sim::kMaxDevices));
   for (int i = 0; i < count; ++i) out->push_back(g);
   return Status::Ok();
 }
@@ -139,7 +141,8 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
     if (root["cuda_version"]) {
       std::string v = root["cuda_version"].as<std::string>();
       unsigned major = 0, minor = 0;
-      if (sscanf(v.c_str(), "%u.%u", &major, &minor) < 1) return InvalidArgument("cuda_version: '" + v + "' is not X.Y");
+      if (sscanf(v.c_str(), "%u.%u", &major, &minor) < 1)
+        return InvalidArgument("cuda_version: '" + v + "' is not X.Y");
       sc.cuda_version = static_cast<int>(major * 1000 + minor * 10);
     }
     if (root["context_memory"]) {
@@ -200,9 +203,12 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
         fault.gpu = f["gpu"].as<int>();
         if (fault.gpu < 0 || fault.gpu >= static_cast<int>(sc.gpus.size()))
           return InvalidArgument(where + ".gpu: no GPU " + std::to_string(fault.gpu));
-        if (f["lost"] && f["lost"].as<bool>()) fault.xid = 79;
-        else if (f["xid"]) fault.xid = f["xid"].as<uint64_t>();
-        else return InvalidArgument(where + ": needs 'xid: N' or 'lost: true'");
+        if (f["lost"] && f["lost"].as<bool>())
+          fault.xid = 79;
+        else if (f["xid"])
+          fault.xid = f["xid"].as<uint64_t>();
+        else
+          return InvalidArgument(where + ": needs 'xid: N' or 'lost: true'");
         sc.faults.push_back(fault);
       }
     }

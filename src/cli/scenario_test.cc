@@ -25,7 +25,7 @@ TEST(Scenario, EveryPresetHasItsRealSize) {
     const char* key;
     uint64_t mib;
     uint32_t sms;
-  } want[] = {{"T4", 15360, 40},         {"L4", 23034, 58},          {"A100-40GB", 40960, 108},
+  } want[] = {{"T4", 15360, 40},         {"L4", 23034, 58},         {"A100-40GB", 40960, 108},
               {"A100-80GB", 81920, 108}, {"H100-80GB", 81559, 132}, {"H200-141GB", 143771, 132}};
   for (auto& w : want) {
     auto sc = ParseScenario(std::string("gpus: [") + w.key + "]\n");

@@ -36,7 +36,9 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-std::string StatePath(const std::string& root) { return root + "/state"; }
+std::string StatePath(const std::string& root) {
+  return root + "/state";
+}
 
 // A character device when we may mknod (root), a plain file otherwise: the simulated
 // driver only checks that the node exists, as real NVML does in a container.
@@ -142,15 +144,16 @@ int Up(const std::vector<std::string>& args) {
     fs::create_symlink(lib, plain, ec);
   }
   for (size_t i = 0; i < sc->gpus.size(); ++i)
-    if (Status s = MakeDeviceNode(root + "/dev/nvidia" + std::to_string(sc->gpus[i].minor), 195, sc->gpus[i].minor); !s.ok())
+    if (Status s = MakeDeviceNode(root + "/dev/nvidia" + std::to_string(sc->gpus[i].minor), 195, sc->gpus[i].minor);
+        !s.ok())
       return Fail(s.message());
   for (auto [name, major, minor] : {std::tuple{"nvidiactl", 195u, 255u}, std::tuple{"nvidia-uvm", kUvmMajor, 0u},
                                     std::tuple{"nvidia-uvm-tools", kUvmMajor, 1u}})
     if (Status s = MakeDeviceNode(root + "/dev/" + name, major, minor); !s.ok()) return Fail(s.message());
   {
     std::ofstream smi(root + "/usr/bin/nvidia-smi");
-    smi << "#!/bin/sh\n# nvidia-smi of a gpuslice simulated node\nexec '" << SelfExecutable()
-        << "' smi --driver-root '" << root << "' \"$@\"\n";
+    smi << "#!/bin/sh\n# nvidia-smi of a gpuslice simulated node\nexec '" << SelfExecutable() << "' smi --driver-root '"
+        << root << "' \"$@\"\n";
   }
   fs::permissions(root + "/usr/bin/nvidia-smi", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec |
                                                     fs::perms::group_read | fs::perms::others_read);
@@ -251,7 +254,8 @@ int Inject(const std::vector<std::string>& args) {
   char err[512];
   sim::State* s = sim::MapState(StatePath(root).c_str(), err, sizeof(err));
   if (s == nullptr) return Fail(err);
-  if (gpu >= static_cast<int64_t>(s->device_count)) return Fail("--gpu: the node has " + std::to_string(s->device_count) + " GPU(s)");
+  if (gpu >= static_cast<int64_t>(s->device_count))
+    return Fail("--gpu: the node has " + std::to_string(s->device_count) + " GPU(s)");
   sim::Node node(s, RealClock::Get(), getpid(), 0);
   node.AddEvent(static_cast<int>(gpu), MonotonicNowNs(), nvmlEventTypeXidCriticalError, static_cast<uint64_t>(xid));
   std::cout << "injected XID " << xid << " on GPU " << gpu << " (" << s->spec[gpu].uuid << ")\n";

@@ -23,7 +23,9 @@ void Row(const char* fmt, ...) {
   va_end(ap);
   printf("| %-*.*s |\n", kWidth - 4, kWidth - 4, buf);
 }
-void Rule(char c = '-') { printf("+%s+\n", std::string(kWidth - 2, c).c_str()); }
+void Rule(char c = '-') {
+  printf("+%s+\n", std::string(kWidth - 2, c).c_str());
+}
 
 void PrintTable(platform::GpuDriver& driver, const std::vector<platform::GpuInfo>& gpus) {
   int cuda = driver.CudaVersion();
@@ -73,7 +75,8 @@ int SmiCommand(const std::vector<std::string>& args) {
   std::string driver_root = "/";
   int64_t watch = 0, count = 0;
   FlagSet flags("smi", "Shows the GPUs this process sees, nvidia-smi style.");
-  flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)", "NVIDIA_DRIVER_ROOT");
+  flags.String("driver-root", &driver_root, "where the driver libraries are ('/' on a real node)",
+               "NVIDIA_DRIVER_ROOT");
   flags.Int("watch", &watch, "refresh every N seconds", 0, 3600);
   flags.Int("count", &count, "with --watch: stop after N refreshes (0 = forever)", 0, 1 << 30);
   std::vector<std::string> rest;

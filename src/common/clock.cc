@@ -13,8 +13,7 @@ int64_t MonotonicNowNs() {
 
 void SleepUntilNs(int64_t deadline_ns) {
   if (deadline_ns <= MonotonicNowNs()) return;
-  timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000),
-              static_cast<long>(deadline_ns % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000), static_cast<long>(deadline_ns % 1'000'000'000)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }

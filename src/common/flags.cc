@@ -10,7 +10,9 @@ namespace gs {
 FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
 
-void FlagSet::Add(Flag f) { flags_.push_back(std::move(f)); }
+void FlagSet::Add(Flag f) {
+  flags_.push_back(std::move(f));
+}
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
   for (auto& f : flags_)
@@ -30,8 +32,7 @@ void FlagSet::Int(const std::string& name, int64_t* out, const std::string& help
   Add({name, help, env, "int", [=](const std::string& v) {
          char* end = nullptr;
          long long x = strtoll(v.c_str(), &end, 10);
-         if (v.empty() || *end != 0)
-           return InvalidArgument("--" + name + ": '" + v + "' is not an integer");
+         if (v.empty() || *end != 0) return InvalidArgument("--" + name + ": '" + v + "' is not an integer");
          if (x < min || x > max)
            return InvalidArgument("--" + name + ": " + v + " is out of range [" + std::to_string(min) + ", " +
                                   std::to_string(max) + "]");
@@ -58,9 +59,12 @@ void FlagSet::Double(const std::string& name, double* out, const std::string& he
 
 void FlagSet::Bool(const std::string& name, bool* out, const std::string& help, const std::string& env) {
   Flag f{name, help, env, "bool", [=](const std::string& v) {
-           if (v == "true" || v == "1" || v == "yes") *out = true;
-           else if (v == "false" || v == "0" || v == "no") *out = false;
-           else return InvalidArgument("--" + name + ": '" + v + "' is not true or false");
+           if (v == "true" || v == "1" || v == "yes")
+             *out = true;
+           else if (v == "false" || v == "0" || v == "no")
+             *out = false;
+           else
+             return InvalidArgument("--" + name + ": '" + v + "' is not true or false");
            return Status::Ok();
          }};
   f.is_bool = true;
@@ -137,8 +141,10 @@ std::string FlagSet::Usage() const {
   for (const auto& f : flags_) {
     std::string head = "  --" + f.name + (f.is_bool ? "" : " " + f.kind);
     os << head;
-    if (head.size() < 28) os << std::string(28 - head.size(), ' ');
-    else os << "\n" << std::string(28, ' ');
+    if (head.size() < 28)
+      os << std::string(28 - head.size(), ' ');
+    else
+      os << "\n" << std::string(28, ' ');
     os << f.help;
     if (!f.env.empty()) os << " [env " << f.env << "]";
     os << "\n";

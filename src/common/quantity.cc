@@ -4,7 +4,9 @@
 
 namespace gs {
 namespace {
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char Lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool SuffixEquals(const char* s, const char* want) {
   for (; *s && *want; ++s, ++want)
@@ -53,8 +55,10 @@ bool ParseByteQuantity(const char* text, uint64_t* bytes) {
   if (n == 0 || SuffixEquals(trimmed, "b")) {
     shift = 0;
   } else {
-    static const struct { char letter; unsigned shift; } kUnits[] = {
-        {'k', 10}, {'m', 20}, {'g', 30}, {'t', 40}};
+    static const struct {
+      char letter;
+      unsigned shift;
+    } kUnits[] = {{'k', 10}, {'m', 20}, {'g', 30}, {'t', 40}};
     bool found = false;
     for (const auto& u : kUnits) {
       if (Lower(trimmed[0]) != u.letter) continue;

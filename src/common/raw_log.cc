@@ -13,19 +13,30 @@ const char* g_prefix = "gpuslice";
 std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warning";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDetail: return "detail";
-    case LogLevel::kDebug: return "debug";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kWarn:
+      return "warning";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kDetail:
+      return "detail";
+    case LogLevel::kDebug:
+      return "debug";
   }
   return "?";
 }
 }  // namespace
 
-void SetRawLogPrefix(const char* prefix) { g_prefix = prefix; }
-void SetRawLogLevel(int level) { g_level.store(level, std::memory_order_relaxed); }
-int RawLogLevel() { return g_level.load(std::memory_order_relaxed); }
+void SetRawLogPrefix(const char* prefix) {
+  g_prefix = prefix;
+}
+void SetRawLogLevel(int level) {
+  g_level.store(level, std::memory_order_relaxed);
+}
+int RawLogLevel() {
+  return g_level.load(std::memory_order_relaxed);
+}
 
 void RawLog(LogLevel level, const char* fmt, ...) {
   int saved_errno = errno;  // a hook must not disturb the caller's errno

@@ -19,8 +19,8 @@ void RawLog(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 
 
 }  // namespace gs
 
-#define GS_LOG(level, ...)                                                    \
-  do {                                                                        \
-    if (static_cast<int>(::gs::LogLevel::level) <= ::gs::RawLogLevel())       \
-      ::gs::RawLog(::gs::LogLevel::level, __VA_ARGS__);                       \
+#define GS_LOG(level, ...)                                              \
+  do {                                                                  \
+    if (static_cast<int>(::gs::LogLevel::level) <= ::gs::RawLogLevel()) \
+      ::gs::RawLog(::gs::LogLevel::level, __VA_ARGS__);                 \
   } while (0)

@@ -13,8 +13,12 @@ void InitRobustMutex(pthread_mutex_t* m) {
   pthread_mutexattr_destroy(&attr);
 }
 
-bool LockRobust(pthread_mutex_t* m) { return pthread_mutex_lock(m) == EOWNERDEAD; }
+bool LockRobust(pthread_mutex_t* m) {
+  return pthread_mutex_lock(m) == EOWNERDEAD;
+}
 
-void MarkConsistent(pthread_mutex_t* m) { pthread_mutex_consistent(m); }
+void MarkConsistent(pthread_mutex_t* m) {
+  pthread_mutex_consistent(m);
+}
 
 }  // namespace gs

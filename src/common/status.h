@@ -25,11 +25,21 @@ class Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 template <typename T>
 class StatusOr {
@@ -52,8 +62,8 @@ class StatusOr {
 
 }  // namespace gs
 
-#define GS_RETURN_IF_ERROR(expr)           \
-  do {                                     \
-    ::gs::Status gs_status_ = (expr);      \
+#define GS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::gs::Status gs_status_ = (expr);        \
     if (!gs_status_.ok()) return gs_status_; \
   } while (0)

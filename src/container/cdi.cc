@@ -76,7 +76,8 @@ StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<
   common["mounts"] = nlohmann::json::array();
   for (const auto& m : all_plan->mounts) common["mounts"].push_back(Mount(m));
   if (!all_plan->env.empty()) common["env"] = all_plan->env;
-  if (!SimulatorState(o.plan.driver_root).empty()) common["env"].push_back(std::string("GPUSLICE_SIM_STATE=") + kSimStateContainerPath);
+  if (!SimulatorState(o.plan.driver_root).empty())
+    common["env"].push_back(std::string("GPUSLICE_SIM_STATE=") + kSimStateContainerPath);
   // No hooks: libraries go to the distribution's own library directory and the enforcer is
   // named by absolute path, so nothing needs to run (no hook can inherit an image's env).
   spec["containerEdits"] = common;

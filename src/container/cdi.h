@@ -4,10 +4,9 @@
 // podman 4.3 (which accepts up to 0.5.0) and current runtimes both load it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "src/common/status.h"
 #include "src/container/edits_plan.h"

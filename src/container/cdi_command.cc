@@ -1,11 +1,11 @@
 #include "src/container/cdi_command.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 #include "src/common/flags.h"
 #include "src/container/cdi.h"
@@ -101,7 +101,7 @@ int List(const std::vector<std::string>& args) {
   nlohmann::json spec;
   try {
     spec = path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(ss.str())
-                                                                       : YamlToJson(YAML::Load(ss.str()));
+                                                                      : YamlToJson(YAML::Load(ss.str()));
   } catch (const std::exception& e) {
     return Fail(path + ": " + e.what());
   }

@@ -6,8 +6,10 @@ namespace gs::container {
 namespace {
 
 TEST(Cdi, VersionFollowsTheFieldsUsed) {
-  nlohmann::json spec = {{"cdiVersion", "0.3.0"}, {"kind", "gpuslice.io/gpu"},
-                         {"devices", {{{"name", "0"}, {"containerEdits", {{"deviceNodes", {{{"path", "/dev/nvidia0"}}}}}}}}}};
+  nlohmann::json spec = {
+      {"cdiVersion", "0.3.0"},
+      {"kind", "gpuslice.io/gpu"},
+      {"devices", {{{"name", "0"}, {"containerEdits", {{"deviceNodes", {{{"path", "/dev/nvidia0"}}}}}}}}}};
   EXPECT_EQ(MinimumCdiVersion(spec), "0.3.0");
   spec["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"] = "/sim/dev/nvidia0";
   EXPECT_EQ(MinimumCdiVersion(spec), "0.5.0");
@@ -29,7 +31,8 @@ TEST(Cdi, StrictLoaderRules) {
 }
 
 TEST(Cdi, YamlRoundTripsThroughTheSameNames) {
-  nlohmann::json spec = {{"cdiVersion", "0.3.0"}, {"kind", "gpuslice.io/gpu"},
+  nlohmann::json spec = {{"cdiVersion", "0.3.0"},
+                         {"kind", "gpuslice.io/gpu"},
                          {"devices", {{{"name", "all"}, {"containerEdits", {{"env", {"A=1"}}}}}}}};
   std::string y = ToYaml(spec);
   EXPECT_NE(y.find("kind: \"gpuslice.io/gpu\""), std::string::npos) << y;

@@ -19,8 +19,10 @@ StatusOr<DeviceNodeEdit> DeviceNode(const std::string& driver_root, const std::s
   } else {
     // A simulated node made without mknod rights: regular files stand in for devices.
     e.major = name.rfind("nvidia-uvm", 0) == 0 ? 510 : 195;
-    e.minor = name == "nvidiactl" ? 255 : name == "nvidia-uvm-tools" ? 1 : name == "nvidia-uvm" ? 0
-                                                                     : static_cast<unsigned>(atoi(name.c_str() + 6));
+    e.minor = name == "nvidiactl"          ? 255
+              : name == "nvidia-uvm-tools" ? 1
+              : name == "nvidia-uvm"       ? 0
+                                           : static_cast<unsigned>(atoi(name.c_str() + 6));
   }
   return e;
 }
@@ -41,7 +43,8 @@ StatusOr<EditsPlan> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu
     auto e = DeviceNode(o.driver_root, n);
     if (e.ok()) p.control_nodes.push_back(*e);
   }
-  for (const auto& f : FindDriverFiles(o.driver_root, o.capabilities)) p.mounts.push_back({f.host_path, f.container_path});
+  for (const auto& f : FindDriverFiles(o.driver_root, o.capabilities))
+    p.mounts.push_back({f.host_path, f.container_path});
   if (!o.enforcer.host_path.empty()) {
     p.mounts.push_back({o.enforcer.host_path, o.enforcer.container_path});
     p.mounts.push_back({o.enforcer.preload_file, "/etc/ld.so.preload"});

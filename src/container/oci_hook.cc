@@ -107,8 +107,8 @@ int ApplyInNamespace(const Container& c, const EditsPlan& plan) {
   for (const auto& m : plan.mounts) {
     int fd = open(m.host_path.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0) {
-      std::cerr << "gpuslice hook: cannot open " << m.host_path << " in the container's namespace: "
-                << strerror(errno) << " (is the hook running after pivot_root? use prestart or createRuntime)\n";
+      std::cerr << "gpuslice hook: cannot open " << m.host_path << " in the container's namespace: " << strerror(errno)
+                << " (is the hook running after pivot_root? use prestart or createRuntime)\n";
       return 1;
     }
     sources.push_back(fd);
@@ -193,7 +193,8 @@ int RunHook(const std::vector<std::string>& args) {
       return 1;
     }
     std::vector<model::Gpu> gpus;
-    for (const auto& g : *infos) gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
+    for (const auto& g : *infos)
+      gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
     auto sel = model::SelectGpus(*visible, gpus);
     if (!sel.ok()) {
       std::cerr << "gpuslice hook: " << sel.status().message() << "\n";

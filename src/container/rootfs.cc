@@ -35,8 +35,7 @@ std::vector<std::string> Components(const std::string& path) {
 // O_DIRECTORY, as ENOTDIR: look at what is there to say which.
 Status Refuse(const std::string& path, const std::string& at, int err, int dirfd, const std::string& name) {
   struct stat st;
-  if (err == ENOTDIR && fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-    err = ELOOP;
+  if (err == ENOTDIR && fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) err = ELOOP;
   if (err == ELOOP || err == EXDEV)
     return FailedPrecondition("refusing " + path + ": '" + at +
                               "' is a symbolic link in the container image (it could point out of the container)");

@@ -17,15 +17,14 @@ std::string HookJson(const RuntimeConfigRequest& r) {
   std::vector<std::string> args = {"gpuslice", "hook", "--enforcer", r.enforcer_path};
   if (!r.driver_root.empty()) args.insert(args.end(), {"--driver-root", r.driver_root});
   if (!r.state_dir.empty()) args.insert(args.end(), {"--state-dir", r.state_dir});
-  nlohmann::json hook = {
-      {"version", "1.0.0"},
-      {"hook",
-       {{"path", r.gpuslice_path},
-        {"args", args},
-        // Explicit and minimal: the container image's environment never reaches the hook.
-        {"env", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}}},
-      {"when", {{"always", true}}},  // containers without NVIDIA_VISIBLE_DEVICES are left alone
-      {"stages", {"prestart"}}};
+  nlohmann::json hook = {{"version", "1.0.0"},
+                         {"hook",
+                          {{"path", r.gpuslice_path},
+                           {"args", args},
+                           // Explicit and minimal: the container image's environment never reaches the hook.
+                           {"env", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}}},
+                         {"when", {{"always", true}}},  // containers without NVIDIA_VISIBLE_DEVICES are left alone
+                         {"stages", {"prestart"}}};
   return hook.dump(2) + "\n";
 }
 
@@ -59,7 +58,8 @@ StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r) {
   }
   if (r.runtime == "docker") {
     if (r.mode == "hook")
-      return InvalidArgument("docker calls NVIDIA's own hook for --gpus: use --mode cdi and docker run --device gpuslice.io/gpu=0");
+      return InvalidArgument(
+          "docker calls NVIDIA's own hook for --gpus: use --mode cdi and docker run --device gpuslice.io/gpu=0");
     return ConfigChange{"/etc/docker/daemon.json", R"({"features": {"cdi": true}})",
                         "docker >= 25 (on by default from 28.2); then: docker run --device gpuslice.io/gpu=all"};
   }
@@ -67,8 +67,9 @@ StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r) {
     if (r.mode == "hook")
       return ConfigChange{"/usr/share/containers/oci/hooks.d/gpuslice.json", HookJson(r),
                           "then: podman run -e NVIDIA_VISIBLE_DEVICES=0 ..."};
-    return ConfigChange{"", "", "podman reads CDI specs from /etc/cdi and /var/run/cdi: nothing to configure; "
-                                "podman run --device gpuslice.io/gpu=0 ..."};
+    return ConfigChange{"", "",
+                        "podman reads CDI specs from /etc/cdi and /var/run/cdi: nothing to configure; "
+                        "podman run --device gpuslice.io/gpu=0 ..."};
   }
   return InvalidArgument("--runtime must be containerd, crio, docker or podman, not '" + r.runtime + "'");
 }
@@ -96,7 +97,8 @@ Status ApplyRuntimeConfig(const RuntimeConfigRequest& r, const ConfigChange& c) 
     if (current.find("enable_cdi") != std::string::npos)
       return FailedPrecondition(path + " sets enable_cdi otherwise: set enable_cdi = true and cdi_spec_dirs by hand");
     if (current.find("[plugins.\"io.containerd.grpc.v1.cri\"]") != std::string::npos)
-      return FailedPrecondition(path + " already has a [plugins.\"io.containerd.grpc.v1.cri\"] table: add "
+      return FailedPrecondition(path +
+                                " already has a [plugins.\"io.containerd.grpc.v1.cri\"] table: add "
                                 "enable_cdi = true and cdi_spec_dirs to it by hand");
     next = current + c.content;
   } else {
@@ -110,7 +112,8 @@ Status ApplyRuntimeConfig(const RuntimeConfigRequest& r, const ConfigChange& c) 
 
 int RuntimeCommand(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "configure") {
-    std::cerr << "usage: gpuslice runtime configure --runtime containerd|crio|docker|podman [--mode cdi|hook] [--write]\n";
+    std::cerr
+        << "usage: gpuslice runtime configure --runtime containerd|crio|docker|podman [--mode cdi|hook] [--write]\n";
     return 2;
   }
   RuntimeConfigRequest r;

@@ -12,9 +12,9 @@
 namespace gs::container {
 
 struct RuntimeConfigRequest {
-  std::string runtime;  // containerd, crio, docker, podman
+  std::string runtime;       // containerd, crio, docker, podman
   std::string mode = "cdi";  // cdi or hook
-  std::string root;     // prefix for --write (tests); "" = /
+  std::string root;          // prefix for --write (tests); "" = /
   std::string gpuslice_path = "/usr/bin/gpuslice";
   std::string enforcer_path = "/usr/lib/gpuslice/libgpuslice.so";
   std::string driver_root;  // passed to the hook when set (simulated nodes)

@@ -54,7 +54,8 @@ TEST_F(RuntimeConfigTest, ContainerdIsAppendedOnceAndNeverContradicted) {
   ASSERT_TRUE(Apply("containerd").ok());
   std::string t = Read(root_ + "/etc/containerd/config.toml");
   EXPECT_EQ(t.find("enable_cdi = true"), t.rfind("enable_cdi = true"));  // once
-  std::ofstream(root_ + "/etc/containerd/config.toml") << "[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n";
+  std::ofstream(root_ + "/etc/containerd/config.toml")
+      << "[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n";
   EXPECT_NE(Apply("containerd").message().find("set enable_cdi = true"), std::string::npos);
   EXPECT_FALSE(Apply("containerd", "hook").ok());
 }

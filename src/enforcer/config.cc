@@ -121,16 +121,22 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
   };
   if (const char* v = pick("CUDA_OVERSUBSCRIBE")) c->oversubscribe = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
   if (const char* v = pick("GPU_CORE_UTILIZATION_POLICY")) {
-    if (strcmp(v, "force") == 0 || strcmp(v, "FORCE") == 0) c->core_policy = CorePolicy::kForce;
-    else if (strcmp(v, "disable") == 0 || strcmp(v, "DISABLE") == 0) c->core_policy = CorePolicy::kDisable;
-    else if (strcmp(v, "default") == 0 || strcmp(v, "DEFAULT") == 0 || *v == 0) c->core_policy = CorePolicy::kDefault;
-    else AddError(c, "%s=%s is not default, force or disable; using default", "GPU_CORE_UTILIZATION_POLICY", v);
+    if (strcmp(v, "force") == 0 || strcmp(v, "FORCE") == 0)
+      c->core_policy = CorePolicy::kForce;
+    else if (strcmp(v, "disable") == 0 || strcmp(v, "DISABLE") == 0)
+      c->core_policy = CorePolicy::kDisable;
+    else if (strcmp(v, "default") == 0 || strcmp(v, "DEFAULT") == 0 || *v == 0)
+      c->core_policy = CorePolicy::kDefault;
+    else
+      AddError(c, "%s=%s is not default, force or disable; using default", "GPU_CORE_UTILIZATION_POLICY", v);
   }
   // A container may not lift its own priority above what the operator gave it.
   if (const char* v = FindVar(env, "CUDA_TASK_PRIORITY")) {
     uint64_t p = 0;
-    if (ParseUnsigned(v, &p) && p < 1000) c->priority = static_cast<int>(p);
-    else AddError(c, "%s=%s is not a priority (0 = highest); ignored", "CUDA_TASK_PRIORITY", v);
+    if (ParseUnsigned(v, &p) && p < 1000)
+      c->priority = static_cast<int>(p);
+    else
+      AddError(c, "%s=%s is not a priority (0 = highest); ignored", "CUDA_TASK_PRIORITY", v);
   }
   if (const char* v = FindVar(file_vars, "CUDA_TASK_PRIORITY")) {
     uint64_t p = 0;
@@ -140,11 +146,14 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
     uint64_t l = 0;
     if (ParseUnsigned(v, &l) && l <= 4) c->log_level = static_cast<int>(l);
   }
-  if (const char* v = pick("CUDA_DEVICE_MEMORY_SHARED_CACHE")) snprintf(c->region_path, sizeof(c->region_path), "%s", v);
+  if (const char* v = pick("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
+    snprintf(c->region_path, sizeof(c->region_path), "%s", v);
   if (const char* v = pick("GPUSLICE_CONTEXT_OVERHEAD")) {
     uint64_t b = 0;
-    if (ParseByteQuantity(v, &b)) c->context_overhead = b;
-    else AddError(c, "%s=%s is not a size; using the default", "GPUSLICE_CONTEXT_OVERHEAD", v);
+    if (ParseByteQuantity(v, &b))
+      c->context_overhead = b;
+    else
+      AddError(c, "%s=%s is not a size; using the default", "GPUSLICE_CONTEXT_OVERHEAD", v);
   }
 }
 

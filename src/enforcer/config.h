@@ -25,12 +25,12 @@ struct Config {
   uint32_t sm_limit[kMaxDevices] = {};      // percent; 0 = none (values >= 100 become 0)
   bool oversubscribe = false;
   CorePolicy core_policy = CorePolicy::kDefault;
-  int priority = 1;                         // CUDA_TASK_PRIORITY: lower = higher priority
+  int priority = 1;  // CUDA_TASK_PRIORITY: lower = higher priority
   int log_level = 2;
-  char region_path[512] = {};               // CUDA_DEVICE_MEMORY_SHARED_CACHE; empty = private
+  char region_path[512] = {};  // CUDA_DEVICE_MEMORY_SHARED_CACHE; empty = private
   bool limits_file_used = false;
-  uint64_t context_overhead = 256ull << 20; // GPUSLICE_CONTEXT_OVERHEAD
-  char errors[1024] = {};                   // human-readable problems, "; "-separated
+  uint64_t context_overhead = 256ull << 20;  // GPUSLICE_CONTEXT_OVERHEAD
+  char errors[1024] = {};                    // human-readable problems, "; "-separated
 };
 
 // Looks a variable up in a NULL-terminated "KEY=VALUE" array.

@@ -7,7 +7,8 @@
 namespace gs::enforcer {
 namespace {
 
-Config Build(std::initializer_list<const char*> env, std::initializer_list<const char*> file = {}, bool has_file = false) {
+Config Build(std::initializer_list<const char*> env, std::initializer_list<const char*> file = {},
+             bool has_file = false) {
   std::vector<const char*> e(env), f(file);
   e.push_back(nullptr);
   f.push_back(nullptr);
@@ -40,8 +41,9 @@ TEST(EnforcerConfig, SmLimitOfHundredOrMoreMeansNone) {
 }
 
 TEST(EnforcerConfig, LimitsFileIsAuthoritativeEnvOnlyTightens) {
-  Config loosen = Build({"CUDA_DEVICE_MEMORY_LIMIT=64g", "CUDA_DEVICE_SM_LIMIT=90", "CUDA_OVERSUBSCRIBE=true"},
-                        {"CUDA_DEVICE_MEMORY_LIMIT_0=8g", "CUDA_DEVICE_SM_LIMIT_0=25", "CUDA_OVERSUBSCRIBE=false"}, true);
+  Config loosen =
+      Build({"CUDA_DEVICE_MEMORY_LIMIT=64g", "CUDA_DEVICE_SM_LIMIT=90", "CUDA_OVERSUBSCRIBE=true"},
+            {"CUDA_DEVICE_MEMORY_LIMIT_0=8g", "CUDA_DEVICE_SM_LIMIT_0=25", "CUDA_OVERSUBSCRIBE=false"}, true);
   EXPECT_EQ(loosen.memory_limit[0], 8ull << 30);
   EXPECT_EQ(loosen.sm_limit[0], 25u);
   EXPECT_FALSE(loosen.oversubscribe);

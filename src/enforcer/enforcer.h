@@ -35,9 +35,9 @@ struct RealNvml {
 struct State {
   Config cfg;
   region::Region* region = nullptr;
-  bool private_region = false;         // the shared one could not be opened
+  bool private_region = false;  // the shared one could not be opened
   region::ProcessSlot* slot = nullptr;
-  int ordinal_to_device[64] = {};      // CUdevice -> region device index + 1; 0 unknown
+  int ordinal_to_device[64] = {};  // CUdevice -> region device index + 1; 0 unknown
   uint64_t physical_total[region::kMaxDevices] = {};
   bool cuda_loaded = false;
   bool nvml_loaded = false;
@@ -83,7 +83,6 @@ void* FindNvmlHook(const char* name);
 #undef GS_NVML_SYM
 
 // Defines a hook: the body is gs_hook_<name>, exported under the driver's own name.
-#define GS_HOOK(name)                                                                    \
-  extern "C" __attribute__((visibility("default"), alias("gs_hook_" #name)))            \
-  decltype(gs_hook_##name) name;                                                         \
+#define GS_HOOK(name)                                                                                       \
+  extern "C" __attribute__((visibility("default"), alias("gs_hook_" #name))) decltype(gs_hook_##name) name; \
   extern "C" __attribute__((visibility("hidden")))

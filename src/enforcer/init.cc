@@ -59,7 +59,9 @@ void LoadConfig() {
   if (g_state.cfg.errors[0]) GS_LOG(kError, "configuration: %s", g_state.cfg.errors);
 }
 
-__attribute__((constructor)) void OnLoad() { LoadConfig(); }
+__attribute__((constructor)) void OnLoad() {
+  LoadConfig();
+}
 
 void WriteLimits(region::Region* r) {
   const Config& c = g_state.cfg;
@@ -95,12 +97,15 @@ void JoinRegion() {
   region::Unlock(r);
   pid_t pid = getpid();
   uint64_t start = ProcessStartTime(pid);
-  if (start == 0) GS_LOG(kError, "cannot read /proc/%d/stat: this process's identity is unknown; dead-process "
-                                 "sweeping will treat it as gone", pid);
+  if (start == 0)
+    GS_LOG(kError,
+           "cannot read /proc/%d/stat: this process's identity is unknown; dead-process "
+           "sweeping will treat it as gone",
+           pid);
   region::ProcessSlot* slot = region::ClaimSlot(r, pid, start);
   if (slot == nullptr) {
-    GS_LOG(kError, "region %s has no free process slot (%d live processes); allocations are refused",
-           path, region::kMaxProcesses);
+    GS_LOG(kError, "region %s has no free process slot (%d live processes); allocations are refused", path,
+           region::kMaxProcesses);
   } else {
     slot->priority.store(g_state.cfg.priority);
     // Without a PID namespace of our own, our pid is what NVML reports.
@@ -181,8 +186,8 @@ int AssignDevice(region::Region* r, const char* uuid, int preferred) {
     if (strcmp(r->devices[i].uuid, uuid) == 0) return i;
     if (r->devices[i].uuid[0] == 0 && free_idx < 0) free_idx = i;
   }
-  int idx = preferred >= 0 && preferred < region::kMaxDevices && r->devices[preferred].uuid[0] == 0 ? preferred
-                                                                                                     : free_idx;
+  int idx =
+      preferred >= 0 && preferred < region::kMaxDevices && r->devices[preferred].uuid[0] == 0 ? preferred : free_idx;
   if (idx < 0) return -1;
   snprintf(r->devices[idx].uuid, sizeof(r->devices[idx].uuid), "%s", uuid);
   if (static_cast<uint32_t>(idx) + 1 > r->device_count.load()) r->device_count.store(static_cast<uint32_t>(idx) + 1);

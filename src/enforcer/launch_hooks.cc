@@ -7,20 +7,20 @@ using namespace gs::enforcer;  // NOLINT: C ABI definitions below
 
 // Stream capture: while any stream of this process is capturing, the gate asks the driver
 // whether a launch is being recorded rather than run; otherwise it need not ask.
-#define GS_CAPTURE_BEGIN(call)                                   \
-  do {                                                           \
-    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
-    CUresult rc_ = (call);                                       \
-    if (rc_ == CUDA_SUCCESS) Limiter::CaptureStarted();          \
-    return rc_;                                                  \
+#define GS_CAPTURE_BEGIN(call)                           \
+  do {                                                   \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED; \
+    CUresult rc_ = (call);                               \
+    if (rc_ == CUDA_SUCCESS) Limiter::CaptureStarted();  \
+    return rc_;                                          \
   } while (0)
-#define GS_CAPTURE_END(call)                                     \
-  do {                                                           \
-    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
-    CUresult rc_ = (call);                                       \
+#define GS_CAPTURE_END(call)                                                    \
+  do {                                                                          \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;                        \
+    CUresult rc_ = (call);                                                      \
     /* capture ends whatever the result, unless the stream was not capturing */ \
-    if (rc_ != CUDA_ERROR_ILLEGAL_STATE) Limiter::CaptureEnded(); \
-    return rc_;                                                  \
+    if (rc_ != CUDA_ERROR_ILLEGAL_STATE) Limiter::CaptureEnded();               \
+    return rc_;                                                                 \
   } while (0)
 
 GS_HOOK(cuStreamBeginCapture) CUresult gs_hook_cuStreamBeginCapture(CUstream s) {
@@ -42,8 +42,8 @@ CUresult gs_hook_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgrap
   GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCaptureToGraph(s, g, d, e, n, m));
 }
 GS_HOOK(cuStreamBeginCaptureToGraph_ptsz)
-CUresult gs_hook_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* d,
-                                                  const CUgraphEdgeData* e, size_t n, CUstreamCaptureMode m) {
+CUresult gs_hook_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* d, const CUgraphEdgeData* e,
+                                                  size_t n, CUstreamCaptureMode m) {
   GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCaptureToGraph_ptsz(s, g, d, e, n, m));
 }
 GS_HOOK(cuStreamEndCapture) CUresult gs_hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
@@ -54,10 +54,10 @@ GS_HOOK(cuStreamEndCapture_ptsz) CUresult gs_hook_cuStreamEndCapture_ptsz(CUstre
 }
 namespace region = gs::region;
 
-#define GS_LAUNCH_GATE(stream)                                   \
-  do {                                                           \
-    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;         \
-    Limiter::Gate(stream);                                       \
+#define GS_LAUNCH_GATE(stream)                           \
+  do {                                                   \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED; \
+    Limiter::Gate(stream);                               \
   } while (0)
 
 GS_HOOK(cuLaunchKernel)

@@ -14,8 +14,8 @@
 namespace gs::enforcer {
 namespace {
 
-constexpr int64_t kPeriodNs = 50'000'000;    // controller step
-constexpr int64_t kBurstNs = 100'000'000;    // unused budget kept at most (x share)
+constexpr int64_t kPeriodNs = 50'000'000;      // controller step
+constexpr int64_t kBurstNs = 100'000'000;      // unused budget kept at most (x share)
 constexpr int64_t kMaxDebtNs = 2'000'000'000;  // debt beyond this is forgiven (stuck measurements)
 // What a launch pre-pays before its cost has been learned: enough to hold back a deep
 // asynchronous queue from the first launch; the first measurement corrects it.
@@ -78,7 +78,8 @@ void* ControllerMain(void*) {
     for (int dev = 0; dev < region::kMaxDevices; ++dev) {
       region::Device& d = r->devices[dev];
       unsigned limit = d.sm_limit.load();
-      if (g_state.cfg.sm_limit[dev] && (limit == 0 || g_state.cfg.sm_limit[dev] < limit)) limit = g_state.cfg.sm_limit[dev];
+      if (g_state.cfg.sm_limit[dev] && (limit == 0 || g_state.cfg.sm_limit[dev] < limit))
+        limit = g_state.cfg.sm_limit[dev];
       if (limit == 0 || d.uuid[0] == 0) continue;
       if (handles[dev] == nullptr && g_nvml.nvmlDeviceGetHandleByUUID(d.uuid, &handles[dev]) != NVML_SUCCESS) continue;
       int64_t now = MonotonicNowNs(), prev = d.controller_ns.load();
@@ -91,10 +92,9 @@ void* ControllerMain(void*) {
       if (last_us[dev] == 0) last_us[dev] = since;
       unsigned mine = 0, others = 0;
       if (!Measure(handles[dev], since, &mine, &others)) continue;
-      Limiter::Step s = Limiter::Reconcile(d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
-                                           d.launch_cost_ns.load(), limit,
-                                           r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce), mine,
-                                           others, now - prev);
+      Limiter::Step s = Limiter::Reconcile(
+          d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0), d.launch_cost_ns.load(), limit,
+          r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce), mine, others, now - prev);
       d.lead_ns.store(s.lead_ns);
       // Launches take from tokens concurrently: add the delta, then clamp.
       int64_t t = d.tokens.fetch_add(s.token_delta) + s.token_delta;
@@ -104,7 +104,8 @@ void* ControllerMain(void*) {
       d.launch_cost_ns.store(s.launch_cost_ns);
       d.measured_util.store(mine);
       d.effective_share.store(s.share);
-      GS_LOG(kDebug, "limiter: device %d used %u%% (others %u%%) of %lld ms, share %u%%, budget %lld us, launch cost %lld us",
+      GS_LOG(kDebug,
+             "limiter: device %d used %u%% (others %u%%) of %lld ms, share %u%%, budget %lld us, launch cost %lld us",
              dev, mine, others, static_cast<long long>((now - prev) / 1000000), s.share,
              static_cast<long long>(d.tokens.load() / 1000), static_cast<long long>(s.launch_cost_ns / 1000));
     }
@@ -170,7 +171,9 @@ Limiter::Step Limiter::Reconcile(int64_t lead_ns, int64_t charged_ns, uint64_t l
   return s;
 }
 
-void Limiter::CaptureStarted() { g_captures.fetch_add(1, std::memory_order_relaxed); }
+void Limiter::CaptureStarted() {
+  g_captures.fetch_add(1, std::memory_order_relaxed);
+}
 void Limiter::CaptureEnded() {
   int cur = g_captures.load(std::memory_order_relaxed);
   while (cur > 0 && !g_captures.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {

@@ -22,14 +22,17 @@ uint64_t Footprint(uint64_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
-bool Limited(int dev) { return g_state.region != nullptr && g_state.slot != nullptr && dev >= 0; }
+bool Limited(int dev) {
+  return g_state.region != nullptr && g_state.slot != nullptr && dev >= 0;
+}
 
 bool ReserveOrLog(int dev, uint64_t bytes, bool spilled, const char* api) {
   if (region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, g_state.cfg.memory_limit[dev])) return true;
   char want[32], used[32], limit[32];
   const auto& d = g_state.region->devices[dev];
   uint64_t lim = d.memory_limit.load();
-  if (g_state.cfg.memory_limit[dev] && (lim == 0 || g_state.cfg.memory_limit[dev] < lim)) lim = g_state.cfg.memory_limit[dev];
+  if (g_state.cfg.memory_limit[dev] && (lim == 0 || g_state.cfg.memory_limit[dev] < lim))
+    lim = g_state.cfg.memory_limit[dev];
   GS_LOG(kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
          FormatBytes(bytes, want, sizeof(want)), dev, FormatBytes(d.memory_used.load(), used, sizeof(used)),
          FormatBytes(lim, limit, sizeof(limit)));
@@ -79,11 +82,13 @@ CUresult Spill(int dev, uint64_t bytes, uint64_t charge, CUdeviceptr* dptr) {
 CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresult (*real)(CUdeviceptr*, size_t)) {
   int dev = CurrentDevice();
   uint64_t charge = Footprint(bytes);
-  CUresult rc = Charged(dev, charge, api, [&] { return real(dptr, bytes); },
-                        [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  CUresult rc = Charged(
+      dev, charge, api, [&] { return real(dptr, bytes); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
   if (rc == CUDA_ERROR_OUT_OF_MEMORY && bytes > 0 && dptr) {
     // Out of physical memory (the limit check passed, or there is no limit).
-    if (Limited(dev) && region::Reserve(g_state.region, g_state.slot, dev, charge, false, g_state.cfg.memory_limit[dev])) {
+    if (Limited(dev) &&
+        region::Reserve(g_state.region, g_state.slot, dev, charge, false, g_state.cfg.memory_limit[dev])) {
       region::Unreserve(g_state.region, g_state.slot, dev, charge, false);
       return Spill(dev, bytes, charge, dptr);
     }
@@ -114,9 +119,9 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
 using namespace gs::enforcer;  // NOLINT: C ABI definitions below
 namespace region = gs::region;
 
-#define GS_NEED_CUDA()                                    \
-  do {                                                    \
-    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;  \
+#define GS_NEED_CUDA()                                   \
+  do {                                                   \
+    if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
 
 GS_HOOK(cuInit) CUresult gs_hook_cuInit(unsigned int Flags) {
@@ -139,9 +144,10 @@ CUresult gs_hook_cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
   // correct to the real size once known.
   uint64_t estimate = Footprint(((WidthInBytes + 511) / 512 * 512) * Height);
   int dev = CurrentDevice();
-  return Charged(dev, estimate, "cuMemAllocPitch",
-                 [&] { return g_cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return Charged(
+      dev, estimate, "cuMemAllocPitch",
+      [&] { return g_cuda.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
 }
 
 GS_HOOK(cuMemAllocManaged)
@@ -149,9 +155,9 @@ CUresult gs_hook_cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned 
   GS_NEED_CUDA();
   // Managed memory may live on the device: it counts against the slice.
   int dev = CurrentDevice();
-  return Charged(dev, Footprint(bytesize), "cuMemAllocManaged",
-                 [&] { return g_cuda.cuMemAllocManaged(dptr, bytesize, flags); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return Charged(
+      dev, Footprint(bytesize), "cuMemAllocManaged", [&] { return g_cuda.cuMemAllocManaged(dptr, bytesize, flags); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
 }
 
 GS_HOOK(cuMemFree_v2) CUresult gs_hook_cuMemFree_v2(CUdeviceptr dptr) {
@@ -193,15 +199,17 @@ using AllocFromPoolFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstrea
 using FreeAsyncFn = CUresult (*)(CUdeviceptr, CUstream);
 
 CUresult AllocAsync(AllocAsyncFn real, CUdeviceptr* dptr, size_t bytes, CUstream s) {
-  return Charged(DeviceOfStream(s), Footprint(bytes), "cuMemAllocAsync", [&] { return real(dptr, bytes, s); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return Charged(
+      DeviceOfStream(s), Footprint(bytes), "cuMemAllocAsync", [&] { return real(dptr, bytes, s); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
 }
 
 CUresult AllocFromPool(AllocFromPoolFn real, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   int dev = DeviceOfPool(pool);
   if (dev < 0) dev = DeviceOfStream(s);
-  return Charged(dev, Footprint(bytes), "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return Charged(
+      dev, Footprint(bytes), "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
 }
 
 CUresult FreeAsync(FreeAsyncFn real, CUdeviceptr dptr, CUstream s) {
@@ -257,8 +265,9 @@ CUresult gs_hook_cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
   if (prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return g_cuda.cuMemCreate(handle, size, prop, flags);
   int dev = DeviceOfOrdinal(prop->location.id);
-  return Charged(dev, size, "cuMemCreate", [&] { return g_cuda.cuMemCreate(handle, size, prop, flags); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kVmm, *handle, c); });
+  return Charged(
+      dev, size, "cuMemCreate", [&] { return g_cuda.cuMemCreate(handle, size, prop, flags); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kVmm, *handle, c); });
 }
 
 GS_HOOK(cuMemRelease) CUresult gs_hook_cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -276,8 +285,9 @@ GS_HOOK(cuArrayCreate_v2) CUresult gs_hook_cuArrayCreate_v2(CUarray* pHandle, co
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuArrayCreate_v2(pHandle, desc);
   uint64_t bytes = Footprint(CudaArrayBytes(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format));
-  return Charged(CurrentDevice(), bytes, "cuArrayCreate", [&] { return g_cuda.cuArrayCreate_v2(pHandle, desc); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
+  return Charged(
+      CurrentDevice(), bytes, "cuArrayCreate", [&] { return g_cuda.cuArrayCreate_v2(pHandle, desc); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
 }
 
 GS_HOOK(cuArray3DCreate_v2)
@@ -285,8 +295,9 @@ CUresult gs_hook_cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIP
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuArray3DCreate_v2(pHandle, desc);
   uint64_t bytes = Footprint(CudaArrayBytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format));
-  return Charged(CurrentDevice(), bytes, "cuArray3DCreate", [&] { return g_cuda.cuArray3DCreate_v2(pHandle, desc); },
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
+  return Charged(
+      CurrentDevice(), bytes, "cuArray3DCreate", [&] { return g_cuda.cuArray3DCreate_v2(pHandle, desc); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kArray, reinterpret_cast<uint64_t>(*pHandle), c); });
 }
 
 GS_HOOK(cuArrayDestroy) CUresult gs_hook_cuArrayDestroy(CUarray hArray) {
@@ -301,11 +312,10 @@ CUresult gs_hook_cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_AR
                                         unsigned int levels) {
   GS_NEED_CUDA();
   if (desc == nullptr) return g_cuda.cuMipmappedArrayCreate(pHandle, desc, levels);
-  return Charged(CurrentDevice(), Footprint(gs::platform::CudaMipmappedBytes(*desc, levels)), "cuMipmappedArrayCreate",
-                 [&] { return g_cuda.cuMipmappedArrayCreate(pHandle, desc, levels); },
-                 [&](Charge c) {
-                   TheAllocations().Add(HandleKind::kMipmappedArray, reinterpret_cast<uint64_t>(*pHandle), c);
-                 });
+  return Charged(
+      CurrentDevice(), Footprint(gs::platform::CudaMipmappedBytes(*desc, levels)), "cuMipmappedArrayCreate",
+      [&] { return g_cuda.cuMipmappedArrayCreate(pHandle, desc, levels); },
+      [&](Charge c) { TheAllocations().Add(HandleKind::kMipmappedArray, reinterpret_cast<uint64_t>(*pHandle), c); });
 }
 
 GS_HOOK(cuMipmappedArrayDestroy) CUresult gs_hook_cuMipmappedArrayDestroy(CUmipmappedArray h) {
@@ -324,11 +334,12 @@ CUresult gs_hook_cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph
   if (params == nullptr || params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return g_cuda.cuGraphAddMemAllocNode(phGraphNode, hGraph, deps, numDeps, params);
   int dev = DeviceOfOrdinal(params->poolProps.location.id);
-  return Charged(dev, Footprint(params->bytesize), "cuGraphAddMemAllocNode",
-                 [&] { return g_cuda.cuGraphAddMemAllocNode(phGraphNode, hGraph, deps, numDeps, params); },
-                 [&](Charge c) {
-                   TheAllocations().Accumulate(HandleKind::kGraph, reinterpret_cast<uint64_t>(hGraph), c.device, c.bytes);
-                 });
+  return Charged(
+      dev, Footprint(params->bytesize), "cuGraphAddMemAllocNode",
+      [&] { return g_cuda.cuGraphAddMemAllocNode(phGraphNode, hGraph, deps, numDeps, params); },
+      [&](Charge c) {
+        TheAllocations().Accumulate(HandleKind::kGraph, reinterpret_cast<uint64_t>(hGraph), c.device, c.bytes);
+      });
 }
 
 GS_HOOK(cuGraphDestroy) CUresult gs_hook_cuGraphDestroy(CUgraph hGraph) {

@@ -4,9 +4,12 @@ namespace gs::model {
 namespace {
 const char* PolicyName(CorePolicy p) {
   switch (p) {
-    case CorePolicy::kForce: return "force";
-    case CorePolicy::kDisable: return "disable";
-    default: return "default";
+    case CorePolicy::kForce:
+      return "force";
+    case CorePolicy::kDisable:
+      return "disable";
+    default:
+      return "default";
   }
 }
 }  // namespace
@@ -21,7 +24,8 @@ std::map<std::string, std::string> LimitVariables(const Allocation& a, const std
   for (size_t i = 0; i < a.devices.size(); ++i) {
     const DeviceGrant& d = a.devices[i];
     if (d.memory_limit) env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = FormatMemoryLimit(d.memory_limit);
-    if (d.sm_share > 0 && d.sm_share < 100) env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(d.sm_share);
+    if (d.sm_share > 0 && d.sm_share < 100)
+      env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(d.sm_share);
   }
   if (!region_path.empty()) env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_path;
   env["CUDA_OVERSUBSCRIBE"] = a.oversubscribe ? "true" : "false";
@@ -43,7 +47,8 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   e.env = LimitVariables(a, o.region_container_dir + "/region");
   e.env["NVIDIA_VISIBLE_DEVICES"] = uuids.empty() ? "void" : uuids;
   for (const auto& d : a.devices)
-    e.devices.push_back({"/dev/nvidia" + std::to_string(d.minor), o.dev_root + "/nvidia" + std::to_string(d.minor), "rw"});
+    e.devices.push_back(
+        {"/dev/nvidia" + std::to_string(d.minor), o.dev_root + "/nvidia" + std::to_string(d.minor), "rw"});
   for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
     e.devices.push_back({std::string("/dev/") + ctl, o.dev_root + "/" + ctl, "rw"});
   e.mounts.push_back({o.enforcer_host_path, o.enforcer_container_path, true});

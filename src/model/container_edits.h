@@ -15,9 +15,9 @@ namespace gs::model {
 // One physical GPU's share, as granted to a container.
 struct DeviceGrant {
   std::string uuid;
-  unsigned minor = 0;             // /dev/nvidia<minor>
-  uint64_t memory_limit = 0;      // bytes; 0 = whole card
-  unsigned sm_share = 0;          // percent; 0 or >= 100 = no compute limit
+  unsigned minor = 0;         // /dev/nvidia<minor>
+  uint64_t memory_limit = 0;  // bytes; 0 = whole card
+  unsigned sm_share = 0;      // percent; 0 or >= 100 = no compute limit
 };
 
 enum class CorePolicy { kDefault, kForce, kDisable };
@@ -50,14 +50,14 @@ struct EditOptions {
   // CUDA_VISIBLE_DEVICES selects the granted cards. Otherwise: container paths, the
   // enforcer preloaded through a read-only /etc/ld.so.preload, and device nodes.
   bool standalone = false;
-  std::string enforcer_host_path;            // libgpuslice.so on the host
-  std::string enforcer_container_path;       // versioned: upgrades never replace a mapped library
-  std::string preload_file_host_path;        // file holding enforcer_container_path
-  std::string limits_file_host_path;         // read-only limits (authoritative)
-  std::string region_host_dir;               // per-container, read-write
+  std::string enforcer_host_path;       // libgpuslice.so on the host
+  std::string enforcer_container_path;  // versioned: upgrades never replace a mapped library
+  std::string preload_file_host_path;   // file holding enforcer_container_path
+  std::string limits_file_host_path;    // read-only limits (authoritative)
+  std::string region_host_dir;          // per-container, read-write
   std::string region_container_dir = "/var/run/gpuslice";
-  std::string dev_root = "/dev";             // where the host's device nodes are
-  std::string existing_ld_preload;           // standalone: kept after the enforcer
+  std::string dev_root = "/dev";    // where the host's device nodes are
+  std::string existing_ld_preload;  // standalone: kept after the enforcer
 };
 
 // Memory limits are written in MiB ("<n>m"), as HAMi's device plugin does, when they are

@@ -22,7 +22,9 @@ TEST(ContainerEdits, HamiCompatibleLimitVariables) {
   EXPECT_EQ(env["GPU_CORE_UTILIZATION_POLICY"], "default");
 }
 
-TEST(ContainerEdits, OddByteLimitsStayExact) { EXPECT_EQ(FormatMemoryLimit(1000), "1000"); }
+TEST(ContainerEdits, OddByteLimitsStayExact) {
+  EXPECT_EQ(FormatMemoryLimit(1000), "1000");
+}
 
 TEST(ContainerEdits, ContainerGetsDevicesEnforcerPreloadAndRegion) {
   EditOptions o;

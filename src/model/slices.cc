@@ -9,8 +9,7 @@ Status SplitPolicy::Validate() const {
   if (split_count < 1 || split_count > 64)
     return InvalidArgument("--device-split-count: " + std::to_string(split_count) + " is out of range [1, 64]");
   if (!(memory_scaling > 0) || memory_scaling > 16)
-    return InvalidArgument("--device-memory-scaling: " + std::to_string(memory_scaling) +
-                           " is out of range (0, 16]");
+    return InvalidArgument("--device-memory-scaling: " + std::to_string(memory_scaling) + " is out of range (0, 16]");
   if (!(cores_scaling > 0) || cores_scaling > split_count)
     return InvalidArgument("--device-cores-scaling: " + std::to_string(cores_scaling) +
                            " is out of range (0, device-split-count]");
@@ -28,7 +27,9 @@ unsigned SplitPolicy::SliceShare() const {
   return std::max(1u, static_cast<unsigned>(std::lround(share)));
 }
 
-std::string SliceId(const std::string& uuid, int k) { return uuid + "::" + std::to_string(k); }
+std::string SliceId(const std::string& uuid, int k) {
+  return uuid + "::" + std::to_string(k);
+}
 
 bool ParseSliceId(const std::string& id, std::string* uuid, int* k) {
   auto sep = id.rfind("::");
@@ -44,8 +45,8 @@ std::vector<Slice> Split(const std::vector<Gpu>& gpus, const SplitPolicy& policy
   std::vector<Slice> slices;
   for (size_t g = 0; g < gpus.size(); ++g)
     for (int k = 0; k < policy.split_count; ++k)
-      slices.push_back({SliceId(gpus[g].uuid, k), static_cast<int>(g), k, policy.SliceMemory(gpus[g].memory),
-                        policy.SliceShare()});
+      slices.push_back(
+          {SliceId(gpus[g].uuid, k), static_cast<int>(g), k, policy.SliceMemory(gpus[g].memory), policy.SliceShare()});
   return slices;
 }
 
@@ -90,7 +91,8 @@ std::vector<std::string> PreferSlices(const std::vector<Gpu>& gpus, const std::v
     auto better = [&](int a, int b) {  // is GPU a a better next pick than b?
       bool a_new = !used_gpus.count(a), b_new = !used_gpus.count(b);
       if (a_new != b_new) return a_new;  // distinct GPUs first
-      bool a_local = numa.empty() || numa.count(gpus[a].numa_node), b_local = numa.empty() || numa.count(gpus[b].numa_node);
+      bool a_local = numa.empty() || numa.count(gpus[a].numa_node),
+           b_local = numa.empty() || numa.count(gpus[b].numa_node);
       if (a_local != b_local) return a_local;  // then NUMA locality
       if (load(a) != load(b)) return policy == PackingPolicy::kSpread ? load(a) < load(b) : load(a) > load(b);
       return a < b;
@@ -117,11 +119,13 @@ StatusOr<Allocation> AllocationFor(const std::vector<Gpu>& gpus, const SplitPoli
     std::string uuid;
     int k;
     ParseSliceId(id, &uuid, &k);
-    if (k >= policy.split_count) return InvalidArgument("device ID '" + id + "': this node splits each GPU " +
-                                                        std::to_string(policy.split_count) + " ways");
+    if (k >= policy.split_count)
+      return InvalidArgument("device ID '" + id + "': this node splits each GPU " + std::to_string(policy.split_count) +
+                             " ways");
     if (!gpus[g].healthy) return FailedPrecondition("device '" + id + "' is on unhealthy GPU " + uuid);
     if (!seen.insert(g).second)
-      return InvalidArgument("two slices of GPU " + uuid + " requested for one container; a container's slices must "
+      return InvalidArgument("two slices of GPU " + uuid +
+                             " requested for one container; a container's slices must "
                              "come from distinct GPUs (request fewer, or enable --enable-legacy-preferred)");
     a.devices.push_back({uuid, gpus[g].minor, policy.SliceMemory(gpus[g].memory), policy.SliceShare()});
   }

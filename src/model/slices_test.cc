@@ -8,7 +8,8 @@ namespace {
 std::vector<Gpu> TwoNumaNodes() {
   // GPUs 0,1 on NUMA 0; 2,3 on NUMA 1; 80 GiB each.
   std::vector<Gpu> g;
-  for (int i = 0; i < 4; ++i) g.push_back({"GPU-" + std::to_string(i), i, "H100", 80ull << 30, i / 2, static_cast<unsigned>(i), true});
+  for (int i = 0; i < 4; ++i)
+    g.push_back({"GPU-" + std::to_string(i), i, "H100", 80ull << 30, i / 2, static_cast<unsigned>(i), true});
   return g;
 }
 
@@ -49,7 +50,8 @@ TEST(Slices, IdsRoundTrip) {
   ASSERT_TRUE(ParseSliceId("GPU-abc-def::12", &uuid, &k));
   EXPECT_EQ(uuid, "GPU-abc-def");
   EXPECT_EQ(k, 12);
-  for (const char* bad : {"GPU-1", "::1", "GPU-1::", "GPU-1::x", "GPU-1::1234"}) EXPECT_FALSE(ParseSliceId(bad, &uuid, &k)) << bad;
+  for (const char* bad : {"GPU-1", "::1", "GPU-1::", "GPU-1::x", "GPU-1::1234"})
+    EXPECT_FALSE(ParseSliceId(bad, &uuid, &k)) << bad;
 }
 
 TEST(PreferSlices, DistinctGpusThenNumaLocality) {

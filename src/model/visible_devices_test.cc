@@ -6,7 +6,8 @@ namespace gs::model {
 namespace {
 
 std::vector<Gpu> Three() {
-  return {{"GPU-aa01", 0, "T4", 1, 0, 0, true}, {"GPU-bb02", 1, "T4", 1, 0, 1, true}, {"GPU-cc03", 2, "T4", 1, 0, 5, true}};
+  return {
+      {"GPU-aa01", 0, "T4", 1, 0, 0, true}, {"GPU-bb02", 1, "T4", 1, 0, 1, true}, {"GPU-cc03", 2, "T4", 1, 0, 5, true}};
 }
 
 TEST(VisibleDevices, KindsAsTheToolkitDefinesThem) {

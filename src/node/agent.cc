@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "src/cli/paths.h"
-#include "src/container/cdi.h"
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
+#include "src/container/cdi.h"
 #include "src/node/config.h"
 #include "src/node/device_plugin.h"
 #include "src/node/health.h"
@@ -28,7 +28,9 @@ namespace gs::node {
 namespace {
 
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
+void OnSignal(int) {
+  g_stop = true;
+}
 
 // Frees slots of dead processes in every region, and removes the directories of
 // allocations whose containers the kubelet no longer lists (after a grace period: a
@@ -36,7 +38,8 @@ void OnSignal(int) { g_stop = true; }
 void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* pods_cache) {
   auto pods = ListPodResources(cfg.pod_resources_socket(), cfg.resource_name);
   if (pods.ok()) *pods_cache = *pods;
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& rec : book->Records()) {
     std::string dir = book->ContainerDir(rec.id);
     region::OpenError err;
@@ -135,13 +138,13 @@ int RunNode(const std::vector<std::string>& args) {
   if (!infos.ok()) return fail("cannot list GPUs: " + infos.status().message());
   if (infos->empty()) return fail("NVML reports no GPUs on this node");
   std::vector<model::Gpu> gpus;
-  for (const auto& g : *infos)
-    gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
+  for (const auto& g : *infos) gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
 
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/containers", ec);
   if (ec) return fail("cannot create " + cfg.state_dir + ": " + ec.message());
-  auto enforcer = container::InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
+  auto enforcer =
+      container::InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
   if (!enforcer.ok()) return fail(enforcer.status().message());
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);

@@ -9,9 +9,15 @@
 
 namespace gs::node {
 
-std::string Config::plugin_socket() const { return kubelet_dir + "/device-plugins/gpuslice.sock"; }
-std::string Config::kubelet_socket() const { return kubelet_dir + "/device-plugins/kubelet.sock"; }
-std::string Config::pod_resources_socket() const { return kubelet_dir + "/pod-resources/kubelet.sock"; }
+std::string Config::plugin_socket() const {
+  return kubelet_dir + "/device-plugins/gpuslice.sock";
+}
+std::string Config::kubelet_socket() const {
+  return kubelet_dir + "/device-plugins/kubelet.sock";
+}
+std::string Config::pod_resources_socket() const {
+  return kubelet_dir + "/pod-resources/kubelet.sock";
+}
 
 namespace {
 
@@ -42,10 +48,26 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
   }
   if (!root || root.IsNull()) return Status::Ok();
   if (!root.IsMap()) return InvalidArgument("config file: expected a map of settings");
-  static const char* kKeys[] = {"resourceName", "deviceSplitCount", "deviceMemoryScaling", "deviceCoresScaling",
-                                "failOnInitError", "enableLegacyPreferred", "driverRoot", "kubeletDir", "stateDir",
-                                "metricsAddr", "deviceListStrategy", "cdiKind", "cdiSpecDir", "packing", "ignoredXids",
-                                "healthyRecoverySeconds", "sweepSeconds", "cleanupGraceSeconds", "enforcerPath", "version"};
+  static const char* kKeys[] = {"resourceName",
+                                "deviceSplitCount",
+                                "deviceMemoryScaling",
+                                "deviceCoresScaling",
+                                "failOnInitError",
+                                "enableLegacyPreferred",
+                                "driverRoot",
+                                "kubeletDir",
+                                "stateDir",
+                                "metricsAddr",
+                                "deviceListStrategy",
+                                "cdiKind",
+                                "cdiSpecDir",
+                                "packing",
+                                "ignoredXids",
+                                "healthyRecoverySeconds",
+                                "sweepSeconds",
+                                "cleanupGraceSeconds",
+                                "enforcerPath",
+                                "version"};
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string k = it->first.as<std::string>();
@@ -114,8 +136,8 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   f.String("config", &c.config_file, "YAML config file (flags > environment > file)", "GPUSLICE_CONFIG");
   f.String("resource-name", &c.resource_name, "extended resource to serve", "RESOURCE_NAME");
   f.Int("device-split-count", &split, "slices per GPU", 1, 64, "DEVICE_SPLIT_COUNT");
-  f.Double("device-memory-scaling", &c.split.memory_scaling, "each slice gets S*M/K memory; S > 1: virtual device memory",
-           0.01, 16, "DEVICE_MEMORY_SCALING");
+  f.Double("device-memory-scaling", &c.split.memory_scaling,
+           "each slice gets S*M/K memory; S > 1: virtual device memory", 0.01, 16, "DEVICE_MEMORY_SCALING");
   f.Double("device-cores-scaling", &c.split.cores_scaling, "each slice gets 100*C/K percent SM share; C = K: no limit",
            0.01, 64, "DEVICE_CORES_SCALING");
   f.Bool("fail-on-init-error", &c.fail_on_init_error, "exit when GPUs cannot be found (false: log and wait)",
@@ -145,7 +167,8 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   c.cleanup_grace_seconds = static_cast<int>(grace);
   if (!strategies.empty()) c.device_list_strategy = SplitList(strategies);
   GS_RETURN_IF_ERROR(CheckStrategies(c.device_list_strategy));
-  if (packing != "spread" && packing != "binpack") return InvalidArgument("--packing: '" + packing + "' is not spread or binpack");
+  if (packing != "spread" && packing != "binpack")
+    return InvalidArgument("--packing: '" + packing + "' is not spread or binpack");
   c.packing = packing == "spread" ? model::PackingPolicy::kSpread : model::PackingPolicy::kBinpack;
   if (!ignored.empty()) {
     c.ignored_xids.clear();

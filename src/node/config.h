@@ -14,7 +14,7 @@ namespace gs::node {
 
 struct Config {
   std::string resource_name = "nvidia.com/gpu";
-  model::SplitPolicy split;                 // --device-split-count / -memory-scaling / -cores-scaling
+  model::SplitPolicy split;  // --device-split-count / -memory-scaling / -cores-scaling
   bool fail_on_init_error = true;
   bool enable_legacy_preferred = false;
   std::string driver_root = "/";
@@ -26,10 +26,10 @@ struct Config {
   std::string cdi_spec_dir = "/var/run/cdi";  // spec kept current here ("" = off)
   model::PackingPolicy packing = model::PackingPolicy::kSpread;
   std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};  // application errors
-  int healthy_recovery_seconds = 60;  // a GPU quiet this long after an XID is healthy again
-  int sweep_seconds = 30;             // dead-process sweep and stale-region cleanup period
-  int cleanup_grace_seconds = 60;     // an allocation no container holds is removed after this
-  std::string enforcer_path;          // libgpuslice.so to install (default: next to gpuslice)
+  int healthy_recovery_seconds = 60;                            // a GPU quiet this long after an XID is healthy again
+  int sweep_seconds = 30;                                       // dead-process sweep and stale-region cleanup period
+  int cleanup_grace_seconds = 60;  // an allocation no container holds is removed after this
+  std::string enforcer_path;       // libgpuslice.so to install (default: next to gpuslice)
   std::string config_file;
 
   std::string plugin_socket() const;   // <kubelet_dir>/device-plugins/gpuslice.sock

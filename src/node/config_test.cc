@@ -35,7 +35,7 @@ TEST(NodeConfig, PrecedenceIsFlagThenEnvironmentThenFile) {
   setenv("DEVICE_SPLIT_COUNT", "6", 1);
   auto c = Load({"--config", tmpl});
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->split.split_count, 6);              // env beats file
+  EXPECT_EQ(c->split.split_count, 6);               // env beats file
   EXPECT_EQ(c->resource_name, "example.com/vgpu");  // file beats default
   EXPECT_EQ(c->metrics_addr, ":1234");
   c = Load({"--config", tmpl, "--device-split-count", "3"});

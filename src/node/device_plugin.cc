@@ -15,9 +15,9 @@ namespace gs::node {
 namespace {
 
 grpc::Status ToGrpc(const Status& s) {
-  auto code = s.code() == StatusCode::kInvalidArgument ? grpc::StatusCode::INVALID_ARGUMENT
+  auto code = s.code() == StatusCode::kInvalidArgument      ? grpc::StatusCode::INVALID_ARGUMENT
               : s.code() == StatusCode::kFailedPrecondition ? grpc::StatusCode::FAILED_PRECONDITION
-                                                              : grpc::StatusCode::INTERNAL;
+                                                            : grpc::StatusCode::INTERNAL;
   return grpc::Status(code, s.message());
 }
 
@@ -33,7 +33,9 @@ std::string RandomId() {
 DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer)
     : cfg_(cfg), book_(book), enforcer_(std::move(enforcer)) {}
 
-void DevicePluginService::Stop() { stopping_ = true; }
+void DevicePluginService::Stop() {
+  stopping_ = true;
+}
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                                          v1beta1::DevicePluginOptions* out) {
@@ -93,8 +95,9 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   auto alloc = model::AllocationFor(gpus, book_->policy(), ids);
   if (!alloc.ok()) return alloc.status();
 
-  AllocationRecord rec{RandomId(), ids, std::chrono::duration_cast<std::chrono::seconds>(
-                                            std::chrono::system_clock::now().time_since_epoch()).count()};
+  AllocationRecord rec{
+      RandomId(), ids,
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
   std::string dir = book_->ContainerDir(rec.id);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -36,7 +36,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
 
   // One container's response (exposed for benchmarks and tests).
   StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(const std::vector<std::string>& ids,
-                                                                  std::string* record_id);
+                                                                 std::string* record_id);
 
  private:
   const Config& cfg_;

@@ -50,7 +50,8 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
         {"gpu", std::to_string(g.info.index)}, {"uuid", g.uuid}, {"model", g.info.name}};
   };
   w.Family("gpuslice_gpu_memory_total_bytes", "Device memory of the GPU.");
-  for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_total_bytes", gl(g), static_cast<double>(g.info.memory_total));
+  for (const auto& g : gpus)
+    w.Sample("gpuslice_gpu_memory_total_bytes", gl(g), static_cast<double>(g.info.memory_total));
   w.Family("gpuslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_used_bytes", gl(g), static_cast<double>(g.info.memory_used));
   w.Family("gpuslice_gpu_utilization_ratio", "Fraction of the last sample period a kernel ran on the GPU.");
@@ -63,15 +64,18 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_healthy", gl(g), g.healthy ? 1 : 0);
 
   auto sl = [](const SliceUsage& s) {
-    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns}, {"pod", s.pod},
-                                                            {"container", s.container}, {"uuid", s.uuid},
+    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns},
+                                                            {"pod", s.pod},
+                                                            {"container", s.container},
+                                                            {"uuid", s.uuid},
                                                             {"allocation", s.allocation}};
   };
   w.Family("gpuslice_slice_memory_used_bytes", "Device memory charged to the container on the GPU.");
   for (const auto& s : slices) w.Sample("gpuslice_slice_memory_used_bytes", sl(s), static_cast<double>(s.used));
   w.Family("gpuslice_slice_memory_limit_bytes", "The container's device memory limit on the GPU.");
   for (const auto& s : slices) w.Sample("gpuslice_slice_memory_limit_bytes", sl(s), static_cast<double>(s.limit));
-  w.Family("gpuslice_slice_memory_spilled_bytes", "Of the used memory, bytes backed by host memory (virtual device memory).");
+  w.Family("gpuslice_slice_memory_spilled_bytes",
+           "Of the used memory, bytes backed by host memory (virtual device memory).");
   for (const auto& s : slices) w.Sample("gpuslice_slice_memory_spilled_bytes", sl(s), static_cast<double>(s.spilled));
   w.Family("gpuslice_slice_sm_utilization_ratio", "The container's SM utilisation on the GPU, last limiter period.");
   for (const auto& s : slices) w.Sample("gpuslice_slice_sm_utilization_ratio", sl(s), s.sm_util / 100.0);
@@ -80,14 +84,15 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
 
   // The names cAdvisor used before the kubelet stopped collecting accelerator metrics.
   auto cl = [](const SliceUsage& s) {
-    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns}, {"pod", s.pod},
+    return std::vector<std::pair<const char*, std::string>>{{"namespace", s.ns},        {"pod", s.pod},
                                                             {"container", s.container}, {"make", "nvidia"},
-                                                            {"model", s.model}, {"acc_id", s.uuid}};
+                                                            {"model", s.model},         {"acc_id", s.uuid}};
   };
   w.Family("container_accelerator_memory_used_bytes", "Accelerator memory used by the container, bytes.");
   for (const auto& s : slices) w.Sample("container_accelerator_memory_used_bytes", cl(s), static_cast<double>(s.used));
   w.Family("container_accelerator_memory_total_bytes", "Accelerator memory the container may use, bytes.");
-  for (const auto& s : slices) w.Sample("container_accelerator_memory_total_bytes", cl(s), static_cast<double>(s.limit));
+  for (const auto& s : slices)
+    w.Sample("container_accelerator_memory_total_bytes", cl(s), static_cast<double>(s.limit));
   w.Family("container_accelerator_duty_cycle", "Percent of time the accelerator was busy for the container.");
   for (const auto& s : slices) w.Sample("container_accelerator_duty_cycle", cl(s), s.sm_util);
   return w.str();
@@ -112,8 +117,8 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
   }
   std::vector<SliceUsage> slices;
   auto snap = std::unique_ptr<region::Region, void (*)(region::Region*)>(
-      static_cast<region::Region*>(operator new(sizeof(region::Region), std::align_val_t{alignof(region::Region)})),
-      [](region::Region* r) { operator delete(r, std::align_val_t{alignof(region::Region)}); });
+      static_cast<region::Region*>(operator new (sizeof(region::Region), std::align_val_t{alignof(region::Region)})),
+      [](region::Region* r) { operator delete (r, std::align_val_t{alignof(region::Region)}); });
   for (const auto& rec : book.Records()) {
     const ContainerDevices* owner = nullptr;
     for (const auto& p : pods)

@@ -15,19 +15,26 @@ TEST(Metrics, GpuAndSliceSeriesWithLabels) {
   g.uuid = "GPU-1";
   g.slices_total = 4;
   g.slices_allocated = 2;
-  SliceUsage s{"train-0", "ml", "main", "abc123", "GPU-1", "NVIDIA H100 80GB HBM3", 20ull << 30, 5ull << 30, 1 << 20, 24, 25};
+  SliceUsage s{"train-0",   "ml",       "main",  "abc123", "GPU-1", "NVIDIA H100 80GB HBM3",
+               20ull << 30, 5ull << 30, 1 << 20, 24,       25};
   std::string text = RenderMetrics({g}, {s});
   EXPECT_NE(text.find("# TYPE gpuslice_gpu_memory_total_bytes gauge"), std::string::npos);
   EXPECT_NE(text.find("gpuslice_gpu_utilization_ratio{gpu=\"1\",uuid=\"GPU-1\",model=\"NVIDIA H100 80GB HBM3\"} 0.42"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("gpuslice_gpu_slices_allocated{gpu=\"1\",uuid=\"GPU-1\",model=\"NVIDIA H100 80GB HBM3\"} 2"),
             std::string::npos);
-  EXPECT_NE(text.find("gpuslice_slice_memory_limit_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"GPU-1\",allocation=\"abc123\"} 2.14748e+10"),
-            std::string::npos) << text;
-  EXPECT_NE(text.find("gpuslice_slice_sm_share_ratio{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"GPU-1\",allocation=\"abc123\"} 0.25"),
+  EXPECT_NE(text.find("gpuslice_slice_memory_limit_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid="
+                      "\"GPU-1\",allocation=\"abc123\"} 2.14748e+10"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpuslice_slice_sm_share_ratio{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"GPU-"
+                      "1\",allocation=\"abc123\"} 0.25"),
             std::string::npos);
-  EXPECT_NE(text.find("container_accelerator_duty_cycle{namespace=\"ml\",pod=\"train-0\",container=\"main\",make=\"nvidia\",model=\"NVIDIA H100 80GB HBM3\",acc_id=\"GPU-1\"} 24"),
-            std::string::npos) << text;
+  EXPECT_NE(text.find("container_accelerator_duty_cycle{namespace=\"ml\",pod=\"train-0\",container=\"main\",make="
+                      "\"nvidia\",model=\"NVIDIA H100 80GB HBM3\",acc_id=\"GPU-1\"} 24"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Metrics, LabelValuesAreEscaped) {

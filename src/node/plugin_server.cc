@@ -17,7 +17,9 @@ ino_t Inode(const std::string& path) {
 
 PluginServer::PluginServer(const Config& cfg, DevicePluginService* service) : cfg_(cfg), service_(service) {}
 
-PluginServer::~PluginServer() { Stop(); }
+PluginServer::~PluginServer() {
+  Stop();
+}
 
 Status PluginServer::Serve() {
   if (server_) {
@@ -45,7 +47,8 @@ Status PluginServer::Register() {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::Status s = stub->Register(&ctx, req, &resp);
-  if (!s.ok()) return Unavailable("registration with the kubelet at " + cfg_.kubelet_socket() + " failed: " + s.error_message());
+  if (!s.ok())
+    return Unavailable("registration with the kubelet at " + cfg_.kubelet_socket() + " failed: " + s.error_message());
   return Status::Ok();
 }
 
@@ -72,8 +75,10 @@ void PluginServer::Keep() {
     kubelet_inode_ = kubelet;
     Status s = Register();
     registered_ = s.ok();
-    if (registered_) GS_LOG(kInfo, "registered %s with the kubelet again", cfg_.resource_name.c_str());
-    else GS_LOG(kWarn, "%s", s.message().c_str());
+    if (registered_)
+      GS_LOG(kInfo, "registered %s with the kubelet again", cfg_.resource_name.c_str());
+    else
+      GS_LOG(kWarn, "%s", s.message().c_str());
   }
 }
 

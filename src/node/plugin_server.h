@@ -23,7 +23,7 @@ class PluginServer {
   ~PluginServer();
   Status Start();  // serve, then register
   void Stop();
-  void Keep();     // re-serve / re-register after a kubelet restart
+  void Keep();  // re-serve / re-register after a kubelet restart
   bool registered() const { return registered_; }
 
  private:

@@ -46,7 +46,9 @@ uint64_t SliceBook::Wait(uint64_t seen, std::chrono::milliseconds timeout) const
   return version_;
 }
 
-std::string SliceBook::ContainerDir(const std::string& id) const { return state_dir_ + "/containers/" + id; }
+std::string SliceBook::ContainerDir(const std::string& id) const {
+  return state_dir_ + "/containers/" + id;
+}
 
 Status SliceBook::Load() {
   std::ifstream in(state_dir_ + "/allocations.json");

@@ -17,7 +17,6 @@ namespace gs::cuda {
 // cuGetProcAddress flags (cuda.h CUdriverProcAddress_flags).
 inline constexpr unsigned long long kProcDefault = CU_GET_PROC_ADDRESS_DEFAULT;
 inline constexpr unsigned long long kProcLegacyStream = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-inline constexpr unsigned long long kProcPerThreadStream =
-    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+inline constexpr unsigned long long kProcPerThreadStream = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 
 }  // namespace gs::cuda

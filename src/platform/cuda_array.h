@@ -13,11 +13,14 @@ namespace gs::platform {
 inline uint64_t CudaFormatBytes(CUarray_format f) {
   switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;  // 32-bit formats; block-compressed formats are charged as 4 bytes per element
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    default:
+      return 4;  // 32-bit formats; block-compressed formats are charged as 4 bytes per element
   }
 }
 

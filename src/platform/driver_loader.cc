@@ -6,7 +6,7 @@
 namespace gs::platform {
 namespace {
 const char* const kLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu",
-                                "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib"};
+                                "/lib/x86_64-linux-gnu",     "/lib64",     "/usr/lib"};
 
 StatusOr<void*> Open(const std::string& driver_root, const std::string& soname, std::string* path) {
   auto found = FindDriverLibrary(driver_root, soname);
@@ -34,8 +34,7 @@ Status LoadNvml(const std::string& driver_root, NvmlApi* api) {
   auto h = Open(driver_root, "libnvidia-ml.so.1", &api->path);
   if (!h.ok()) return h.status();
   api->handle = *h;
-#define GS_NVML_SYM(ret, name, params, args) \
-  api->name = reinterpret_cast<ret(*) params>(dlsym(api->handle, #name));
+#define GS_NVML_SYM(ret, name, params, args) api->name = reinterpret_cast<ret(*) params>(dlsym(api->handle, #name));
 #include "src/platform/nvml_symbols.def"
 #undef GS_NVML_SYM
   if (api->nvmlInit_v2 == nullptr) return Unavailable(api->path + " has no nvmlInit_v2: not an NVML library");
@@ -46,8 +45,7 @@ Status LoadCuda(const std::string& driver_root, CudaApi* api) {
   auto h = Open(driver_root, "libcuda.so.1", &api->path);
   if (!h.ok()) return h.status();
   api->handle = *h;
-#define GS_CUDA_SYM(name, params, args) \
-  api->name = reinterpret_cast<CUresult(*) params>(dlsym(api->handle, #name));
+#define GS_CUDA_SYM(name, params, args) api->name = reinterpret_cast<CUresult(*) params>(dlsym(api->handle, #name));
 #include "src/platform/cuda_symbols.def"
 #undef GS_CUDA_SYM
   if (api->cuInit == nullptr) return Unavailable(api->path + " has no cuInit: not a CUDA driver");

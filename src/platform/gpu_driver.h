@@ -34,7 +34,7 @@ struct GpuInfo {
   unsigned temperature_c = 0;
   unsigned power_mw = 0;
   unsigned power_limit_mw = 0;
-  bool lost = false;         // fell off the bus: nothing else is valid
+  bool lost = false;  // fell off the bus: nothing else is valid
   std::vector<GpuProcess> processes;
 };
 

@@ -127,8 +127,8 @@ typedef struct nvmlPciInfo_st {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;     // combined 16-bit device id and 16-bit vendor id
-  unsigned int pciSubSystemId;  // 32-bit sub system device id
+  unsigned int pciDeviceId;                        // combined 16-bit device id and 16-bit vendor id
+  unsigned int pciSubSystemId;                     // 32-bit sub system device id
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "domain:bus:device.function", 32-bit domain
 } nvmlPciInfo_t;
 
@@ -170,7 +170,11 @@ typedef enum nvmlComputeMode_enum {
 
 typedef enum nvmlPstates_enum { NVML_PSTATE_0 = 0, NVML_PSTATE_UNKNOWN = 32 } nvmlPstates_t;
 
-typedef enum nvmlBrandType_enum { NVML_BRAND_UNKNOWN = 0, NVML_BRAND_TESLA = 2, NVML_BRAND_NVIDIA = 14 } nvmlBrandType_t;
+typedef enum nvmlBrandType_enum {
+  NVML_BRAND_UNKNOWN = 0,
+  NVML_BRAND_TESLA = 2,
+  NVML_BRAND_NVIDIA = 14
+} nvmlBrandType_t;
 
 typedef unsigned int nvmlDeviceArchitecture_t;
 #define NVML_DEVICE_ARCH_TURING 6

@@ -22,7 +22,8 @@ static_assert(nvmlMemory_v2 == 0x02000028u, "NVML_STRUCT_VERSION(Memory, 2) = si
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
 static_assert(offsetof(nvmlProcessInfo_v1_t, usedGpuMemory) == 8);
 static_assert(sizeof(nvmlProcessInfo_v2_t) == 24);
-static_assert(offsetof(nvmlProcessInfo_v2_t, gpuInstanceId) == 16 && offsetof(nvmlProcessInfo_v2_t, computeInstanceId) == 20);
+static_assert(offsetof(nvmlProcessInfo_v2_t, gpuInstanceId) == 16 &&
+              offsetof(nvmlProcessInfo_v2_t, computeInstanceId) == 20);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8 && offsetof(nvmlProcessInfo_t, computeInstanceId) == 20);
 

@@ -47,8 +47,7 @@ int CudaSymbolIndex(const char* name) {
   return -1;
 }
 
-ProcLookup ResolveCudaExport(const char* symbol, int cuda_version, uint64_t flags,
-                             const char** export_name) {
+ProcLookup ResolveCudaExport(const char* symbol, int cuda_version, uint64_t flags, const char** export_name) {
   if (symbol == nullptr) return ProcLookup::kNotFound;
   const char* chosen = symbol;
   bool versioned = false;

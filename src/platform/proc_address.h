@@ -21,7 +21,6 @@ int CudaSymbolIndex(const char* name);
 enum class ProcLookup { kFound, kNotFound, kVersionNotSufficient };
 
 // On kFound sets *export_name to a string from CudaSymbolNames().
-ProcLookup ResolveCudaExport(const char* symbol, int cuda_version, uint64_t flags,
-                             const char** export_name);
+ProcLookup ResolveCudaExport(const char* symbol, int cuda_version, uint64_t flags, const char** export_name);
 
 }  // namespace gs::platform

@@ -37,8 +37,12 @@ void Recompute(Region* r) {
   }
 }
 
-void WriteBegin(Region* r) { r->seq.fetch_add(1, std::memory_order_acq_rel); }
-void WriteEnd(Region* r) { r->seq.fetch_add(1, std::memory_order_acq_rel); }
+void WriteBegin(Region* r) {
+  r->seq.fetch_add(1, std::memory_order_acq_rel);
+}
+void WriteEnd(Region* r) {
+  r->seq.fetch_add(1, std::memory_order_acq_rel);
+}
 
 Region* Map(const char* path, bool writable, OpenError* error, char* msg, size_t msg_size) {
   *error = OpenError::kNone;
@@ -140,7 +144,9 @@ void Lock(Region* r) {
   }
 }
 
-void Unlock(Region* r) { pthread_mutex_unlock(&r->mutex); }
+void Unlock(Region* r) {
+  pthread_mutex_unlock(&r->mutex);
+}
 
 int SweepDeadLocked(Region* r) {
   int swept = 0;

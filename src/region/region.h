@@ -36,25 +36,25 @@ struct Device {
   std::atomic<uint64_t> memory_limit;  // bytes; 0 = no limit
   std::atomic<uint32_t> sm_limit;      // percent; 0 or >= 100 = no limit
   uint32_t reserved0;
-  std::atomic<uint64_t> memory_used;   // bytes charged, all processes (= sum of slots)
+  std::atomic<uint64_t> memory_used;  // bytes charged, all processes (= sum of slots)
   std::atomic<uint64_t> memory_peak;
-  std::atomic<uint64_t> spilled;       // bytes backed by host memory (oversubscription)
+  std::atomic<uint64_t> spilled;  // bytes backed by host memory (oversubscription)
   // Compute limiter, shared by the container's processes (src/enforcer/limiter.h).
-  std::atomic<int64_t> tokens;         // GPU-time budget in ns; launches wait while negative
-  std::atomic<int64_t> charged_ns;     // estimated GPU time pre-paid by launches, not yet reconciled
-  std::atomic<int64_t> launch_cost_ns; // learned GPU time of one launch (EWMA)
-  std::atomic<uint64_t> launches;      // launches since the last controller step
-  std::atomic<int64_t> controller_ns;  // last controller step (one process steps per period)
-  std::atomic<uint32_t> measured_util; // container's SM utilisation over the last step, percent
-  std::atomic<uint32_t> effective_share; // share applied in the last step, percent
-  std::atomic<uint64_t> spilled_peak;  // most bytes ever spilled at once
-  std::atomic<int64_t> lead_ns;        // pre-paid GPU time of launched work not yet seen running
-  uint8_t reserved[56];                // room for later fields without a layout break
+  std::atomic<int64_t> tokens;            // GPU-time budget in ns; launches wait while negative
+  std::atomic<int64_t> charged_ns;        // estimated GPU time pre-paid by launches, not yet reconciled
+  std::atomic<int64_t> launch_cost_ns;    // learned GPU time of one launch (EWMA)
+  std::atomic<uint64_t> launches;         // launches since the last controller step
+  std::atomic<int64_t> controller_ns;     // last controller step (one process steps per period)
+  std::atomic<uint32_t> measured_util;    // container's SM utilisation over the last step, percent
+  std::atomic<uint32_t> effective_share;  // share applied in the last step, percent
+  std::atomic<uint64_t> spilled_peak;     // most bytes ever spilled at once
+  std::atomic<int64_t> lead_ns;           // pre-paid GPU time of launched work not yet seen running
+  uint8_t reserved[56];                   // room for later fields without a layout break
 };
 
 struct ProcessSlot {
-  std::atomic<uint32_t> pid;           // 0 = free
-  std::atomic<uint32_t> host_pid;      // pid as the node sees it (NVML), 0 if unknown
+  std::atomic<uint32_t> pid;       // 0 = free
+  std::atomic<uint32_t> host_pid;  // pid as the node sees it (NVML), 0 if unknown
   uint64_t start_time;
   std::atomic<uint64_t> memory[kMaxDevices];   // bytes charged by this process
   std::atomic<uint64_t> spilled[kMaxDevices];  // of which host-backed
@@ -66,12 +66,12 @@ struct Region {
   uint64_t magic;
   uint32_t abi_major;
   uint32_t abi_minor;
-  uint64_t size;                       // sizeof(Region) of the creator
-  std::atomic<uint32_t> initialized;   // 1 once limits are written
+  uint64_t size;                      // sizeof(Region) of the creator
+  std::atomic<uint32_t> initialized;  // 1 once limits are written
   std::atomic<uint32_t> device_count;
-  std::atomic<uint32_t> core_policy;   // CorePolicy
+  std::atomic<uint32_t> core_policy;  // CorePolicy
   std::atomic<uint32_t> oversubscribe;
-  std::atomic<uint64_t> seq;           // seqlock for snapshots
+  std::atomic<uint64_t> seq;  // seqlock for snapshots
   pthread_mutex_t mutex;
   alignas(64) Device devices[kMaxDevices];
   ProcessSlot procs[kMaxProcesses];

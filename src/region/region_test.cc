@@ -209,11 +209,11 @@ TEST_F(RegionTest, SnapshotIsConsistent) {
   Region* r = Open();
   ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
   Reserve(r, s, 2, 12345, true);
-  auto* copy = static_cast<Region*>(operator new(sizeof(Region), std::align_val_t{alignof(Region)}));
+  auto* copy = static_cast<Region*>(operator new (sizeof(Region), std::align_val_t{alignof(Region)}));
   Snapshot(r, copy);
   EXPECT_EQ(copy->devices[2].memory_used.load(), 12345u);
   EXPECT_EQ(copy->devices[2].spilled.load(), 12345u);
-  operator delete(copy, std::align_val_t{alignof(Region)});
+  operator delete (copy, std::align_val_t{alignof(Region)});
   CloseRegion(r);
 }
 

@@ -39,19 +39,31 @@ struct Driver {
 Driver* g_driver = nullptr;
 thread_local std::vector<Context*> t_ctx_stack;
 
-Node* node() { return g_driver->rt->node; }
-int64_t Now() { return node()->clock()->NowNs(); }
+Node* node() {
+  return g_driver->rt->node;
+}
+int64_t Now() {
+  return node()->clock()->NowNs();
+}
 
-#define GS_REQUIRE_INIT() \
-  do {                    \
+#define GS_REQUIRE_INIT()                             \
+  do {                                                \
     if (!g_driver) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
 
-Context* CurrentContext() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
+Context* CurrentContext() {
+  return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
+}
 
-bool ValidOrdinal(CUdevice dev) { return dev >= 0 && dev < g_driver->rt->cuda_count; }
-int StateIndex(CUdevice dev) { return g_driver->rt->cuda_devices[dev]; }
-const DeviceSpec& Spec(int state_index) { return node()->spec(state_index); }
+bool ValidOrdinal(CUdevice dev) {
+  return dev >= 0 && dev < g_driver->rt->cuda_count;
+}
+int StateIndex(CUdevice dev) {
+  return g_driver->rt->cuda_devices[dev];
+}
+const DeviceSpec& Spec(int state_index) {
+  return node()->spec(state_index);
+}
 
 // ---- memory helpers -------------------------------------------------------------------
 
@@ -60,7 +72,9 @@ void* MapLazy(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-size_t RoundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t RoundUp(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
 
 // Charges `bytes` to device `dev` and maps backing memory; records the allocation.
 CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CUdeviceptr* out) {
@@ -131,7 +145,9 @@ Stream* ResolveStream(CUstream s) {
   return reinterpret_cast<Stream*>(s);
 }
 
-bool IsNullStream(const Stream* st) { return st == &st->ctx->null_stream; }
+bool IsNullStream(const Stream* st) {
+  return st == &st->ctx->null_stream;
+}
 
 // Queues a kernel of duration_ns on st; blocks while the stream's queue is full.
 void EnqueueKernel(Stream* st, int64_t duration_ns) {
@@ -145,8 +161,10 @@ void EnqueueKernel(Stream* st, int64_t duration_ns) {
   }
   int64_t earliest = std::max(now, st->tail_ns);
   // The legacy default stream orders against all work in its context.
-  if (IsNullStream(st)) earliest = std::max(earliest, ctx->tail_ns);
-  else earliest = std::max(earliest, ctx->null_stream.tail_ns);
+  if (IsNullStream(st))
+    earliest = std::max(earliest, ctx->tail_ns);
+  else
+    earliest = std::max(earliest, ctx->null_stream.tail_ns);
   int64_t end = node()->ScheduleKernel(ctx->device, earliest, duration_ns);
   oldest = end;
   ++st->launches;
@@ -160,7 +178,9 @@ int64_t StreamTail(Stream* st) {
   return st->tail_ns;
 }
 
-void WaitStream(Stream* st) { node()->clock()->SleepUntil(StreamTail(st)); }
+void WaitStream(Stream* st) {
+  node()->clock()->SleepUntil(StreamTail(st));
+}
 
 void WaitContext(Context* ctx) {
   int64_t t;
@@ -259,8 +279,10 @@ const ErrorText kErrors[] = {
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE",
+     "CUDA-capable device(s) is/are busy or unavailable"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 const ErrorText* FindError(CUresult e) {
@@ -284,8 +306,8 @@ GS_SIM_CUDA(cuGetErrorName)(CUresult error, const char** pStr) {
   return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-GS_SIM_CUDA(cuGetProcAddress_v2)(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
-                                 CUdriverProcAddressQueryResult* symbolStatus) {
+GS_SIM_CUDA(cuGetProcAddress_v2)
+(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const char* name = nullptr;
   auto r = gs::platform::ResolveCudaExport(symbol, cudaVersion, flags, &name);
@@ -293,7 +315,7 @@ GS_SIM_CUDA(cuGetProcAddress_v2)(const char* symbol, void** pfn, int cudaVersion
     *pfn = nullptr;
     if (symbolStatus)
       *symbolStatus = r == gs::platform::ProcLookup::kVersionNotSufficient ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                                                            : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+                                                                           : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
   }
   *pfn = gs_sim_cuda_exports[gs::platform::CudaSymbolIndex(name)];
@@ -383,26 +405,62 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
   unsigned domain = 0, bus = 0, device = 0;
   sscanf(s.pci_bus_id, "%x:%x:%x", &domain, &bus, &device);
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = static_cast<int>(s.sm_count); break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = static_cast<int>(s.cc_major); break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = static_cast<int>(s.cc_minor); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = 2048; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *pi = 32; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *pi = static_cast<int>(s.sm_count);
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *pi = static_cast<int>(s.cc_major);
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *pi = static_cast<int>(s.cc_minor);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *pi = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      *pi = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      *pi = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *pi = 32;
+      break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *pi = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *pi = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *pi = 2147483647;
+      break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *pi = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = 48 * 1024; break;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *pi = 64 * 1024; break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *pi = static_cast<int>(s.sm_clock_mhz) * 1000; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *pi = static_cast<int>(s.mem_clock_mhz) * 1000; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = static_cast<int>(domain); break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = static_cast<int>(bus); break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = static_cast<int>(device); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *pi = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      *pi = 48 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      *pi = 64 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      *pi = static_cast<int>(s.sm_clock_mhz) * 1000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      *pi = static_cast<int>(s.mem_clock_mhz) * 1000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      *pi = static_cast<int>(domain);
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      *pi = static_cast<int>(bus);
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      *pi = static_cast<int>(device);
+      break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
@@ -410,9 +468,15 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_ID: *pi = s.numa_node; break;
-    default: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      *pi = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+      *pi = s.numa_node;
+      break;
+    default:
+      *pi = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
@@ -601,8 +665,8 @@ GS_SIM_CUDA(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags) {
 
 // ---- memory -------------------------------------------------------------------------------
 
-#define GS_CURRENT_DEVICE(var)                           \
-  Context* var##_ctx = CurrentContext();                 \
+#define GS_CURRENT_DEVICE(var)                                 \
+  Context* var##_ctx = CurrentContext();                       \
   if (var##_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT; \
   int var = var##_ctx->device
 
@@ -621,8 +685,8 @@ GS_SIM_CUDA(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   return AllocateDevice(dev, bytesize, AllocKind::kDevice, nullptr, dptr);
 }
 
-GS_SIM_CUDA(cuMemAllocPitch_v2)(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
-                                unsigned int ElementSizeBytes) {
+GS_SIM_CUDA(cuMemAllocPitch_v2)
+(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes) {
   GS_REQUIRE_INIT();
   if (pPitch == nullptr || (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
     return CUDA_ERROR_INVALID_VALUE;
@@ -658,7 +722,9 @@ GS_SIM_CUDA(cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuMemAllocHost_v2)(void** pp, size_t bytesize) { return gs_sim_cuda_cuMemHostAlloc(pp, bytesize, 0); }
+GS_SIM_CUDA(cuMemAllocHost_v2)(void** pp, size_t bytesize) {
+  return gs_sim_cuda_cuMemHostAlloc(pp, bytesize, 0);
+}
 
 GS_SIM_CUDA(cuMemFreeHost)(void* p) {
   GS_REQUIRE_INIT();
@@ -669,7 +735,8 @@ GS_SIM_CUDA(cuMemHostRegister_v2)(void* p, size_t bytesize, unsigned int) {
   GS_REQUIRE_INIT();
   if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_driver->mu);
-  g_driver->allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytesize, 0, -1, AllocKind::kHostRegistered, nullptr};
+  g_driver->allocations[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{bytesize, 0, -1, AllocKind::kHostRegistered, nullptr};
   return CUDA_SUCCESS;
 }
 
@@ -888,12 +955,24 @@ GS_SIM_CUDA(cuMemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, 
   std::lock_guard<std::mutex> lock(g_driver->mu);
   cuuint64_t v = 0;
   switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->release_threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: v = p->reserved_now; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: v = p->used_now; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: v = p->used_high; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: v = p->used_high; break;
-    default: *static_cast<int*>(value) = 0; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      v = p->release_threshold;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      v = p->reserved_now;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      v = p->used_now;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      v = p->used_high;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      v = p->used_high;
+      break;
+    default:
+      *static_cast<int*>(value) = 0;
+      return CUDA_SUCCESS;
   }
   *static_cast<cuuint64_t*>(value) = v;
   return CUDA_SUCCESS;
@@ -942,16 +1021,16 @@ GS_SIM_CUDA_SAME(cuMemFreeAsync_ptsz, cuMemFreeAsync)
 
 // ---- virtual memory management ----------------------------------------------------------------
 
-GS_SIM_CUDA(cuMemGetAllocationGranularity)(size_t* granularity, const CUmemAllocationProp* prop,
-                                           CUmemAllocationGranularity_flags) {
+GS_SIM_CUDA(cuMemGetAllocationGranularity)
+(size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags) {
   GS_REQUIRE_INIT();
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *granularity = kVmmGranularity;
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuMemCreate)(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                         unsigned long long flags) {
+GS_SIM_CUDA(cuMemCreate)
+(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags) {
   GS_REQUIRE_INIT();
   if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || size % kVmmGranularity != 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -963,8 +1042,10 @@ GS_SIM_CUDA(cuMemCreate)(CUmemGenericAllocationHandle* handle, size_t size, cons
       break;
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   if (dev >= 0 && !node()->Reserve(dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = memfd_create("gpuslice-sim-vmm", MFD_CLOEXEC);
@@ -1039,8 +1120,8 @@ GS_SIM_CUDA(cuMemAddressFree)(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                      unsigned long long flags) {
+GS_SIM_CUDA(cuMemMap)
+(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
   GS_REQUIRE_INIT();
   if (ptr == 0 || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_driver->mu);
@@ -1051,7 +1132,8 @@ GS_SIM_CUDA(cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericA
   if (p == MAP_FAILED) return CUDA_ERROR_INVALID_VALUE;
   ++it->second->mappings;
   g_driver->vmm_maps[static_cast<uintptr_t>(ptr)] = {it->second.get(), size};
-  g_driver->allocations[static_cast<uintptr_t>(ptr)] = Allocation{size, 0, it->second->device, AllocKind::kVmm, nullptr};
+  g_driver->allocations[static_cast<uintptr_t>(ptr)] =
+      Allocation{size, 0, it->second->device, AllocKind::kVmm, nullptr};
   return CUDA_SUCCESS;
 }
 
@@ -1137,8 +1219,8 @@ GS_SIM_CUDA(cuArray3DGetDescriptor_v2)(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuMipmappedArrayCreate)(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
-                                    unsigned int numMipmapLevels) {
+GS_SIM_CUDA(cuMipmappedArrayCreate)
+(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc, unsigned int numMipmapLevels) {
   GS_REQUIRE_INIT();
   if (pHandle == nullptr || pMipmappedArrayDesc == nullptr || numMipmapLevels == 0) return CUDA_ERROR_INVALID_VALUE;
   Context* c = CurrentContext();
@@ -1265,12 +1347,11 @@ int64_t SpinParam(void** params, void** extra) {
   return 0;
 }
 
-CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                CUstream s, void** params, void** extra) {
+CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, CUstream s,
+                void** params, void** extra) {
   auto* fn = reinterpret_cast<Function*>(f);
   if (fn == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
-      static_cast<uint64_t>(bx) * by * bz > 1024)
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || static_cast<uint64_t>(bx) * by * bz > 1024)
     return CUDA_ERROR_INVALID_VALUE;
   Stream* st = ResolveStream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -1292,9 +1373,9 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 }
 }  // namespace
 
-GS_SIM_CUDA(cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-                            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                            unsigned int, CUstream hStream, void** kernelParams, void** extra) {
+GS_SIM_CUDA(cuLaunchKernel)
+(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
+ unsigned int blockDimY, unsigned int blockDimZ, unsigned int, CUstream hStream, void** kernelParams, void** extra) {
   GS_REQUIRE_INIT();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, extra);
 }
@@ -1308,10 +1389,9 @@ GS_SIM_CUDA(cuLaunchKernelEx)(const CUlaunchConfig* config, CUfunction f, void**
 }
 GS_SIM_CUDA_SAME(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
 
-GS_SIM_CUDA(cuLaunchCooperativeKernel)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                       unsigned int blockDimZ, unsigned int, CUstream hStream,
-                                       void** kernelParams) {
+GS_SIM_CUDA(cuLaunchCooperativeKernel)
+(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX,
+ unsigned int blockDimY, unsigned int blockDimZ, unsigned int, CUstream hStream, void** kernelParams) {
   GS_REQUIRE_INIT();
   return Launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams, nullptr);
 }
@@ -1515,8 +1595,8 @@ GS_SIM_CUDA(cuGraphDestroy)(CUgraph hGraph) {
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuGraphAddKernelNode_v2)(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t,
-                                     const CUDA_KERNEL_NODE_PARAMS* p) {
+GS_SIM_CUDA(cuGraphAddKernelNode_v2)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS* p) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || p == nullptr || phGraphNode == nullptr || p->func == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1532,8 +1612,8 @@ GS_SIM_CUDA(cuGraphAddKernelNode_v2)(CUgraphNode* phGraphNode, CUgraph hGraph, c
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuGraphAddMemAllocNode)(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t,
-                                    CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+GS_SIM_CUDA(cuGraphAddMemAllocNode)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || nodeParams == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1553,8 +1633,8 @@ GS_SIM_CUDA(cuGraphAddMemAllocNode)(CUgraphNode* phGraphNode, CUgraph hGraph, co
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuGraphAddMemFreeNode)(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t,
-                                   CUdeviceptr dptr) {
+GS_SIM_CUDA(cuGraphAddMemFreeNode)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUdeviceptr dptr) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1599,7 +1679,8 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
         WaitStream(st);
         ReleaseGraphAllocation(e->graph, n.ptr);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return CUDA_SUCCESS;

@@ -7,11 +7,11 @@
 #define GS_EXPORT extern "C" __attribute__((visibility("default")))
 
 #if defined(GS_SIM_EXPORT_CUDA)
-#define GS_CUDA_SYM(name, params, args)                            \
-  GS_EXPORT CUresult name params {                                 \
-    if (gs_sim_cuda_##name) return gs_sim_cuda_##name args;        \
-    GS_LOG(kDebug, "%s is not simulated", #name);                  \
-    return CUDA_ERROR_NOT_SUPPORTED;                               \
+#define GS_CUDA_SYM(name, params, args)                     \
+  GS_EXPORT CUresult name params {                          \
+    if (gs_sim_cuda_##name) return gs_sim_cuda_##name args; \
+    GS_LOG(kDebug, "%s is not simulated", #name);           \
+    return CUDA_ERROR_NOT_SUPPORTED;                        \
   }
 #include "src/platform/cuda_symbols.def"
 #undef GS_CUDA_SYM
@@ -19,15 +19,22 @@
 
 #if defined(GS_SIM_EXPORT_NVML)
 namespace {
-template <typename T> T NotSupported();
-template <> nvmlReturn_t NotSupported<nvmlReturn_t>() { return NVML_ERROR_NOT_SUPPORTED; }
-template <> const char* NotSupported<const char*>() { return "Not Supported"; }
+template <typename T>
+T NotSupported();
+template <>
+nvmlReturn_t NotSupported<nvmlReturn_t>() {
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+template <>
+const char* NotSupported<const char*>() {
+  return "Not Supported";
+}
 }  // namespace
-#define GS_NVML_SYM(ret, name, params, args)                       \
-  GS_EXPORT ret name params {                                      \
-    if (gs_sim_nvml_##name) return gs_sim_nvml_##name args;        \
-    GS_LOG(kDebug, "%s is not simulated", #name);                  \
-    return NotSupported<ret>();                                    \
+#define GS_NVML_SYM(ret, name, params, args)                \
+  GS_EXPORT ret name params {                               \
+    if (gs_sim_nvml_##name) return gs_sim_nvml_##name args; \
+    GS_LOG(kDebug, "%s is not simulated", #name);           \
+    return NotSupported<ret>();                             \
   }
 #include "src/platform/nvml_symbols.def"
 #undef GS_NVML_SYM

@@ -23,9 +23,9 @@
 #define GS_SIM_NVML(ret, name) extern "C" __attribute__((visibility("hidden"))) ret gs_sim_nvml_##name
 
 // Makes `variant` (a _ptsz/_ptds or versioned export with the same signature) run `base`.
-#define GS_SIM_CUDA_SAME(variant, base)                                                   \
-  extern "C" __attribute__((visibility("hidden"), alias("gs_sim_cuda_" #base)))           \
-  decltype(gs_sim_cuda_##base) gs_sim_cuda_##variant;
-#define GS_SIM_NVML_SAME(variant, base)                                                   \
-  extern "C" __attribute__((visibility("hidden"), alias("gs_sim_nvml_" #base)))           \
-  decltype(gs_sim_nvml_##base) gs_sim_nvml_##variant;
+#define GS_SIM_CUDA_SAME(variant, base)           \
+  extern "C" __attribute__((visibility("hidden"), \
+                            alias("gs_sim_cuda_" #base))) decltype(gs_sim_cuda_##base) gs_sim_cuda_##variant;
+#define GS_SIM_NVML_SAME(variant, base)           \
+  extern "C" __attribute__((visibility("hidden"), \
+                            alias("gs_sim_nvml_" #base))) decltype(gs_sim_nvml_##base) gs_sim_nvml_##variant;

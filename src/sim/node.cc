@@ -79,7 +79,9 @@ void Node::Release(int dev, uint64_t bytes) {
   if (slot_) slot_->memory[dev].fetch_sub(bytes);
 }
 
-uint64_t Node::MemoryUsed(int dev) const { return state_->live[dev].memory_used.load(); }
+uint64_t Node::MemoryUsed(int dev) const {
+  return state_->live[dev].memory_used.load();
+}
 
 uint64_t Node::MemoryFree(int dev) const {
   uint64_t used = MemoryUsed(dev), total = state_->spec[dev].memory_total;
@@ -104,8 +106,8 @@ void Node::RecordKernel(int dev, int64_t start, int64_t end) {
   if (head > 0) {
     KernelRecord& prev = live.kernels[(head - 1) % kKernelRing];
     uint64_t seq = prev.seq.load();
-    if ((seq & 1) == 0 && prev.pid.load() == static_cast<uint32_t>(pid_) &&
-        prev.end_ns.load() == start && prev.seq.compare_exchange_strong(seq, seq + 1)) {
+    if ((seq & 1) == 0 && prev.pid.load() == static_cast<uint32_t>(pid_) && prev.end_ns.load() == start &&
+        prev.seq.compare_exchange_strong(seq, seq + 1)) {
       prev.end_ns.store(end);  // back-to-back with our previous run: extend it
       prev.seq.store(seq + 2);
       return;
@@ -190,7 +192,9 @@ int Node::RunningProcesses(int dev, ProcessMemory* out, int max) const {
   return n;
 }
 
-bool Node::IsLost(int dev) const { return state_->live[dev].lost_at_ns.load() <= clock_->NowNs(); }
+bool Node::IsLost(int dev) const {
+  return state_->live[dev].lost_at_ns.load() <= clock_->NowNs();
+}
 
 void Node::AddEvent(int dev, int64_t at_ns, uint64_t type, uint64_t xid) {
   auto& live = state_->live[dev];
@@ -221,8 +225,7 @@ uint32_t Node::DueEvents(int dev, uint64_t* delivered, Event* out, uint32_t max)
   return got;
 }
 
-int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block,
-                         int64_t ns_per_wave) {
+int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block, int64_t ns_per_wave) {
   if (blocks == 0) return 0;
   uint64_t per_sm = threads_per_block ? 2048 / threads_per_block : 32;
   per_sm = std::clamp<uint64_t>(per_sm, 1, 32);

@@ -81,7 +81,6 @@ class Node {
 // sm_count * blocks_per_sm, blocks_per_sm = clamp(2048 / threads_per_block, 1, 32);
 // each wave of gpuslice_spin(ns) lasts ns, each wave of any other kernel kDefaultWaveNs.
 inline constexpr int64_t kDefaultWaveNs = 2'000;
-int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block,
-                         int64_t ns_per_wave);
+int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block, int64_t ns_per_wave);
 
 }  // namespace gs::sim

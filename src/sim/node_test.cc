@@ -62,7 +62,7 @@ TEST_F(NodeTest, KernelsOfTwoProcessesRunOneAtATime) {
   EXPECT_EQ(end_a, t0 + 10'000'000);
   EXPECT_EQ(end_b, t0 + 20'000'000);  // waited for a's kernel
   int64_t other = b.ScheduleKernel(1, t0, 5'000'000);
-  EXPECT_EQ(other, t0 + 5'000'000);   // another GPU is independent
+  EXPECT_EQ(other, t0 + 5'000'000);  // another GPU is independent
 }
 
 TEST_F(NodeTest, UtilizationOverTheWindow) {

@@ -36,7 +36,9 @@ struct EventSet {
   uint64_t delivered[kMaxDevices][kMaxEvents / 64] = {};
 };
 
-Node* node() { return g_rt->node; }
+Node* node() {
+  return g_rt->node;
+}
 
 int StateIndexOf(nvmlDevice_t d) {
   auto* h = reinterpret_cast<DeviceHandle*>(d);
@@ -46,9 +48,13 @@ int StateIndexOf(nvmlDevice_t d) {
   return -1;
 }
 
-nvmlDevice_t HandleOf(int state_index) { return reinterpret_cast<nvmlDevice_t>(&g_handles[state_index]); }
+nvmlDevice_t HandleOf(int state_index) {
+  return reinterpret_cast<nvmlDevice_t>(&g_handles[state_index]);
+}
 
-const DeviceSpec& Spec(int s) { return node()->spec(s); }
+const DeviceSpec& Spec(int s) {
+  return node()->spec(s);
+}
 
 nvmlReturn_t CopyString(char* out, unsigned length, const char* value) {
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -66,16 +72,16 @@ unsigned ParsePciBusId(const char* id, unsigned* domain, unsigned* bus, unsigned
 
 using namespace gs::sim;  // NOLINT: the definitions below are the C ABI of this library
 
-#define GS_NVML_REQUIRE_INIT() \
-  do {                         \
+#define GS_NVML_REQUIRE_INIT()                                                        \
+  do {                                                                                \
     if (g_init_count.load() <= 0 || g_rt == nullptr) return NVML_ERROR_UNINITIALIZED; \
   } while (0)
 
 // Resolves `device` into `var` (state index) or returns the NVML error for it.
-#define GS_NVML_DEVICE(var, device)                       \
-  GS_NVML_REQUIRE_INIT();                                 \
-  int var = StateIndexOf(device);                         \
-  if (var < 0) return NVML_ERROR_INVALID_ARGUMENT;        \
+#define GS_NVML_DEVICE(var, device)                \
+  GS_NVML_REQUIRE_INIT();                          \
+  int var = StateIndexOf(device);                  \
+  if (var < 0) return NVML_ERROR_INVALID_ARGUMENT; \
   if (node()->IsLost(var)) return NVML_ERROR_GPU_IS_LOST
 
 GS_SIM_NVML(nvmlReturn_t, nvmlInitWithFlags)(unsigned int) {
@@ -86,7 +92,9 @@ GS_SIM_NVML(nvmlReturn_t, nvmlInitWithFlags)(unsigned int) {
   g_init_count.fetch_add(1);
   return NVML_SUCCESS;
 }
-GS_SIM_NVML(nvmlReturn_t, nvmlInit_v2)(void) { return gs_sim_nvml_nvmlInitWithFlags(0); }
+GS_SIM_NVML(nvmlReturn_t, nvmlInit_v2)(void) {
+  return gs_sim_nvml_nvmlInitWithFlags(0);
+}
 GS_SIM_NVML_SAME(nvmlInit, nvmlInit_v2)
 
 GS_SIM_NVML(nvmlReturn_t, nvmlShutdown)(void) {
@@ -99,17 +107,28 @@ GS_SIM_NVML(nvmlReturn_t, nvmlShutdown)(void) {
 
 GS_SIM_NVML(const char*, nvmlErrorString)(nvmlReturn_t result) {
   switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "Function Not Found";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -275,10 +294,9 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetUtilizationRates)(nvmlDevice_t device, nv
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetProcessUtilization)(nvmlDevice_t device,
-                                                           nvmlProcessUtilizationSample_t* utilization,
-                                                           unsigned int* processSamplesCount,
-                                                           unsigned long long lastSeenTimeStamp) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetProcessUtilization)
+(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization, unsigned int* processSamplesCount,
+ unsigned long long lastSeenTimeStamp) {
   GS_NVML_DEVICE(s, device);
   if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   int64_t now = node()->clock()->NowNs();
@@ -295,8 +313,7 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetProcessUtilization)(nvmlDevice_t device,
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
   unsigned long long stamp = static_cast<unsigned long long>((now + g_rt->realtime_minus_monotonic_ns) / 1000);
-  for (int i = 0; i < n; ++i)
-    utilization[i] = {busy[i].pid, stamp, busy[i].sm_percent, 0, 0, 0};
+  for (int i = 0; i < n; ++i) utilization[i] = {busy[i].pid, stamp, busy[i].sm_percent, 0, 0, 0};
   *processSamplesCount = static_cast<unsigned>(n);
   return NVML_SUCCESS;
 }
@@ -328,16 +345,20 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info
 }
 }  // namespace
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses)(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_v1_t* i) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses)
+(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_v1_t* i) {
   return RunningProcesses(d, c, i);
 }
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2)(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_v2_t* i) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2)
+(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_v2_t* i) {
   return RunningProcesses(d, c, i);
 }
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_t* i) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3)
+(nvmlDevice_t d, unsigned int* c, nvmlProcessInfo_t* i) {
   return RunningProcesses(d, c, i);
 }
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3)(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t*) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3)
+(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t*) {
   GS_NVML_DEVICE(s, device);
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *infoCount = 0;  // the simulator runs compute work only
@@ -370,18 +391,19 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetNumaNodeId)(nvmlDevice_t device, unsigned
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor)(nvmlDevice_t device1, nvmlDevice_t device2,
-                                                              nvmlGpuTopologyLevel_t* pathInfo) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor)
+(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t* pathInfo) {
   GS_NVML_REQUIRE_INIT();
   int a = StateIndexOf(device1), b = StateIndexOf(device2);
   if (a < 0 || b < 0 || pathInfo == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *pathInfo = a == b                                     ? NVML_TOPOLOGY_INTERNAL
+  *pathInfo = a == b                                   ? NVML_TOPOLOGY_INTERNAL
               : Spec(a).numa_node == Spec(b).numa_node ? NVML_TOPOLOGY_NODE
                                                        : NVML_TOPOLOGY_SYSTEM;
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetTemperature)(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetTemperature)
+(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp) {
   GS_NVML_DEVICE(s, device);
   if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
   *temp = 30 + node()->Utilization(s, kUtilWindowNs) * 45 / 100;
@@ -432,14 +454,16 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetComputeMode)(nvmlDevice_t device, nvmlCom
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetMigMode)(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetMigMode)
+(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
   GS_NVML_DEVICE(s, device);
   if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *currentMode = *pendingMode = 0;
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetEccMode)(nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetEccMode)
+(nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending) {
   GS_NVML_DEVICE(s, device);
   if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *current = *pending = NVML_FEATURE_ENABLED;
@@ -449,8 +473,8 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetEccMode)(nvmlDevice_t device, nvmlEnableS
 // ---- events ------------------------------------------------------------------------------------
 
 namespace {
-constexpr unsigned long long kSupportedEvents = nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError |
-                                                nvmlEventTypeDoubleBitEccError;
+constexpr unsigned long long kSupportedEvents =
+    nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
 }
 
 GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes)(nvmlDevice_t device, unsigned long long* eventTypes) {
@@ -467,7 +491,8 @@ GS_SIM_NVML(nvmlReturn_t, nvmlEventSetCreate)(nvmlEventSet_t* set) {
   return NVML_SUCCESS;
 }
 
-GS_SIM_NVML(nvmlReturn_t, nvmlDeviceRegisterEvents)(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
+GS_SIM_NVML(nvmlReturn_t, nvmlDeviceRegisterEvents)
+(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
   GS_NVML_DEVICE(s, device);
   auto* es = reinterpret_cast<EventSet*>(set);
   if (es == nullptr) return NVML_ERROR_INVALID_ARGUMENT;

@@ -33,8 +33,8 @@ struct Stream {
 };
 
 struct Context {
-  int device = 0;  // state index
-  int ordinal = 0; // CUdevice
+  int device = 0;   // state index
+  int ordinal = 0;  // CUdevice
   unsigned flags = 0;
   bool primary = false;
   int refcount = 0;
@@ -94,7 +94,7 @@ struct MemPool {
 struct PhysicalMemory {  // cuMemCreate
   int device = -1;       // -1: host location, not charged to a GPU
   size_t size = 0;
-  int fd = -1;           // memfd backing, mapped into reserved ranges
+  int fd = -1;  // memfd backing, mapped into reserved ranges
   int mappings = 0;
   bool released = false;
   CUmemAllocationProp prop{};

@@ -20,6 +20,8 @@ bool ParsePtxEntries(const char* ptx, std::vector<std::string>* names) {
   return names->size() > before;
 }
 
-bool IsSpinKernel(const std::string& name) { return name == "gpuslice_spin"; }
+bool IsSpinKernel(const std::string& name) {
+  return name == "gpuslice_spin";
+}
 
 }  // namespace gs::sim

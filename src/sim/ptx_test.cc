@@ -26,7 +26,10 @@ TEST(Ptx, FindsEveryEntry) {
 
 TEST(Ptx, RejectsNonPtx) {
   std::vector<std::string> names;
-  EXPECT_FALSE(ParsePtxEntries("\x7f" "ELF binary .entry", &names));
+  EXPECT_FALSE(
+      ParsePtxEntries("\x7f"
+                      "ELF binary .entry",
+                      &names));
   EXPECT_FALSE(ParsePtxEntries(".version 8.0\n// no kernels", &names));
 }
 

@@ -71,8 +71,7 @@ void ApplyCudaVisibleDevices(Runtime* rt, const State* s) {
       const char* want = strncmp(item, "GPU-", 4) == 0 ? item : nullptr;
       for (int i = 0; i < rt->nvml_count && found < 0; ++i) {
         const char* uuid = s->spec[rt->nvml_devices[i]].uuid;
-        if (want ? strncmp(uuid, want, n) == 0 : strncmp(uuid + 4, item, n) == 0)
-          found = rt->nvml_devices[i];
+        if (want ? strncmp(uuid, want, n) == 0 : strncmp(uuid + 4, item, n) == 0) found = rt->nvml_devices[i];
       }
     }
     if (found < 0) break;
@@ -97,8 +96,9 @@ void Init() {
     // In a container, the hook or the CDI spec mounts the node's state here.
     snprintf(state_path, sizeof(state_path), "/var/run/gpuslice-sim/state");
   else {
-    GS_LOG(kError, "no simulated node: set GPUSLICE_SIM_STATE or load the library from a "
-                   "simulated root (gpuslice sim up)");
+    GS_LOG(kError,
+           "no simulated node: set GPUSLICE_SIM_STATE or load the library from a "
+           "simulated root (gpuslice sim up)");
     return;
   }
   const char* env_dev = getenv("GPUSLICE_SIM_DEV_DIR");
@@ -130,10 +130,9 @@ void Init() {
   timespec rt_ts, mono_ts;
   clock_gettime(CLOCK_REALTIME, &rt_ts);
   clock_gettime(CLOCK_MONOTONIC, &mono_ts);
-  rt->realtime_minus_monotonic_ns = (rt_ts.tv_sec - mono_ts.tv_sec) * 1'000'000'000LL +
-                                    (rt_ts.tv_nsec - mono_ts.tv_nsec);
-  GS_LOG(kDetail, "attached to %s: %d GPU(s) visible to NVML, %d to CUDA", state_path,
-         rt->nvml_count, rt->cuda_count);
+  rt->realtime_minus_monotonic_ns =
+      (rt_ts.tv_sec - mono_ts.tv_sec) * 1'000'000'000LL + (rt_ts.tv_nsec - mono_ts.tv_nsec);
+  GS_LOG(kDetail, "attached to %s: %d GPU(s) visible to NVML, %d to CUDA", state_path, rt->nvml_count, rt->cuda_count);
   g_ready = rt;
 }
 

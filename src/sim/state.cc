@@ -1,7 +1,5 @@
 #include "src/sim/state.h"
 
-#include "src/common/robust_mutex.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "src/common/robust_mutex.h"
 
 namespace gs::sim {
 
@@ -44,10 +44,8 @@ State* MapState(const char* path, char* err, size_t err_size) {
   }
   auto* s = static_cast<State*>(p);
   if (s->magic != kSimMagic || s->abi_major != kSimAbiMajor || s->size != sizeof(State)) {
-    snprintf(err, err_size,
-             "%s is not a gpuslice simulator state of this version (magic %llx abi %u size %llu)",
-             path, static_cast<unsigned long long>(s->magic), s->abi_major,
-             static_cast<unsigned long long>(s->size));
+    snprintf(err, err_size, "%s is not a gpuslice simulator state of this version (magic %llx abi %u size %llu)", path,
+             static_cast<unsigned long long>(s->magic), s->abi_major, static_cast<unsigned long long>(s->size));
     munmap(p, sizeof(State));
     return nullptr;
   }
@@ -59,6 +57,8 @@ void LockState(State* s) {
   if (LockRobust(&s->mutex)) MarkConsistent(&s->mutex);
 }
 
-void UnlockState(State* s) { pthread_mutex_unlock(&s->mutex); }
+void UnlockState(State* s) {
+  pthread_mutex_unlock(&s->mutex);
+}
 
 }  // namespace gs::sim

@@ -33,18 +33,18 @@ struct DeviceSpec {
   char uuid[96];        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   char pci_bus_id[32];  // "00000000:1A:00.0"
   char serial[32];
-  uint32_t pci_device_id;     // (device id << 16) | vendor id 0x10DE
+  uint32_t pci_device_id;  // (device id << 16) | vendor id 0x10DE
   uint32_t pci_subsystem_id;
-  int32_t numa_node;          // -1: none
-  uint32_t minor;             // /dev/nvidia<minor>
+  int32_t numa_node;  // -1: none
+  uint32_t minor;     // /dev/nvidia<minor>
   uint32_t sm_count;
   uint32_t cc_major, cc_minor;
-  uint32_t architecture;      // NVML_DEVICE_ARCH_*
+  uint32_t architecture;  // NVML_DEVICE_ARCH_*
   uint32_t power_limit_w;
   uint32_t sm_clock_mhz, mem_clock_mhz;
   uint32_t reserved0;
-  uint64_t memory_total;      // bytes
-  uint64_t context_memory;    // bytes a CUDA context costs on this device
+  uint64_t memory_total;    // bytes
+  uint64_t context_memory;  // bytes a CUDA context costs on this device
 };
 
 struct KernelRecord {
@@ -56,17 +56,17 @@ struct KernelRecord {
 };
 
 struct Event {
-  int64_t at_ns;   // visible once the clock reaches it (scenario faults are scheduled)
-  uint64_t type;   // nvmlEventType* mask
-  uint64_t data;   // XID number
+  int64_t at_ns;  // visible once the clock reaches it (scenario faults are scheduled)
+  uint64_t type;  // nvmlEventType* mask
+  uint64_t data;  // XID number
 };
 
 struct DeviceLive {
-  std::atomic<uint64_t> memory_used;    // bytes, all processes, incl. context overhead
-  std::atomic<int64_t> busy_until_ns;   // the engine runs one kernel at a time
-  std::atomic<int64_t> lost_at_ns;      // kNever unless the GPU falls off the bus
-  std::atomic<uint64_t> kernel_head;    // next KernelRecord index (monotonic)
-  std::atomic<uint32_t> event_count;    // events[0, event_count) are valid
+  std::atomic<uint64_t> memory_used;   // bytes, all processes, incl. context overhead
+  std::atomic<int64_t> busy_until_ns;  // the engine runs one kernel at a time
+  std::atomic<int64_t> lost_at_ns;     // kNever unless the GPU falls off the bus
+  std::atomic<uint64_t> kernel_head;   // next KernelRecord index (monotonic)
+  std::atomic<uint32_t> event_count;   // events[0, event_count) are valid
   uint32_t reserved;
   Event events[kMaxEvents];
   KernelRecord kernels[kKernelRing];
@@ -75,7 +75,7 @@ struct DeviceLive {
 struct ProcessSlot {
   std::atomic<uint32_t> pid;  // 0: free
   uint32_t reserved;
-  uint64_t start_time;        // see common/proc_identity.h
+  uint64_t start_time;                        // see common/proc_identity.h
   std::atomic<uint64_t> memory[kMaxDevices];  // bytes this process holds per device
 };
 
@@ -83,12 +83,12 @@ struct State {
   uint64_t magic;
   uint32_t abi_major;
   uint32_t abi_minor;
-  uint64_t size;              // sizeof(State) of the writer
-  int64_t epoch_ns;           // CLOCK_MONOTONIC at `sim up`
-  char driver_version[32];    // "580.65.06"
-  int32_t cuda_version;       // 13000 = 13.0
+  uint64_t size;            // sizeof(State) of the writer
+  int64_t epoch_ns;         // CLOCK_MONOTONIC at `sim up`
+  char driver_version[32];  // "580.65.06"
+  int32_t cuda_version;     // 13000 = 13.0
   uint32_t device_count;
-  pthread_mutex_t mutex;      // robust, process-shared
+  pthread_mutex_t mutex;  // robust, process-shared
   char mutex_pad[64 - (sizeof(pthread_mutex_t) % 64)];
   DeviceSpec spec[kMaxDevices];
   DeviceLive live[kMaxDevices];

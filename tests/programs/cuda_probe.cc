@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,8 +33,8 @@
 #include "src/common/quantity.h"
 #include "src/platform/cuda_api.h"
 #include "src/platform/driver_loader.h"
-#include "src/platform/proc_address.h"
 #include "src/platform/nvml_api.h"
+#include "src/platform/proc_address.h"
 
 namespace {
 
@@ -145,18 +145,22 @@ void BindGetProc() {
 #undef GET
 }
 
-Alloc* Newest() { return g_allocs.empty() ? nullptr : &g_allocs.back(); }
+Alloc* Newest() {
+  return g_allocs.empty() ? nullptr : &g_allocs.back();
+}
 
 CUresult DoAlloc(const std::string& kind, uint64_t size) {
   Alloc a;
   a.kind = kind;
   a.size = size;
   CUresult rc = CUDA_ERROR_INVALID_VALUE;
-  if (kind == "mem") rc = c.cuMemAlloc_v2(&a.ptr, size);
+  if (kind == "mem")
+    rc = c.cuMemAlloc_v2(&a.ptr, size);
   else if (kind == "pitch") {
     size_t pitch = 0;
     rc = c.cuMemAllocPitch_v2(&a.ptr, &pitch, size / 1024, 1024, 4);
-  } else if (kind == "managed") rc = c.cuMemAllocManaged(&a.ptr, size, CU_MEM_ATTACH_GLOBAL);
+  } else if (kind == "managed")
+    rc = c.cuMemAllocManaged(&a.ptr, size, CU_MEM_ATTACH_GLOBAL);
   else if (kind == "async") {
     rc = c.cuMemAllocAsync(&a.ptr, size, nullptr);
   } else if (kind == "pool") {
@@ -219,20 +223,27 @@ CUresult DoFree() {
   Alloc* a = Newest();
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = CUDA_SUCCESS;
-  if (a->kind == "async" || a->kind == "pool") rc = c.cuMemFreeAsync(a->ptr, nullptr);
+  if (a->kind == "async" || a->kind == "pool")
+    rc = c.cuMemFreeAsync(a->ptr, nullptr);
   else if (a->kind == "vmm" || a->kind == "vmmhost") {
     c.cuMemUnmap(a->ptr, a->map_size);
     c.cuMemAddressFree(a->ptr, a->map_size);
     rc = c.cuMemRelease(a->vmm);
-  } else if (a->kind == "array" || a->kind == "array3d") rc = c.cuArrayDestroy(a->array);
-  else if (a->kind == "mipmap") rc = c.cuMipmappedArrayDestroy(a->mip);
-  else if (a->kind == "graph") rc = c.cuGraphDestroy(a->graph);
-  else rc = c.cuMemFree_v2(a->ptr);
+  } else if (a->kind == "array" || a->kind == "array3d")
+    rc = c.cuArrayDestroy(a->array);
+  else if (a->kind == "mipmap")
+    rc = c.cuMipmappedArrayDestroy(a->mip);
+  else if (a->kind == "graph")
+    rc = c.cuGraphDestroy(a->graph);
+  else
+    rc = c.cuMemFree_v2(a->ptr);
   g_allocs.pop_back();
   return rc;
 }
 
-uint32_t Pattern(uint64_t i, uint32_t seed) { return static_cast<uint32_t>((i * 2654435761u) ^ seed); }
+uint32_t Pattern(uint64_t i, uint32_t seed) {
+  return static_cast<uint32_t>((i * 2654435761u) ^ seed);
+}
 
 CUresult EnsureModule() {
   if (g_spin) return CUDA_SUCCESS;
@@ -306,8 +317,10 @@ int main(int argc, char** argv) {
     via = argv[i + 1];
     i += 2;
   }
-  if (via == "linked") BindLinked();
-  else if (via == "getproc") BindGetProc();
+  if (via == "linked")
+    BindLinked();
+  else if (via == "getproc")
+    BindGetProc();
   else if (!gs::platform::LoadCuda("/", &c).ok()) {
     printf("load failed\n");
     return 3;
@@ -334,8 +347,10 @@ int main(int argc, char** argv) {
     } else if (cmd == "alloc") {
       rc = DoAlloc(arg(1), Size(arg(2)));
       i += 2;
-      if (rc == CUDA_SUCCESS) printf("alloc ok\n");
-      else printf("alloc err %s\n", Name(rc));
+      if (rc == CUDA_SUCCESS)
+        printf("alloc ok\n");
+      else
+        printf("alloc err %s\n", Name(rc));
       continue;
     } else if (cmd == "free") {
       rc = DoFree();
@@ -409,8 +424,10 @@ int main(int argc, char** argv) {
       nvmlEventData_t data{};
       nvmlReturn_t r = n.nvmlEventSetWait_v2(set, &data, static_cast<unsigned>(atoi(arg(1))));
       ++i;
-      if (r == NVML_SUCCESS) printf("xid %llu %s\n", data.eventData, data.device == d ? "this-device" : "other-device");
-      else printf("xid %s\n", r == NVML_ERROR_TIMEOUT ? "timeout" : n.nvmlErrorString(r));
+      if (r == NVML_SUCCESS)
+        printf("xid %llu %s\n", data.eventData, data.device == d ? "this-device" : "other-device");
+      else
+        printf("xid %s\n", r == NVML_ERROR_TIMEOUT ? "timeout" : n.nvmlErrorString(r));
       continue;
     } else if (cmd == "maps") {
       std::ifstream maps("/proc/self/maps");
