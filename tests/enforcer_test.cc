@@ -15,12 +15,6 @@
 namespace gs::testing {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
-uint64_t U(const std::string& s) {
-  return std::stoull(s);
-}
-
 TEST(Enforcer, LimitIsExactOnEveryAllocationApiAndPath) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   for (const char* via : {"linked", "dlsym", "getproc"}) {

@@ -4,11 +4,19 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace gs::testing {
+
+inline constexpr uint64_t kMiB = 1ull << 20;
+inline constexpr uint64_t kGiB = 1ull << 30;
+// A decimal field of a probe's output line.
+inline uint64_t U(const std::string& s) {
+  return std::stoull(s);
+}
 
 // Paths of the tree and built artefacts: $GS_BUILD_DIR / $GS_SOURCE_DIR, else the ones
 // this harness was configured with.

@@ -23,8 +23,6 @@
 namespace gs::testing {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-
 class NodeAgentTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -84,6 +84,17 @@ void DebianRootfs(const std::string& r) {
   fs::copy_file(ProbeBin(), r + "/bin/cuda_probe", fs::copy_options::overwrite_existing);
 }
 
+PodmanEnv PodmanConfig(const std::string& conf) {
+  fs::create_directories(conf);
+  std::ofstream(conf + "/containers.conf")
+      << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
+         "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
+         "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
+                                        << "/root\"\nrunroot = \"" << conf << "/run\"\n";
+  return {{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
+}
+
 class RuncTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -226,14 +237,7 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
   EXPECT_NE(list.out.find("gpuslice.io/gpu=1"), std::string::npos) << list.out << list.err;
 
   std::string conf = node.root() + "/podman";
-  fs::create_directories(conf);
-  std::ofstream(conf + "/containers.conf")
-      << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
-         "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
-         "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
-  std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
-                                        << "/root\"\nrunroot = \"" << conf << "/run\"\n";
-  Env env{{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
+  Env env = PodmanConfig(conf);
   auto run = [&](const std::string& name, const std::string& device, const std::string& limit,
                  const std::vector<std::string>& probe) {
     std::string rootfs = conf + "/" + name;
@@ -269,17 +273,6 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
   EXPECT_EQ(Lines(ra.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(Lines(rb.out, "alloc")[0], "alloc ok");
   EXPECT_EQ(Lines(rb.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
-}
-
-PodmanEnv PodmanConfig(const std::string& conf) {
-  fs::create_directories(conf);
-  std::ofstream(conf + "/containers.conf")
-      << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=20000:20000\"]\n"
-         "netns = \"none\"\n[engine]\nruntime = \"runc\"\n"
-         "cgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
-  std::ofstream(conf + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << conf
-                                        << "/root\"\nrunroot = \"" << conf << "/run\"\n";
-  return {{"CONTAINERS_CONF", conf + "/containers.conf"}, {"CONTAINERS_STORAGE_CONF", conf + "/storage.conf"}};
 }
 
 TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {

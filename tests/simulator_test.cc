@@ -12,13 +12,6 @@
 namespace gs::testing {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
-
-uint64_t U(const std::string& s) {
-  return std::stoull(s);
-}
-
 TEST(Simulator, OutOfMemoryAtExactlyTheCardsCapacity) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "15360m", "meminfo", "alloc", "mem", "512", "free",
