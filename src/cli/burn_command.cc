@@ -130,8 +130,6 @@ int BurnCommand(const std::vector<std::string>& args) {
   const int64_t busy_ns = static_cast<int64_t>(kPeriodNs * util / 100.0);
   const int64_t start = MonotonicNowNs(), end = start + static_cast<int64_t>(seconds * 1e9);
   int64_t work_ns = 0, second_work = 0, second_start = start, next_period = start;
-  double total_util = 0;
-  int reports = 0;
   while (MonotonicNowNs() < end) {
     if (busy_ns > 0) {
       unsigned long long ns = static_cast<unsigned long long>(busy_ns);
@@ -155,8 +153,6 @@ int BurnCommand(const std::vector<std::string>& args) {
              static_cast<double>(now - start) / 1e9, static_cast<long long>(device), achieved, util,
              FormatBytes(memory, mem_s, sizeof(mem_s)));
       fflush(stdout);
-      total_util += achieved;
-      ++reports;
       second_work = 0;
       second_start = now;
     }
@@ -170,8 +166,6 @@ int BurnCommand(const std::vector<std::string>& args) {
   if (json)
     printf("{\"ok\":true,\"seconds\":%.2f,\"util\":%.2f,\"target\":%.1f,\"memory\":%llu,\"verified\":%llu}\n", elapsed,
            avg, util, static_cast<unsigned long long>(memory), static_cast<unsigned long long>(verify_bytes));
-  (void)total_util;
-  (void)reports;
   return 0;
 }
 

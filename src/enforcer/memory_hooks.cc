@@ -81,18 +81,17 @@ CUresult Spill(int dev, uint64_t bytes, uint64_t charge, CUdeviceptr* dptr) {
 
 CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresult (*real)(CUdeviceptr*, size_t)) {
   int dev = CurrentDevice();
+  if (!Limited(dev)) return real(dptr, bytes);
   uint64_t charge = Footprint(bytes);
-  CUresult rc = Charged(
-      dev, charge, api, [&] { return real(dptr, bytes); },
-      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
-  if (rc == CUDA_ERROR_OUT_OF_MEMORY && bytes > 0 && dptr) {
-    // Out of physical memory (the limit check passed, or there is no limit).
-    if (Limited(dev) &&
-        region::Reserve(g_state.region, g_state.slot, dev, charge, false, g_state.cfg.memory_limit[dev])) {
-      region::Unreserve(g_state.region, g_state.slot, dev, charge, false);
-      return Spill(dev, bytes, charge, dptr);
-    }
+  if (!ReserveOrLog(dev, charge, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;  // the slice is full
+  CUresult rc = real(dptr, bytes);
+  if (rc == CUDA_SUCCESS) {
+    TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, false});
+    return rc;
   }
+  region::Unreserve(g_state.region, g_state.slot, dev, charge, false);
+  // The slice had room but the card did not: virtual device memory, when enabled.
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY && bytes > 0 && dptr) return Spill(dev, bytes, charge, dptr);
   return rc;
 }
 
@@ -140,8 +139,7 @@ GS_HOOK(cuMemAllocPitch_v2)
 CUresult gs_hook_cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes) {
   GS_NEED_CUDA();
-  // The pitch is the driver's choice: charge the worst case (512-byte aligned rows), then
-  // correct to the real size once known.
+  // The pitch is the driver's choice: charge the worst case (rows aligned to 512 bytes).
   uint64_t estimate = Footprint(((WidthInBytes + 511) / 512 * 512) * Height);
   int dev = CurrentDevice();
   return Charged(
