@@ -136,15 +136,16 @@ Result RunProcess(const std::vector<std::string>& argv, const Env& env, int time
   return p.Wait();
 }
 
-SimNode::SimNode(const std::string& spec) {
+SimNode::SimNode(const std::string& spec, const std::string& lib_dir) : lib_dir_(lib_dir) {
   char tmpl[] = "/tmp/gs-sim-XXXXXX";
   root_ = mkdtemp(tmpl);
   Result r;
   if (spec.find(':') != std::string::npos) {
     std::ofstream(root_ + "/scenario.yaml") << spec;
-    r = RunProcess({GpusliceBin(), "sim", "up", "--scenario", root_ + "/scenario.yaml", "--root", root_});
+    r = RunProcess(
+        {GpusliceBin(), "sim", "up", "--scenario", root_ + "/scenario.yaml", "--root", root_, "--lib-dir", lib_dir_});
   } else {
-    r = RunProcess({GpusliceBin(), "sim", "up", "--gpus", spec, "--root", root_});
+    r = RunProcess({GpusliceBin(), "sim", "up", "--gpus", spec, "--root", root_, "--lib-dir", lib_dir_});
   }
   if (r.code != 0) throw std::runtime_error("sim up failed: " + r.out + r.err);
 }
@@ -156,7 +157,7 @@ SimNode::~SimNode() {
 }
 
 Env SimNode::env() const {
-  return {{"LD_LIBRARY_PATH", root_ + "/usr/lib/x86_64-linux-gnu"},
+  return {{"LD_LIBRARY_PATH", root_ + lib_dir_},
           {"GPUSLICE_SIM_ROOT", root_},
           {"PATH", root_ + "/usr/bin:" + std::string(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin")}};
 }

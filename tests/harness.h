@@ -60,8 +60,9 @@ class Process {
 // A simulated node brought up with `gpuslice sim up` in a fresh directory.
 class SimNode {
  public:
-  // `spec` is either a --gpus value ("2xH100-80GB") or scenario YAML (contains ':').
-  explicit SimNode(const std::string& spec);
+  // `spec` is either a --gpus value ("2xH100-80GB") or scenario YAML (contains ':');
+  // `lib_dir` is the driver's library directory (/usr/lib64 simulates a RHEL host).
+  explicit SimNode(const std::string& spec, const std::string& lib_dir = "/usr/lib/x86_64-linux-gnu");
   ~SimNode();
   const std::string& root() const { return root_; }
   // Environment pointing a process at this node.
@@ -71,7 +72,7 @@ class SimNode {
   std::string region_path() const { return root_ + "/region"; }
 
  private:
-  std::string root_;
+  std::string root_, lib_dir_;
 };
 
 // Lines of `out` that start with `prefix` (e.g. "alloc").

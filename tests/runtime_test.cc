@@ -84,6 +84,12 @@ void DebianRootfs(const std::string& r) {
   fs::copy_file(ProbeBin(), r + "/bin/cuda_probe", fs::copy_options::overwrite_existing);
 }
 
+// Specs of tests running at once must not define the same device names (the runtime then
+// refuses both): each test generates its own kind.
+std::string TestKind(const std::string& test) {
+  return test + std::to_string(getpid()) + ".test.gpuslice.io/gpu";
+}
+
 PodmanEnv PodmanConfig(const std::string& conf) {
   fs::create_directories(conf);
   std::ofstream(conf + "/containers.conf")
@@ -229,12 +235,13 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
   SimNode node("context_memory: 0\ngpus: 2xT4\n");
   std::string spec = "/var/run/cdi/gpuslice-test-" + std::to_string(getpid()) + ".json";
   fs::create_directories("/var/run/cdi");
+  std::string kind = TestKind("two");
   Result gen = RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec,
-                           "--state-dir", node.root() + "/gs-state", "--enforcer", EnforcerLib()});
+                           "--state-dir", node.root() + "/gs-state", "--enforcer", EnforcerLib(), "--kind", kind});
   ASSERT_EQ(gen.code, 0) << gen.err;
   EXPECT_NE(gen.out.find("cdiVersion 0.5.0"), std::string::npos);  // hostPath on device nodes
   Result list = RunProcess({GpusliceBin(), "cdi", "list", "--spec", spec});
-  EXPECT_NE(list.out.find("gpuslice.io/gpu=1"), std::string::npos) << list.out << list.err;
+  EXPECT_NE(list.out.find(kind + "=1"), std::string::npos) << list.out << list.err;
 
   std::string conf = node.root() + "/podman";
   Env env = PodmanConfig(conf);
@@ -258,10 +265,10 @@ TEST(PodmanCdi, EnforcerLoadsAndTwoContainersAreHeldToTheirSlices) {
     return std::make_unique<Process>(argv, env);
   };
   // Two containers on one simulated card at once, each held to its own slice.
-  auto a = run("a", "gpuslice.io/gpu=1", "4g",
+  auto a = run("a", kind + "=1", "4g",
                {"maps", "init", "meminfo", "alloc", "mem", "3g", "alloc", "mem", "2g", "sleep", "1500"});
-  auto b = run("b", "gpuslice.io/gpu=1", "6g",
-               {"init", "meminfo", "alloc", "mem", "5g", "alloc", "mem", "2g", "sleep", "1500"});
+  auto b =
+      run("b", kind + "=1", "6g", {"init", "meminfo", "alloc", "mem", "5g", "alloc", "mem", "2g", "sleep", "1500"});
   Result ra = a->Wait(), rb = b->Wait();
   fs::remove(spec);
   ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
@@ -313,13 +320,75 @@ TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
   EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
+// A RHEL-family host keeps the driver in /usr/lib64, which a Debian image's loader never
+// searches: both routes must put the libraries where the image's loader looks.
+TEST(PodmanBothRoutes, DriverFromALib64HostLoadsInADebianImage) {
+  REQUIRE_ROOT_AND("podman");
+  SimNode node("context_memory: 0\ngpus: [T4]\n", "/usr/lib64");
+  ASSERT_TRUE(fs::exists(node.root() + "/usr/lib64/libcuda.so.1"));
+  ASSERT_FALSE(fs::exists(node.root() + "/usr/lib/x86_64-linux-gnu/libcuda.so.1"));
+  std::string conf = node.root() + "/podman";
+  Env env = PodmanConfig(conf);
+  std::vector<std::string> probe = {"/bin/cuda_probe", "init", "meminfo"};
+
+  std::string spec = "/var/run/cdi/gpuslice-lib64-" + std::to_string(getpid()) + ".json";
+  fs::create_directories("/var/run/cdi");
+  std::string kind = TestKind("lib64");
+  ASSERT_EQ(RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec, "--state-dir",
+                        node.root() + "/gs-state", "--enforcer", EnforcerLib(), "--kind", kind})
+                .code,
+            0);
+  DebianRootfs(conf + "/cdi-rootfs");
+  std::vector<std::string> cdi = {"podman",
+                                  "run",
+                                  "--rm",
+                                  "--device",
+                                  kind + "=0",
+                                  "-e",
+                                  "CUDA_DEVICE_MEMORY_LIMIT=2g",
+                                  "--rootfs",
+                                  conf + "/cdi-rootfs"};
+  cdi.insert(cdi.end(), probe.begin(), probe.end());
+  Result by_cdi = RunProcess(cdi, env, 120);
+  fs::remove(spec);
+  ASSERT_EQ(by_cdi.code, 0) << by_cdi.out << by_cdi.err;
+  EXPECT_EQ(std::stoull(Fields(by_cdi.out, "meminfo")[2]), 2ull << 30);
+
+  std::string etc = node.root() + "/etc-root";
+  ASSERT_EQ(RunProcess({GpusliceBin(), "runtime", "configure", "--runtime", "podman", "--mode", "hook", "--write",
+                        "--root", etc, "--gpuslice", GpusliceBin(), "--enforcer", EnforcerLib(), "--driver-root",
+                        node.root(), "--state-dir", node.root() + "/gs-state"})
+                .code,
+            0);
+  DebianRootfs(conf + "/hook-rootfs");
+  std::vector<std::string> hook = {"podman",
+                                   "run",
+                                   "--rm",
+                                   "--hooks-dir",
+                                   etc + "/usr/share/containers/oci/hooks.d",
+                                   "-e",
+                                   "NVIDIA_VISIBLE_DEVICES=0",
+                                   "-e",
+                                   "CUDA_DEVICE_MEMORY_LIMIT=3g",
+                                   "--rootfs",
+                                   conf + "/hook-rootfs"};
+  hook.insert(hook.end(), probe.begin(), probe.end());
+  Result by_hook = RunProcess(hook, env, 120);
+  ASSERT_EQ(by_hook.code, 0) << by_hook.out << by_hook.err;
+  EXPECT_EQ(std::stoull(Fields(by_hook.out, "meminfo")[2]), 3ull << 30);
+  // The hook chose the image's own directory: nothing was created in /usr/lib64 of it.
+  EXPECT_TRUE(fs::exists(conf + "/hook-rootfs/usr/lib/x86_64-linux-gnu/libcuda.so.1"));
+  EXPECT_FALSE(fs::exists(conf + "/hook-rootfs/usr/lib64/libcuda.so.1"));
+}
+
 TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
   REQUIRE_ROOT_AND("podman");
   SimNode node("gpus: [T4]\n");
   std::string spec = "/var/run/cdi/gpuslice-attack-" + std::to_string(getpid()) + ".json";
   fs::create_directories("/var/run/cdi");
+  std::string kind = TestKind("attack");
   ASSERT_EQ(RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node.root(), "--output", spec, "--state-dir",
-                        node.root() + "/gs-state", "--enforcer", EnforcerLib()})
+                        node.root() + "/gs-state", "--enforcer", EnforcerLib(), "--kind", kind})
                 .code,
             0);
   std::string host = node.root() + "/host-target";
@@ -330,8 +399,10 @@ TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
   fs::create_directories(rootfs + "/usr/lib");
   fs::create_symlink(host, rootfs + "/usr/lib/x86_64-linux-gnu");
   Env env = PodmanConfig(node.root() + "/podman");
-  RunProcess({"podman", "run", "--rm", "--device", "gpuslice.io/gpu=0", "--rootfs", rootfs, "sh", "-c", "true"}, env,
-             60);
+  Result attack =
+      RunProcess({"podman", "run", "--rm", "--device", kind + "=0", "--rootfs", rootfs, "sh", "-c", "true"}, env, 60);
+  // The runtime must have got as far as resolving the device (the mounts are then refused).
+  EXPECT_EQ(attack.err.find("unresolvable CDI devices"), std::string::npos) << attack.err;
   fs::remove(spec);
   std::set<std::string> after;
   for (auto& e : fs::directory_iterator(host)) after.insert(e.path().filename().string());

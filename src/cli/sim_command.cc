@@ -28,7 +28,10 @@ namespace fs = std::filesystem;
 namespace gs::cli {
 namespace {
 
-constexpr const char* kLibDir = "/usr/lib/x86_64-linux-gnu";
+// Where a driver installs its libraries: Debian/Ubuntu's multiarch directory, or the
+// lib64 directory of RHEL, Fedora and SUSE (--lib-dir), so both host layouts can be tested.
+constexpr const char* kMultiarchLibDir = "/usr/lib/x86_64-linux-gnu";
+constexpr const char* kLib64Dir = "/usr/lib64";
 constexpr unsigned kUvmMajor = 510;  // nvidia-uvm's major is dynamic on real systems
 
 int Fail(const std::string& message) {
@@ -99,17 +102,22 @@ Status WriteState(const Scenario& sc, const std::string& path) {
 }
 
 int Up(const std::vector<std::string>& args) {
-  std::string scenario_path, root, gpus;
+  std::string scenario_path, root, gpus, lib_dir = kMultiarchLibDir;
   bool replace = false;
   FlagSet flags("sim up", "Brings a simulated GPU node up in a directory (its driver root).");
   flags.String("scenario", &scenario_path, "scenario YAML file (see docs/simulator.md)");
   flags.String("gpus", &gpus, "instead of a scenario file: e.g. 2xH100-80GB,1xT4");
   flags.String("root", &root, "directory of the simulated node (created)", "GPUSLICE_SIM_ROOT");
   flags.Bool("replace", &replace, "replace a node already up in the directory");
+  flags.String("lib-dir", &lib_dir,
+               std::string("driver library directory, as the host distribution has it: ") + kMultiarchLibDir +
+                   " (Debian, Ubuntu) or " + kLib64Dir + " (RHEL, Fedora, SUSE)");
   std::vector<std::string> rest;
   if (Status s = flags.Parse(args, &rest); !s.ok()) return Fail(s.message());
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
   if (root.empty()) return Fail("--root is required");
+  if (lib_dir != kMultiarchLibDir && lib_dir != kLib64Dir)
+    return Fail("--lib-dir: '" + lib_dir + "' is not one of " + kMultiarchLibDir + ", " + kLib64Dir);
   if (scenario_path.empty() == gpus.empty()) return Fail("give exactly one of --scenario FILE or --gpus SPEC");
   std::string text;
   if (!scenario_path.empty()) {
@@ -130,16 +138,21 @@ int Up(const std::vector<std::string>& args) {
   root = fs::canonical(root).string();
   if (fs::exists(StatePath(root)) && !replace)
     return Fail("a simulated node is already up in " + root + " (use --replace, or sim down first)");
-  for (const char* d : {"/dev", kLibDir, "/usr/bin"}) fs::create_directories(root + d, ec);
+  for (const std::string& d : {std::string("/dev"), lib_dir, std::string("/usr/bin")})
+    fs::create_directories(root + d, ec);
+  for (const char* other : {kMultiarchLibDir, kLib64Dir})  // a replaced node may have had the other layout
+    if (other != lib_dir)
+      for (const char* f : {"libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ml.so"})
+        fs::remove(root + other + "/" + f, ec);
 
   std::string lib_src = SimLibraryDir();
   for (const char* lib : {"libcuda.so.1", "libnvidia-ml.so.1"}) {
-    std::string dst = root + kLibDir + "/" + lib;
+    std::string dst = root + lib_dir + "/" + lib;
     // Copy to a temp name and rename: processes that mapped the old file keep it intact.
     fs::copy_file(lib_src + "/" + lib, dst + ".new", fs::copy_options::overwrite_existing, ec);
     if (ec) return Fail("cannot install " + std::string(lib) + " from " + lib_src + ": " + ec.message());
     fs::rename(dst + ".new", dst, ec);
-    std::string plain = root + kLibDir + "/" + std::string(lib).substr(0, strlen(lib) - 2);
+    std::string plain = root + lib_dir + "/" + std::string(lib).substr(0, strlen(lib) - 2);
     fs::remove(plain, ec);
     fs::create_symlink(lib, plain, ec);
   }
@@ -178,10 +191,12 @@ int Down(const std::vector<std::string>& args) {
   fs::remove(StatePath(root), ec);
   for (auto& e : fs::directory_iterator(root + "/dev", ec))
     if (e.path().filename().string().rfind("nvidia", 0) == 0) fs::remove(e.path(), ec);
-  for (const char* f : {"libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ml.so"})
-    fs::remove(root + kLibDir + "/" + f, ec);
+  for (const char* dir : {kMultiarchLibDir, kLib64Dir})
+    for (const char* f : {"libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ml.so"})
+      fs::remove(root + dir + "/" + f, ec);
   fs::remove(root + "/usr/bin/nvidia-smi", ec);
-  for (const char* d : {kLibDir, "/usr/lib", "/usr/bin", "/usr", "/dev"}) fs::remove(root + d, ec);  // if empty
+  for (const char* d : {kMultiarchLibDir, kLib64Dir, "/usr/lib", "/usr/bin", "/usr", "/dev"})
+    fs::remove(root + d, ec);  // if empty
   std::cout << "simulated node in " << root << " is down\n";
   return 0;
 }
@@ -230,8 +245,9 @@ int Env(const std::vector<std::string>& args) {
   if (root.empty()) return Fail("--root is required");
   if (!fs::exists(StatePath(root))) return Fail("no simulated node in " + root + " (run gpuslice sim up first)");
   root = fs::canonical(root).string();
+  std::string lib_dir = fs::exists(root + kLib64Dir + "/libcuda.so.1") ? kLib64Dir : kMultiarchLibDir;
   std::cout << "export GPUSLICE_SIM_ROOT='" << root << "'\n"
-            << "export LD_LIBRARY_PATH='" << root << kLibDir << "'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
+            << "export LD_LIBRARY_PATH='" << root << lib_dir << "'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
             << "export PATH='" << root << "/usr/bin':\"$PATH\"\n";
   return 0;
 }

@@ -4,6 +4,8 @@
 
 #include <regex>
 
+#include "src/container/library_dirs.h"
+
 namespace gs::container {
 namespace {
 
@@ -59,6 +61,7 @@ std::string MinimumCdiVersion(const nlohmann::json& spec) {
 StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<model::Gpu>& gpus) {
   auto all_plan = PlanEdits(o.plan, gpus);
   if (!all_plan.ok()) return all_plan.status();
+  PlaceLibraries(&*all_plan, DefaultImageLibraryDirs());  // the image is not known yet
   nlohmann::json spec;
   spec["kind"] = o.kind;
   spec["devices"] = nlohmann::json::array();
@@ -78,8 +81,9 @@ StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<
   if (!all_plan->env.empty()) common["env"] = all_plan->env;
   if (!SimulatorState(o.plan.driver_root).empty())
     common["env"].push_back(std::string("GPUSLICE_SIM_STATE=") + kSimStateContainerPath);
-  // No hooks: libraries go to the distribution's own library directory and the enforcer is
-  // named by absolute path, so nothing needs to run (no hook can inherit an image's env).
+  // No hooks: libraries go to the loader's default directories of both image families and
+  // the enforcer is named by absolute path, so nothing needs to run in the container (and
+  // no hook can inherit an image's env).
   spec["containerEdits"] = common;
   spec["cdiVersion"] = MinimumCdiVersion(spec);
   return spec;

@@ -78,7 +78,7 @@ std::vector<HostFile> FindDriverFiles(const std::string& driver_root, const std:
         // Mount the file a name resolves to, under the name: soname links keep working.
         std::string resolved = fs::canonical(e.path(), ec).string();
         if (ec || !fs::is_regular_file(resolved) || !seen.insert(name).second) continue;
-        out.push_back({resolved, std::string(dir) + "/" + name});
+        out.push_back({resolved, std::string(dir) + "/" + name, true});
       }
     }
     for (const char* bin : t.bins) {

@@ -15,7 +15,8 @@ namespace gs::container {
 
 struct HostFile {
   std::string host_path;       // resolved, regular file
-  std::string container_path;  // where it appears in the container
+  std::string container_path;  // where it appears in the container (the host's path)
+  bool library = false;        // a shared library (else an executable)
 };
 
 // Parses NVIDIA_DRIVER_CAPABILITIES ("" -> utility,compute). Unknown names are an error.

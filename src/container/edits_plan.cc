@@ -44,7 +44,7 @@ StatusOr<EditsPlan> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu
     if (e.ok()) p.control_nodes.push_back(*e);
   }
   for (const auto& f : FindDriverFiles(o.driver_root, o.capabilities))
-    p.mounts.push_back({f.host_path, f.container_path});
+    p.mounts.push_back({f.host_path, f.container_path, false, f.library});
   if (!o.enforcer.host_path.empty()) {
     p.mounts.push_back({o.enforcer.host_path, o.enforcer.container_path});
     p.mounts.push_back({o.enforcer.preload_file, "/etc/ld.so.preload"});

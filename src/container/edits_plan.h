@@ -22,6 +22,7 @@ struct DeviceNodeEdit {
 struct MountEdit {
   std::string host_path, container_path;
   bool writable = false;
+  bool library = false;  // a driver library: PlaceLibraries may move it (library_dirs.h)
 };
 
 struct EditsPlan {

@@ -13,6 +13,7 @@
 
 #include "src/common/flags.h"
 #include "src/container/edits_plan.h"
+#include "src/container/library_dirs.h"
 #include "src/container/rootfs.h"
 #include "src/model/visible_devices.h"
 #include "src/platform/gpu_driver.h"
@@ -94,12 +95,20 @@ Status AllowDevices(int pid, const std::vector<DeviceNodeEdit>& nodes) {
 
 // In a child (setns needs a single-threaded process): enter the container's mount
 // namespace and make the edits through fds opened beneath its root.
-int ApplyInNamespace(const Container& c, const EditsPlan& plan) {
+int ApplyInNamespace(const Container& c, EditsPlan plan) {
   int ns = open(("/proc/" + std::to_string(c.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
   if (ns < 0 || setns(ns, CLONE_NEWNS) != 0) {
     std::cerr << "gpuslice hook: cannot enter the mount namespace of pid " << c.pid << ": " << strerror(errno) << "\n";
     return 1;
   }
+  auto root = RootFs::Open(c.rootfs);
+  if (!root.ok()) {
+    std::cerr << "gpuslice hook: " << root.status().message() << "\n";
+    return 1;
+  }
+  // Libraries go where the image's own loader looks (a static image keeps the host's path).
+  std::string lib_dir = ImageLibraryDir(*root);
+  if (!lib_dir.empty()) PlaceLibraries(&plan, {lib_dir});
   // Before pivot_root (prestart, createRuntime) the container's namespace still holds the
   // host's tree: sources are opened here, since bind mounts may not cross namespaces.
   // They are host paths gpuslice chose (driver root, state dir), never image paths.
@@ -112,11 +121,6 @@ int ApplyInNamespace(const Container& c, const EditsPlan& plan) {
       return 1;
     }
     sources.push_back(fd);
-  }
-  auto root = RootFs::Open(c.rootfs);
-  if (!root.ok()) {
-    std::cerr << "gpuslice hook: " << root.status().message() << "\n";
-    return 1;
   }
   // Resolve every target first: a refused path leaves the container untouched.
   std::vector<int> targets;

@@ -23,6 +23,21 @@ int OpenBeneath(int dirfd, const std::string& name, uint64_t flags) {
   return static_cast<int>(syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof(how)));
 }
 
+// Opens `path` (absolute inside the root) resolving links as if rootfd were "/": no
+// component, link target or ".." can leave the root.
+int OpenInRoot(int rootfd, const std::string& path, uint64_t flags) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  std::string relative = path.substr(path.find_first_not_of('/'));
+  return static_cast<int>(syscall(SYS_openat2, rootfd, relative.c_str(), &how, sizeof(how)));
+}
+
+bool IsLink(int dirfd, const std::string& name) {
+  struct stat st;
+  return fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
 std::vector<std::string> Components(const std::string& path) {
   std::vector<std::string> parts;
   std::stringstream in(path);
@@ -38,7 +53,8 @@ Status Refuse(const std::string& path, const std::string& at, int err, int dirfd
   if (err == ENOTDIR && fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) err = ELOOP;
   if (err == ELOOP || err == EXDEV)
     return FailedPrecondition("refusing " + path + ": '" + at +
-                              "' is a symbolic link in the container image (it could point out of the container)");
+                              "' is a symbolic link in the container image that does not lead to a directory inside "
+                              "it (it could point out of the container)");
   return Internal("cannot resolve " + path + " at '" + at + "': " + strerror(err));
 }
 
@@ -75,9 +91,15 @@ StatusOr<int> RootFs::Parent(const std::string& path, std::string* leaf) {
     }
     if (next < 0) {
       int e = errno;
-      Status s = Refuse(path, at, e, cur, parts[i]);
-      close(cur);
-      return s;
+      // A link to a directory inside the image (Debian's /var/run -> /run, a merged /usr's
+      // /lib -> usr/lib) is followed the way the kernel resolves it within the root;
+      // one whose target is not a directory in the image is refused.
+      if (IsLink(cur, parts[i])) next = OpenInRoot(fd_, at, O_PATH | O_DIRECTORY);
+      if (next < 0) {
+        Status s = Refuse(path, at, e, cur, parts[i]);
+        close(cur);
+        return s;
+      }
     }
     close(cur);
     cur = next;
@@ -132,6 +154,18 @@ Status RootFs::CharDevice(const std::string& path, unsigned major, unsigned mino
   close(pfd);
   if (rc != 0) return Internal("cannot create device " + path + " in the container: " + strerror(e));
   return Status::Ok();
+}
+
+bool RootFs::HasRegularFile(const std::string& path) const {
+  std::string relative = path;
+  while (!relative.empty() && relative[0] == '/') relative.erase(0, 1);
+  if (relative.empty()) return false;
+  int fd = OpenBeneath(fd_, relative, O_PATH);
+  if (fd < 0) return false;
+  struct stat st;
+  bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  close(fd);
+  return regular;
 }
 
 Status BindMount(int source_fd, int target_fd, const std::string& what) {

@@ -1,9 +1,11 @@
 // Paths inside a container's root file system, resolved and created without ever leaving
-// it or following a link the image planted (CVE-2024-0132, CVE-2025-23267 escaped that
-// way). Every component is opened with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-// RESOLVE_NO_MAGICLINKS) relative to its parent's fd; missing directories are created
-// with mkdirat on that fd; a symlink anywhere on the way is refused with an error that
-// names it. Mounts target the resulting fd (/proc/self/fd/N), never a path string.
+// it (CVE-2024-0132 and CVE-2025-23267 escaped through links the image planted). Each
+// component is opened with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) relative to its
+// parent's fd. A directory link is followed only as the kernel resolves it inside the root
+// (RESOLVE_IN_ROOT), and only to a directory that exists there (Debian's /var/run -> /run);
+// any other link, and a link as the last component, is refused with an error naming it.
+// Missing directories are created with mkdirat on the parent's fd; mounts target the
+// resulting fd (/proc/self/fd/N), never a path string.
 #pragma once
 
 #include <string>
@@ -23,6 +25,8 @@ class RootFs {
   StatusOr<int> Target(const std::string& path, bool dir);
   // A character device node at `path` (kept if one with the same numbers exists).
   Status CharDevice(const std::string& path, unsigned major, unsigned minor);
+  // Whether `path` is a regular file reached without any link; creates nothing.
+  bool HasRegularFile(const std::string& path) const;
 
  private:
   explicit RootFs(int fd) : fd_(fd) {}

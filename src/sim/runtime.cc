@@ -31,7 +31,9 @@ void FindOwnRoot(char* root, size_t size) {
   root[0] = 0;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&GetRuntime), &info) == 0 || info.dli_fname == nullptr) return;
+  // <root>/usr/lib/<triple>/libcuda.so.1 (Debian layout) or <root>/usr/lib64/... (RHEL).
   const char* at = strstr(info.dli_fname, "/usr/lib/");
+  if (at == nullptr) at = strstr(info.dli_fname, "/usr/lib64/");
   if (at == nullptr) return;
   size_t n = static_cast<size_t>(at - info.dli_fname);
   if (n >= size) return;
