@@ -1,6 +1,8 @@
 // The node agent under the kubelet's calls: Allocate latency (p50/p99) on a node of
-// 8 GPUs x 16 slices, and the agent's resident memory in that state. Reported, never
-// asserted. Run with `make bench`.
+// 8 GPUs x 16 slices, and the agent's resident memory in that state (metrics endpoint on,
+// scraped once). Two call patterns: paced (one Allocate every 5 ms, faster than a kubelet
+// admits pods) and back-to-back (a burst with no pause at all). Reported, never asserted.
+// Run with `make bench`.
 #include <signal.h>
 
 #include <algorithm>
@@ -17,21 +19,41 @@
 using namespace gs::testing;
 
 namespace {
-long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+// A field of /proc/<pid>/smaps_rollup in KiB (Rss: everything mapped and resident,
+// shared library pages included; Pss: shared pages divided among the processes using them).
+long SmapsKiB(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
   return -1;
+}
+
+struct Latency {
+  double p50, p99;
+};
+
+template <typename Call>
+Latency Measure(int n, std::chrono::microseconds pause, Call call) {
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!call(i)) return {-1, -1};
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::this_thread::sleep_for(pause);
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[ms.size() * 99 / 100]};
 }
 }  // namespace
 
 int main() {
   SimNode node("gpus: 8xH100-80GB\n");
   KubeletDouble kubelet(node.root() + "/kubelet");
+  std::string state = node.root() + "/agent-state";
   Process agent({GpusliceBin(), "node", "--driver-root", node.root(), "--kubelet-dir", node.root() + "/kubelet",
-                 "--state-dir", node.root() + "/agent-state", "--device-split-count", "16", "--metrics-addr", "",
-                 "--enforcer", EnforcerLib()});
+                 "--state-dir", state, "--device-split-count", "16", "--metrics-addr", "127.0.0.1:0", "--enforcer",
+                 EnforcerLib()});
   if (!kubelet.WaitForDevices([](auto& ds) { return ds.size() == 128; }, 20000)) {
     agent.Signal(SIGTERM);
     Result r = agent.Wait();
@@ -40,26 +62,47 @@ int main() {
   }
   std::vector<std::string> ids;
   for (const auto& d : kubelet.devices()) ids.push_back(d.id());
-  std::vector<double> ms;
-  for (int i = 0; i < 2000; ++i) {
+  auto allocate = [&](int i) {
     v1beta1::ContainerAllocateResponse resp;
-    auto t0 = std::chrono::steady_clock::now();
     grpc::Status s = kubelet.Allocate({ids[static_cast<size_t>(i) % ids.size()]}, &resp);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (!s.ok()) {
-      fprintf(stderr, "Allocate failed: %s\n", s.error_message().c_str());
-      return 1;
-    }
-  }
-  std::sort(ms.begin(), ms.end());
+    if (!s.ok()) fprintf(stderr, "Allocate failed: %s\n", s.error_message().c_str());
+    return s.ok();
+  };
+  auto options = [&](int) {
+    v1beta1::DevicePluginOptions o;
+    return kubelet.Options(&o).ok();
+  };
+  Latency floor_paced = Measure(1000, std::chrono::microseconds(5000), options);
+  Latency paced = Measure(1000, std::chrono::microseconds(5000), allocate);
+  Latency floor_burst = Measure(2000, std::chrono::microseconds(0), options);
+  Latency burst = Measure(2000, std::chrono::microseconds(0), allocate);
+  if (paced.p50 < 0 || burst.p50 < 0 || floor_paced.p50 < 0 || floor_burst.p50 < 0) return 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::string port;
+  std::ifstream(state + "/metrics.port") >> port;
+  Result scrape = RunProcess({"bash", "-c",
+                              "exec 3<>/dev/tcp/127.0.0.1/" + port +
+                                  " 2>/dev/null || exit 1; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3;"
+                                  " wc -c <&3"});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  printf("\nnode agent, 8 GPUs x 16 slices, 2000 Allocate calls over gRPC (one container each):\n");
-  printf("%-28s %10s\n", "Allocate latency p50", (std::to_string(ms[ms.size() / 2]).substr(0, 6) + " ms").c_str());
-  printf("%-28s %10s\n", "Allocate latency p99",
-         (std::to_string(ms[ms.size() * 99 / 100]).substr(0, 6) + " ms").c_str());
-  printf("%-28s %10s\n", "agent resident memory",
-         (std::to_string(RssKiB(agent.pid()) / 1024.0).substr(0, 5) + " MiB").c_str());
+  auto fmt = [](double v, const char* unit) { return (std::to_string(v).substr(0, 6) + " " + unit); };
+  printf("\nnode agent, 8 GPUs x 16 slices, Allocate over gRPC (one container per call):\n");
+  printf("%-44s %12s %12s\n", "", "Allocate", "empty call");
+  printf("%-44s %12s %12s\n", "p50, paced (1000 calls, 5 ms apart)", fmt(paced.p50, "ms").c_str(),
+         fmt(floor_paced.p50, "ms").c_str());
+  printf("%-44s %12s %12s\n", "p99, paced", fmt(paced.p99, "ms").c_str(), fmt(floor_paced.p99, "ms").c_str());
+  printf("%-44s %12s %12s\n", "p50, back-to-back (2000 calls)", fmt(burst.p50, "ms").c_str(),
+         fmt(floor_burst.p50, "ms").c_str());
+  printf("%-44s %12s %12s\n", "p99, back-to-back", fmt(burst.p99, "ms").c_str(), fmt(floor_burst.p99, "ms").c_str());
+  printf("(empty call = GetDevicePluginOptions: gRPC over the unix socket and nothing else)\n");
+  printf("%-44s %12s\n", "agent RSS (after a /metrics scrape)",
+         fmt(SmapsKiB(agent.pid(), "Rss") / 1024.0, "MiB").c_str());
+  printf("%-44s %12s\n", "agent PSS", fmt(SmapsKiB(agent.pid(), "Pss") / 1024.0, "MiB").c_str());
+  printf("%-44s %12s\n", "/metrics body",
+         (scrape.out.empty() ? std::string("-") : scrape.out.substr(0, scrape.out.size() - 1) + " B").c_str());
   agent.Signal(SIGTERM);
-  agent.Wait();
+  Result r = agent.Wait();
+  fprintf(stderr, "%s",
+          r.err.substr(r.err.find("INNER") == std::string::npos ? r.err.size() : r.err.find("INNER")).c_str());
   return 0;
 }

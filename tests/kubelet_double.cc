@@ -173,6 +173,14 @@ grpc::Status KubeletDouble::Allocate(const std::vector<std::string>& ids, v1beta
   return s;
 }
 
+grpc::Status KubeletDouble::Options(v1beta1::DevicePluginOptions* out) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (!plugin_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no plugin registered");
+  l.unlock();
+  grpc::ClientContext ctx;
+  return plugin_->GetDevicePluginOptions(&ctx, v1beta1::Empty(), out);
+}
+
 grpc::Status KubeletDouble::Prefer(const std::vector<std::string>& available, const std::vector<std::string>& must,
                                    int size, std::vector<std::string>* out) {
   v1beta1::PreferredAllocationRequest req;

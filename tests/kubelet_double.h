@@ -40,6 +40,8 @@ class KubeletDouble {
   std::string resource_name();
 
   grpc::Status Allocate(const std::vector<std::string>& ids, v1beta1::ContainerAllocateResponse* out);
+  // GetDevicePluginOptions: the cheapest call, the floor of any call's latency.
+  grpc::Status Options(v1beta1::DevicePluginOptions* out);
   grpc::Status Prefer(const std::vector<std::string>& available, const std::vector<std::string>& must, int size,
                       std::vector<std::string>* out);
 

@@ -138,6 +138,8 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   EXPECT_TRUE(mounts["/etc/ld.so.preload"].read_only());
   EXPECT_TRUE(mounts["/etc/gpuslice/limits"].read_only());
   EXPECT_FALSE(mounts["/var/run/gpuslice"].read_only());
+  // The authoritative limits file must not be reachable through the writable mount.
+  EXPECT_NE(mounts["/etc/gpuslice/limits"].host_path().rfind(mounts["/var/run/gpuslice"].host_path() + "/", 0), 0u);
   std::string enforcer_host;
   for (auto& [path, m] : mounts)
     if (path.find("/usr/lib/gpuslice/") == 0) enforcer_host = m.host_path();

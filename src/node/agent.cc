@@ -1,6 +1,5 @@
 #include "src/node/agent.h"
 
-#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "src/node/device_plugin.h"
 #include "src/node/health.h"
 #include "src/node/host_pids.h"
+#include "src/node/http_server.h"
 #include "src/node/metrics.h"
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
@@ -35,7 +35,7 @@ void OnSignal(int) {
 // Frees slots of dead processes in every region, and removes the directories of
 // allocations whose containers the kubelet no longer lists (after a grace period: a
 // container is listed only once admitted).
-void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* pods_cache) {
+void Sweep(const Config& cfg, SliceBook* book, ContainerDirs* dirs, std::vector<ContainerDevices>* pods_cache) {
   auto pods = ListPodResources(cfg.pod_resources_socket(), cfg.resource_name);
   if (pods.ok()) *pods_cache = *pods;
   int64_t now =
@@ -44,7 +44,7 @@ void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* po
     std::string dir = book->ContainerDir(rec.id);
     region::OpenError err;
     char msg[256];
-    std::string region_path = dir + "/region";  // created by the container's first process
+    std::string region_path = book->RegionFile(rec.id);  // created by the container's first process
     if (access(region_path.c_str(), F_OK) != 0) {
     } else if (region::Region* r = region::OpenRegion(region_path.c_str(), &err, msg, sizeof(msg))) {
       region::SweepDead(r);
@@ -58,8 +58,7 @@ void Sweep(const Config& cfg, SliceBook* book, std::vector<ContainerDevices>* po
     if (listed) continue;
     GS_LOG(kInfo, "allocation %s: no container holds its slices any more; removing %s", rec.id.c_str(), dir.c_str());
     book->Remove(rec.id);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    dirs->Discard(rec.id);
   }
 }
 
@@ -88,22 +87,6 @@ void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::Enf
   std::ofstream(path + ".tmp") << spec->dump(2) << "\n";
   std::filesystem::rename(path + ".tmp", path, ec);
   if (ec) GS_LOG(kError, "cannot write %s: %s", path.c_str(), ec.message().c_str());
-}
-
-void ServeMetrics(httplib::Server* http, const Config& cfg, int* port_out) {
-  std::string host = "0.0.0.0";
-  std::string addr = cfg.metrics_addr;
-  auto colon = addr.rfind(':');
-  if (colon != std::string::npos && colon > 0) host = addr.substr(0, colon);
-  int port = std::stoi(addr.substr(colon + 1));
-  int bound = port == 0 ? http->bind_to_any_port(host.c_str()) : (http->bind_to_port(host.c_str(), port) ? port : -1);
-  *port_out = bound;
-  if (bound < 0) {
-    GS_LOG(kError, "cannot listen for metrics on %s", addr.c_str());
-    return;
-  }
-  std::ofstream(cfg.state_dir + "/metrics.port") << bound << "\n";
-  http->listen_after_bind();
 }
 
 }  // namespace
@@ -149,7 +132,9 @@ int RunNode(const std::vector<std::string>& args) {
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);
   if (Status s = book.Load(); !s.ok()) GS_LOG(kError, "%s; starting with no allocation records", s.message().c_str());
-  DevicePluginService service(cfg, &book, *enforcer);
+  ContainerDirs dirs(&book);
+  dirs.Start();
+  DevicePluginService service(cfg, &book, &dirs, *enforcer);
   PluginServer server(cfg, &service);
   if (Status s = server.Start(); !s.ok()) GS_LOG(kWarn, "%s (will retry)", s.message().c_str());
   GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
@@ -160,22 +145,29 @@ int RunNode(const std::vector<std::string>& args) {
 
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
-  httplib::Server http;
-  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+  HttpServer http;
+  http.Handle("/metrics", [&] {
     std::vector<ContainerDevices> snapshot;
     {
       std::lock_guard<std::mutex> l(pods_mu);
       snapshot = pods;
     }
-    res.set_content(CollectMetrics(driver->get(), book, snapshot), "text/plain; version=0.0.4");
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", CollectMetrics(driver->get(), book, snapshot)};
   });
-  http.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(server.registered() ? "ok\n" : "not registered\n", "text/plain");
-    res.status = server.registered() ? 200 : 503;
+  http.Handle("/healthz", [&] {
+    bool ok = server.registered();
+    return HttpResponse{ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "ok\n" : "not registered\n"};
   });
-  int metrics_port = -1;
   std::thread metrics_thread;
-  if (!cfg.metrics_addr.empty()) metrics_thread = std::thread([&] { ServeMetrics(&http, cfg, &metrics_port); });
+  if (!cfg.metrics_addr.empty()) {
+    auto port = http.Bind(cfg.metrics_addr);
+    if (!port.ok()) {
+      GS_LOG(kError, "metrics: %s", port.status().message().c_str());
+    } else {
+      std::ofstream(cfg.state_dir + "/metrics.port") << *port << "\n";
+      metrics_thread = std::thread([&] { http.Serve(); });
+    }
+  }
 
   int64_t next_sweep = 0, next_pids = 0;
   std::string cdi_health;  // the healthy set the spec was last written for
@@ -191,7 +183,7 @@ int RunNode(const std::vector<std::string>& args) {
     if (now >= next_pids) {
       // New container processes need their host pid quickly: the compute limiter measures by it.
       std::vector<std::string> regions;
-      for (const auto& rec : book.Records()) regions.push_back(book.ContainerDir(rec.id) + "/region");
+      for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
       ResolveHostPids(regions);
       next_pids = now + 1'000'000'000;
     }
@@ -201,7 +193,7 @@ int RunNode(const std::vector<std::string>& args) {
         std::lock_guard<std::mutex> l(pods_mu);
         fresh = pods;
       }
-      Sweep(cfg, &book, &fresh);
+      Sweep(cfg, &book, &dirs, &fresh);
       {
         std::lock_guard<std::mutex> l(pods_mu);
         pods = fresh;
@@ -213,7 +205,7 @@ int RunNode(const std::vector<std::string>& args) {
   GS_LOG(kInfo, "stopping");
   service.Stop();
   server.Stop();
-  http.stop();
+  http.Stop();
   if (metrics_thread.joinable()) metrics_thread.join();
   health_thread.join();
   return 0;

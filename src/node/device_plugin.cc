@@ -1,13 +1,12 @@
 #include "src/node/device_plugin.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <random>
+#include <cstring>
 
 #include "src/model/container_edits.h"
 
@@ -21,17 +20,24 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-std::string RandomId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
-  char buf[17];
-  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
-  return buf;
+// Overwrites the spare's limits file in place. Not with O_TRUNC: ext4 flushes a file that
+// was truncated to zero and rewritten when it is closed (auto_da_alloc), a disk write on
+// the Allocate path; shrinking to the written length afterwards does not.
+Status WriteLimits(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Internal("cannot open " + path + ": " + strerror(errno));
+  bool ok = pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+            ftruncate(fd, static_cast<off_t>(text.size())) == 0;
+  int e = errno;
+  close(fd);
+  return ok ? Status::Ok() : Internal("cannot write " + path + ": " + strerror(e));
 }
 
 }  // namespace
 
-DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer)
-    : cfg_(cfg), book_(book), enforcer_(std::move(enforcer)) {}
+DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs,
+                                         EnforcerInstall enforcer)
+    : cfg_(cfg), book_(book), dirs_(dirs), enforcer_(std::move(enforcer)) {}
 
 void DevicePluginService::Stop() {
   stopping_ = true;
@@ -96,27 +102,23 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   if (!alloc.ok()) return alloc.status();
 
   AllocationRecord rec{
-      RandomId(), ids,
+      "", ids,
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
+  if (Status s = dirs_->Take(&rec.id); !s.ok()) return s;
   std::string dir = book_->ContainerDir(rec.id);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  // Processes in the container may run as any user: the region is created by the first.
-  chmod(dir.c_str(), 0777);
   model::EditOptions o;
   o.enforcer_host_path = enforcer_.host_path;
   o.enforcer_container_path = enforcer_.container_path;
   o.preload_file_host_path = enforcer_.preload_file;
   o.limits_file_host_path = dir + "/limits";
-  o.region_host_dir = dir;
+  o.region_host_dir = book_->SharedDir(rec.id);
   o.dev_root = cfg_.driver_root == "/" ? "/dev" : cfg_.driver_root + "/dev";
-  {
-    std::ofstream limits(o.limits_file_host_path);
-    limits << "# written by gpuslice node for allocation " << rec.id << "; authoritative, mounted read-only\n";
-    for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region"))
-      limits << k << "=" << v << "\n";
-    if (!limits) return Internal("cannot write " + o.limits_file_host_path);
+  std::string limits = "# written by gpuslice node for allocation " + rec.id + "; authoritative, mounted read-only\n";
+  for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region"))
+    limits += k + "=" + v + "\n";
+  if (Status s = WriteLimits(o.limits_file_host_path, limits); !s.ok()) {
+    dirs_->Discard(rec.id);
+    return s;
   }
   model::ContainerEdits edits = model::ToContainerEdits(*alloc, o);
 
@@ -147,8 +149,11 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
     for (const auto& g : alloc->devices) resp.add_cdi_devices()->set_name(cfg_.cdi_kind + "=" + g.uuid);
   std::vector<std::string> dropped;
   Status s = book_->Add(rec, &dropped);
-  for (const auto& id : dropped) std::filesystem::remove_all(book_->ContainerDir(id), ec);
-  if (!s.ok()) return s;
+  for (const auto& id : dropped) dirs_->Discard(id);
+  if (!s.ok()) {
+    dirs_->Discard(rec.id);
+    return s;
+  }
   *record_id = rec.id;
   return resp;
 }
@@ -164,8 +169,7 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
       // All or nothing: undo what this call created.
       for (const auto& id : made) {
         book_->Remove(id);
-        std::error_code ec;
-        std::filesystem::remove_all(book_->ContainerDir(id), ec);
+        dirs_->Discard(id);
       }
       return ToGrpc(r.status());
     }

@@ -12,6 +12,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "src/container/driver_files.h"
 #include "src/node/config.h"
+#include "src/node/container_dirs.h"
 #include "src/node/slice_book.h"
 
 namespace gs::node {
@@ -20,7 +21,7 @@ using container::EnforcerInstall;
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(const Config& cfg, SliceBook* book, EnforcerInstall enforcer);
+  DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs, EnforcerInstall enforcer);
   void Stop();  // ends ListAndWatch streams
 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -41,6 +42,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  private:
   const Config& cfg_;
   SliceBook* book_;
+  ContainerDirs* dirs_;
   EnforcerInstall enforcer_;
   std::atomic<bool> stopping_{false};
 };

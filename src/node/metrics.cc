@@ -128,8 +128,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
     if (!alloc.ok()) continue;
     region::OpenError err;
     char msg[256];
-    region::Region* r =
-        region::OpenRegionReadOnly((book.ContainerDir(rec.id) + "/region").c_str(), &err, msg, sizeof(msg));
+    region::Region* r = region::OpenRegionReadOnly(book.RegionFile(rec.id).c_str(), &err, msg, sizeof(msg));
     if (r) {
       region::Snapshot(r, snap.get());
       region::CloseRegion(r);

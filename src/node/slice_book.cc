@@ -1,6 +1,11 @@
 #include "src/node/slice_book.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -46,32 +51,72 @@ uint64_t SliceBook::Wait(uint64_t seen, std::chrono::milliseconds timeout) const
   return version_;
 }
 
+std::string SliceBook::ContainersDir() const {
+  return state_dir_ + "/containers";
+}
+
 std::string SliceBook::ContainerDir(const std::string& id) const {
-  return state_dir_ + "/containers/" + id;
+  return ContainersDir() + "/" + id;
+}
+
+namespace {
+
+nlohmann::json ToJson(const AllocationRecord& r) {
+  return {{"id", r.id}, {"devices", r.device_ids}, {"created", r.created_unix}};
+}
+
+AllocationRecord FromJson(const nlohmann::json& j) {
+  return {j.at("id").get<std::string>(), j.at("devices").get<std::vector<std::string>>(),
+          j.at("created").get<int64_t>()};
+}
+
+}  // namespace
+
+SliceBook::~SliceBook() {
+  if (journal_fd_ >= 0) close(journal_fd_);
 }
 
 Status SliceBook::Load() {
-  std::ifstream in(state_dir_ + "/allocations.json");
-  if (!in) return Status::Ok();
-  try {
-    nlohmann::json j = nlohmann::json::parse(in);
-    std::lock_guard<std::mutex> l(mu_);
-    for (const auto& r : j.at("allocations")) {
-      AllocationRecord rec{r.at("id").get<std::string>(), r.at("devices").get<std::vector<std::string>>(),
-                           r.at("created").get<int64_t>()};
-      records_[rec.id] = rec;
+  std::lock_guard<std::mutex> l(mu_);
+  std::string snapshot = state_dir_ + "/allocations.json", journal = state_dir_ + "/allocations.log";
+  if (std::ifstream in(snapshot); in) {
+    try {
+      nlohmann::json j = nlohmann::json::parse(in);  // named: a range-for over a temporary's member dangles
+      for (const auto& r : j.at("allocations")) {
+        AllocationRecord rec = FromJson(r);
+        records_[rec.id] = rec;
+      }
+    } catch (const std::exception& e) {
+      return Internal(snapshot + " is damaged: " + e.what());
     }
-  } catch (const std::exception& e) {
-    return Internal(state_dir_ + "/allocations.json is damaged: " + e.what());
   }
-  return Status::Ok();
+  std::ifstream in(journal);
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    try {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("add")) {
+        AllocationRecord rec = FromJson(j["add"]);
+        records_[rec.id] = rec;
+      } else {
+        records_.erase(j.at("remove").get<std::string>());
+      }
+    } catch (const std::exception& e) {
+      if (in.peek() == EOF) break;  // the last line, torn by a crash mid-append
+      return Internal(journal + " line " + std::to_string(line_no) + " is damaged: " + e.what());
+    }
+  }
+  return CompactLocked();
 }
 
-Status SliceBook::SaveLocked() const {
+// Writes all records as a new snapshot, then empties the journal. A crash between the two
+// replays the journal onto the new snapshot, which changes nothing (adds and removes are
+// idempotent).
+Status SliceBook::CompactLocked() {
   nlohmann::json j;
   j["allocations"] = nlohmann::json::array();
-  for (const auto& [id, r] : records_)
-    j["allocations"].push_back({{"id", r.id}, {"devices", r.device_ids}, {"created", r.created_unix}});
+  for (const auto& [id, r] : records_) j["allocations"].push_back(ToJson(r));
   std::string path = state_dir_ + "/allocations.json", tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
@@ -80,31 +125,47 @@ Status SliceBook::SaveLocked() const {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  return ec ? Internal("cannot replace " + path + ": " + ec.message()) : Status::Ok();
+  if (ec) return Internal("cannot replace " + path + ": " + ec.message());
+  std::string journal = state_dir_ + "/allocations.log";
+  if (journal_fd_ < 0) journal_fd_ = open(journal.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (journal_fd_ < 0) return Internal("cannot open " + journal + ": " + strerror(errno));
+  if (ftruncate(journal_fd_, 0) != 0) return Internal("cannot truncate " + journal + ": " + strerror(errno));
+  journal_entries_ = 0;
+  return Status::Ok();
+}
+
+Status SliceBook::AppendLocked(const std::string& lines) {
+  if (journal_fd_ < 0 || ++journal_entries_ >= kCompactEvery) return CompactLocked();
+  // One write: with O_APPEND the lines land whole after what is there.
+  if (write(journal_fd_, lines.data(), lines.size()) != static_cast<ssize_t>(lines.size()))
+    return Internal("cannot append to " + state_dir_ + "/allocations.log: " + strerror(errno));
+  return Status::Ok();
 }
 
 Status SliceBook::Add(const AllocationRecord& r, std::vector<std::string>* dropped) {
   std::lock_guard<std::mutex> l(mu_);
   // The kubelet never gives a slice to two running containers: an older record holding
   // one of these slices belongs to a container that is gone (or an init container).
+  std::string lines;
   for (auto it = records_.begin(); it != records_.end();) {
     bool shares = false;
     for (const auto& d : it->second.device_ids)
       shares |= std::find(r.device_ids.begin(), r.device_ids.end(), d) != r.device_ids.end();
-    if (shares) dropped->push_back(it->first);
+    if (shares) {
+      dropped->push_back(it->first);
+      lines += nlohmann::json{{"remove", it->first}}.dump() + "\n";
+    }
     it = shares ? records_.erase(it) : std::next(it);
   }
   records_[r.id] = r;
-  ++version_;
-  return SaveLocked();
+  lines += nlohmann::json{{"add", ToJson(r)}}.dump() + "\n";
+  // Records do not change the device list: ListAndWatch has nothing new to send.
+  return AppendLocked(lines);
 }
 
 void SliceBook::Remove(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  if (records_.erase(id)) {
-    ++version_;
-    (void)SaveLocked();
-  }
+  if (records_.erase(id)) (void)AppendLocked(nlohmann::json{{"remove", id}}.dump() + "\n");
 }
 
 std::vector<AllocationRecord> SliceBook::Records() const {

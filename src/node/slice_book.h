@@ -1,7 +1,10 @@
 // The node agent's book of GPUs and slices: inventory, health, and the allocations it
 // handed out (which slices, which per-container directory). ListAndWatch streams wait on
-// it for changes. Records persist in <state_dir>/allocations.json so a restart of the
-// agent keeps running containers' directories.
+// it for changes. Records persist so a restart of the agent keeps running containers'
+// directories: a snapshot (<state_dir>/allocations.json) plus a journal
+// (allocations.log, one JSON line per change, appended with one write(2)), folded into a
+// new snapshot at load and every kCompactEvery changes. An Allocate then costs an append,
+// not a rewrite of every record.
 //
 // Thread-safe: one mutex; Wait() blocks on a condition variable.
 #pragma once
@@ -35,6 +38,10 @@ struct DeviceState {
 class SliceBook {
  public:
   SliceBook(std::vector<model::Gpu> gpus, model::SplitPolicy policy, std::string state_dir);
+  ~SliceBook();
+  SliceBook(const SliceBook&) = delete;
+  SliceBook& operator=(const SliceBook&) = delete;
+  static constexpr int kCompactEvery = 1024;
 
   const model::SplitPolicy& policy() const { return policy_; }
   std::vector<model::Gpu> Gpus() const;
@@ -47,8 +54,9 @@ class SliceBook {
   // Waits until version() != seen or the timeout; returns the current version.
   uint64_t Wait(uint64_t seen, std::chrono::milliseconds timeout) const;
 
-  // Allocation records.
-  Status Load();  // from allocations.json (missing file: empty)
+  // Allocation records. Load replays snapshot and journal (missing files: empty; a torn
+  // last journal line from a crash is ignored), then compacts.
+  Status Load();
   // Adds r; older records sharing one of its slices belong to containers that are gone:
   // they are dropped and their IDs returned in *dropped (the caller removes their directories).
   Status Add(const AllocationRecord& r, std::vector<std::string>* dropped);
@@ -56,10 +64,17 @@ class SliceBook {
   std::vector<AllocationRecord> Records() const;
   std::map<std::string, int> InUse() const;  // slices in use per GPU UUID
   std::set<std::string> TakenIds() const;
+  // <state_dir>/containers/<id>: holds `limits` (mounted read-only) and `shared/`, the
+  // region directory mounted read-write. The limits file is deliberately outside the
+  // writable directory, so a container can never reach it through a writable mount.
   std::string ContainerDir(const std::string& id) const;
+  std::string ContainersDir() const;  // where every ContainerDir is
+  std::string SharedDir(const std::string& id) const { return ContainerDir(id) + "/shared"; }
+  std::string RegionFile(const std::string& id) const { return SharedDir(id) + "/region"; }
 
  private:
-  Status SaveLocked() const;
+  Status CompactLocked();
+  Status AppendLocked(const std::string& lines);
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -68,6 +83,8 @@ class SliceBook {
   std::string state_dir_;
   uint64_t version_ = 1;
   std::map<std::string, AllocationRecord> records_;
+  int journal_fd_ = -1;
+  int journal_entries_ = 0;
 };
 
 }  // namespace gs::node

@@ -1,0 +1,157 @@
+#include "src/node/container_dirs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "src/common/raw_log.h"
+
+namespace gs::node {
+namespace {
+
+std::string RandomId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+}  // namespace
+
+ContainerDirs::ContainerDirs(const SliceBook* book, size_t spares) : book_(book), want_(spares) {}
+
+ContainerDirs::~ContainerDirs() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ContainerDirs::Start() {
+  std::set<std::string> recorded;
+  for (const auto& r : book_->Records()) recorded.insert(r.id);
+  std::error_code ec;
+  std::filesystem::create_directories(book_->ContainersDir(), ec);
+  for (const auto& e : std::filesystem::directory_iterator(book_->ContainersDir(), ec))
+    if (!recorded.count(e.path().filename().string())) std::filesystem::remove_all(e.path(), ec);
+  thread_ = std::thread([this] { Run(); });
+}
+
+namespace {
+
+Status MakeSharedDir(const std::string& dir) {
+  std::string shared = dir + "/shared";
+  if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
+  chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::string> ContainerDirs::MakeSpare() {
+  std::string id = RandomId(), dir = book_->ContainerDir(id);
+  if (mkdir(dir.c_str(), 0755) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
+  int fd = open((dir + "/limits").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot create " + dir + "/limits: " + strerror(errno));
+  close(fd);
+  if (Status s = MakeSharedDir(dir); !s.ok()) return s;
+  return id;
+}
+
+std::string ContainerDirs::Recycle(const std::string& id) {
+  std::string dir = book_->ContainerDir(id);
+  std::error_code ec;
+  // Whatever the container left in shared/ (files, links, directories) goes with it;
+  // remove_all never follows a link.
+  std::filesystem::remove_all(dir + "/shared", ec);
+  // The limits file keeps its old text until Take()'s owner overwrites it (never truncated
+  // to zero: see WriteLimits in device_plugin.cc).
+  if (ec || !MakeSharedDir(dir).ok()) return "";
+  std::string fresh = RandomId();  // an id is never handed out twice
+  if (rename(dir.c_str(), book_->ContainerDir(fresh).c_str()) != 0) return "";
+  return fresh;
+}
+
+Status ContainerDirs::Take(std::string* id) {
+  id->clear();
+  bool low = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!ready_.empty()) {
+      *id = ready_.front();
+      ready_.pop_front();
+    }
+    low = !Idle();
+  }
+  if (low) cv_.notify_all();
+  if (!id->empty()) return Status::Ok();
+  auto made = MakeSpare();
+  if (!made.ok()) return made.status();
+  *id = *made;
+  return Status::Ok();
+}
+
+void ContainerDirs::Discard(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    discarded_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+void ContainerDirs::Settle() {
+  std::unique_lock<std::mutex> l(mu_);
+  settled_.wait(l, [&] { return stop_ || (!busy_ && Idle()); });
+}
+
+void ContainerDirs::Run() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    if (Idle()) {
+      settled_.notify_all();
+      cv_.wait(l);
+      continue;
+    }
+    busy_ = true;
+    std::vector<std::string> discarded;
+    discarded.swap(discarded_);
+    size_t missing = want_ > ready_.size() ? want_ - ready_.size() : 0;
+    l.unlock();
+    std::vector<std::string> made;
+    std::error_code ec;
+    for (const auto& id : discarded) {
+      std::string spare = made.size() < missing ? Recycle(id) : "";
+      if (!spare.empty())
+        made.push_back(spare);
+      else
+        std::filesystem::remove_all(book_->ContainerDir(id), ec);
+    }
+    Status failed;
+    while (made.size() < missing && failed.ok()) {
+      auto spare = MakeSpare();
+      if (spare.ok())
+        made.push_back(*spare);
+      else
+        failed = spare.status();
+    }
+    l.lock();
+    busy_ = false;
+    ready_.insert(ready_.end(), made.begin(), made.end());
+    if (!failed.ok()) {
+      // Take() makes directories itself meanwhile; try again a little later.
+      GS_LOG(kError, "%s", failed.message().c_str());
+      cv_.wait_for(l, std::chrono::seconds(1));
+    }
+  }
+  settled_.notify_all();
+}
+
+}  // namespace gs::node

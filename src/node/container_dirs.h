@@ -1,0 +1,63 @@
+// The per-container directories the node agent hands out (SliceBook::ContainerDir(id):
+// a `limits` file and the writable `shared/` region directory). Making them allocates
+// inodes, and on ext4 under churn that takes up to a millisecond each (its allocator scans
+// recently freed inodes), so a background thread keeps a few ready (spares: directories
+// in place that no record names yet): Allocate only takes one and fills its limits file.
+// A discarded directory is recycled under a new id: its `shared/` (which the container
+// could write) is removed and made anew; the directory and limits file (which it could
+// not) are reused.
+//
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/node/slice_book.h"
+
+namespace gs::node {
+
+class ContainerDirs {
+ public:
+  explicit ContainerDirs(const SliceBook* book, size_t spares = 8);
+  ~ContainerDirs();
+  ContainerDirs(const ContainerDirs&) = delete;
+  ContainerDirs& operator=(const ContainerDirs&) = delete;
+
+  // Removes directories no allocation record names (spares and leftovers of a previous
+  // run; call after the book is loaded), then starts the background thread.
+  void Start();
+  // A fresh directory, now at book->ContainerDir(*id), with a `limits` file for the caller
+  // to overwrite (empty, or a recycled one's old text) and an empty `shared/` (mode 0777: container processes run as
+  // any user). Made on the spot when no spare is ready.
+  Status Take(std::string* id);
+  // The container is gone: its directory is recycled or removed in the background.
+  void Discard(const std::string& id);
+  // Waits until the background thread is idle (tests).
+  void Settle();
+
+ private:
+  StatusOr<std::string> MakeSpare();
+  // Turns a discarded container directory into a spare ("" when it cannot be reused).
+  std::string Recycle(const std::string& id);
+  void Run();
+  // Nothing to remove and more than half the spares ready (mu_ held): refills come in
+  // batches, so their file system work rarely runs beside an Allocate.
+  bool Idle() const { return discarded_.empty() && ready_.size() > want_ / 2; }
+
+  const SliceBook* book_;
+  const size_t want_;
+  std::mutex mu_;
+  std::condition_variable cv_, settled_;
+  std::deque<std::string> ready_;       // spare ids
+  std::vector<std::string> discarded_;  // container dirs to remove
+  bool stop_ = false, busy_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gs::node
