@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/harness.h"
@@ -86,6 +87,33 @@ TEST(Enforcer, CudaAndNvmlViewsAgree) {
   EXPECT_EQ(U(nv[5]), used);
   EXPECT_EQ(U(nv[7]), 1u);    // only the container's processes
   EXPECT_EQ(U(nv[8]), used);  // charged memory, context included
+}
+
+// Modules and libraries (cuLibraryLoadData: how the CUDA runtime loads a program's kernels
+// since 12.0) are charged a documented estimate (2 MiB) and returned on unload.
+TEST(Enforcer, ModulesAndLibrariesAreChargedAndReturned) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess({ProbeBin(), "init", "modload", "meminfo", "libload", "meminfo", "modunload", "meminfo",
+                         "libunload", "meminfo", "alloc", "mem", "1023m", "libload", "modload"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto info = Lines(r.out, "meminfo");
+  ASSERT_EQ(info.size(), 4u);
+  auto used = [&](size_t i) {
+    std::istringstream in(info[i]);
+    std::string tag;
+    uint64_t free = 0, total = 0;
+    in >> tag >> free >> total;
+    return total - free;
+  };
+  EXPECT_EQ(used(0), 2 * kMiB);  // a module
+  EXPECT_EQ(used(1), 4 * kMiB);  // and a library
+  EXPECT_EQ(used(2), 2 * kMiB);  // module unloaded
+  EXPECT_EQ(used(3), 0u);        // library unloaded: exactly what was counted comes back
+  // 1 MiB left: neither fits, and the driver is not asked.
+  EXPECT_EQ(Lines(r.out, "libload").back(), "libload CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Lines(r.out, "modload").back(), "modload CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {

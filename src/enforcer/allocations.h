@@ -1,6 +1,6 @@
 // What this process has charged to the region, by handle, so every free returns exactly
 // what its allocation counted. One table per kind of handle (device pointers, arrays,
-// VMM handles, graphs, contexts, modules), since their values may collide.
+// VMM handles, graphs, contexts, modules, libraries), since their values may collide.
 // Thread-safe (one mutex; not on the launch path).
 #pragma once
 
@@ -10,7 +10,7 @@
 
 namespace gs::enforcer {
 
-enum class HandleKind { kPointer, kArray, kMipmappedArray, kVmm, kGraph, kModule, kCount };
+enum class HandleKind { kPointer, kArray, kMipmappedArray, kVmm, kGraph, kModule, kLibrary, kCount };
 
 struct Charge {
   int device = -1;

@@ -456,6 +456,46 @@ GS_HOOK(cuModuleUnload) CUresult gs_hook_cuModuleUnload(CUmodule hmod) {
   return rc;
 }
 
+// A library (the CUDA runtime's way of loading a program's kernels since 12.0) is loaded
+// into every context that uses it, lazily. It is charged once, to the current context's
+// device, or to the container's first device when none is current yet (as at program
+// start): exact for the usual one-GPU container, an estimate otherwise (docs/enforcer.md).
+namespace {
+template <typename Call>
+CUresult LoadLibrary(CUlibrary* library, Call call) {
+  int dev = CurrentDevice();
+  if (dev < 0) dev = 0;
+  return Charged(dev, kModuleEstimate, "library load", call, [&](Charge c) {
+    TheAllocations().Add(HandleKind::kLibrary, reinterpret_cast<uint64_t>(*library), c);
+  });
+}
+}  // namespace
+
+GS_HOOK(cuLibraryLoadData)
+CUresult gs_hook_cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options, void** jit_values,
+                                   unsigned int n_jit, CUlibraryOption* lib_options, void** lib_values,
+                                   unsigned int n_lib) {
+  GS_NEED_CUDA();
+  return LoadLibrary(library, [&] {
+    return g_cuda.cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib);
+  });
+}
+GS_HOOK(cuLibraryLoadFromFile)
+CUresult gs_hook_cuLibraryLoadFromFile(CUlibrary* library, const char* file, CUjit_option* jit_options,
+                                       void** jit_values, unsigned int n_jit, CUlibraryOption* lib_options,
+                                       void** lib_values, unsigned int n_lib) {
+  GS_NEED_CUDA();
+  return LoadLibrary(library, [&] {
+    return g_cuda.cuLibraryLoadFromFile(library, file, jit_options, jit_values, n_jit, lib_options, lib_values, n_lib);
+  });
+}
+GS_HOOK(cuLibraryUnload) CUresult gs_hook_cuLibraryUnload(CUlibrary library) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuLibraryUnload(library);
+  if (rc == CUDA_SUCCESS) Release(HandleKind::kLibrary, reinterpret_cast<uint64_t>(library));
+  return rc;
+}
+
 // ---- what the container sees ----------------------------------------------------------------
 
 GS_HOOK(cuMemGetInfo_v2) CUresult gs_hook_cuMemGetInfo_v2(size_t* free, size_t* total) {

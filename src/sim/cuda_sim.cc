@@ -1323,6 +1323,46 @@ GS_SIM_CUDA(cuModuleGetFunction)(CUfunction* hfunc, CUmodule hmod, const char* n
   return CUDA_ERROR_NOT_FOUND;
 }
 
+// Libraries (CUDA 12's context-independent loading): the simulator loads the module into
+// the current context right away, so a context must be current (the real driver loads
+// lazily into each context). A CUkernel is the Function itself, usable as a CUfunction.
+GS_SIM_CUDA(cuLibraryLoadData)
+(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**, unsigned int) {
+  GS_REQUIRE_INIT();
+  if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUmodule module = nullptr;
+  CUresult rc = gs_sim_cuda_cuModuleLoadData(&module, code);
+  if (rc == CUDA_SUCCESS) *library = reinterpret_cast<CUlibrary>(module);
+  return rc;
+}
+
+GS_SIM_CUDA(cuLibraryLoadFromFile)
+(CUlibrary* library, const char* fileName, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
+ unsigned int) {
+  GS_REQUIRE_INIT();
+  if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUmodule module = nullptr;
+  CUresult rc = gs_sim_cuda_cuModuleLoad(&module, fileName);
+  if (rc == CUDA_SUCCESS) *library = reinterpret_cast<CUlibrary>(module);
+  return rc;
+}
+
+GS_SIM_CUDA(cuLibraryUnload)(CUlibrary library) {
+  return gs_sim_cuda_cuModuleUnload(reinterpret_cast<CUmodule>(library));
+}
+
+GS_SIM_CUDA(cuLibraryGetModule)(CUmodule* pMod, CUlibrary library) {
+  GS_REQUIRE_INIT();
+  if (pMod == nullptr || library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pMod = reinterpret_cast<CUmodule>(library);
+  return CUDA_SUCCESS;
+}
+
+GS_SIM_CUDA(cuLibraryGetKernel)(CUkernel* pKernel, CUlibrary library, const char* name) {
+  return gs_sim_cuda_cuModuleGetFunction(reinterpret_cast<CUfunction*>(pKernel), reinterpret_cast<CUmodule>(library),
+                                         name);
+}
+
 GS_SIM_CUDA(cuFuncGetAttribute)(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   GS_REQUIRE_INIT();
   if (pi == nullptr || hfunc == nullptr) return CUDA_ERROR_INVALID_VALUE;

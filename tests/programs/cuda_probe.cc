@@ -18,6 +18,8 @@
 //   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
 //   maps                           "maps enforcer loaded|absent" (is libgpuslice.so mapped?)
+//   modload / libload              loads the spin kernel by cuModuleLoadData / cuLibraryLoadData
+//   modunload / libunload          unloads the newest one
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -43,6 +45,8 @@ gs::platform::NvmlApi n;
 bool nvml_ready = false;
 CUdevice g_dev = 0;
 CUmodule g_mod = nullptr;
+std::vector<CUmodule> g_modules;     // modload
+std::vector<CUlibrary> g_libraries;  // libload
 CUfunction g_spin = nullptr;
 
 struct Alloc {
@@ -130,6 +134,9 @@ void BindGetProc() {
   GET(cuMemcpyHtoD_v2, "cuMemcpyHtoD");
   GET(cuMemcpyDtoH_v2, "cuMemcpyDtoH");
   GET(cuModuleLoadData, "cuModuleLoadData");
+  GET(cuModuleUnload, "cuModuleUnload");
+  GET(cuLibraryLoadData, "cuLibraryLoadData");
+  GET(cuLibraryUnload, "cuLibraryUnload");
   GET(cuModuleGetFunction, "cuModuleGetFunction");
   GET(cuLaunchKernel, "cuLaunchKernel");
   GET(cuLaunchKernelEx, "cuLaunchKernelEx");
@@ -429,6 +436,28 @@ int main(int argc, char** argv) {
       else
         printf("xid %s\n", r == NVML_ERROR_TIMEOUT ? "timeout" : n.nvmlErrorString(r));
       continue;
+    } else if (cmd == "modload" || cmd == "libload") {
+      // Loads the spin kernel's module (cuModuleLoadData) or library (cuLibraryLoadData).
+      if (cmd == "modload") {
+        CUmodule m = nullptr;
+        rc = c.cuModuleLoadData(&m, kSpinPtx);
+        if (rc == CUDA_SUCCESS) g_modules.push_back(m);
+      } else {
+        CUlibrary l = nullptr;
+        rc = c.cuLibraryLoadData(&l, kSpinPtx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+        if (rc == CUDA_SUCCESS) g_libraries.push_back(l);
+      }
+      printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "modunload" || cmd == "libunload") {
+      if (cmd == "modunload" && !g_modules.empty()) {
+        rc = c.cuModuleUnload(g_modules.back());
+        g_modules.pop_back();
+      } else if (cmd == "libunload" && !g_libraries.empty()) {
+        rc = c.cuLibraryUnload(g_libraries.back());
+        g_libraries.pop_back();
+      }
+      printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "maps") {
       std::ifstream maps("/proc/self/maps");
       std::string line;
