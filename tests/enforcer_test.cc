@@ -306,6 +306,26 @@ TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
   }
 }
 
+// CUDA_TASK_PRIORITY: while the priority-0 run computes, the priority-1 run on the same
+// card keeps only a small share and the priority-0 one may take what it gives up, beyond
+// its own 30 % (policy default). Without priorities they would get 60 % and 30 %.
+TEST(EnforcerCompute, HigherPriorityTakesComputeFromLowerWhileActive) {
+  SimNode node("gpus: [H100-80GB]\n");
+  auto run = [&](const char* cores, const char* priority) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GpusliceBin(), "run", "--cores", cores, "--policy", "default", "--priority", priority,
+                                 "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "8"},
+        node.env());
+  };
+  auto low = run("60", "1");
+  auto high = run("30", "0");
+  Result rl = low->Wait(), rh = high->Wait();
+  ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
+  std::cout << "priority 0: " << BurnUtil(rh.out) << "%, priority 1: " << BurnUtil(rl.out) << "%\n";
+  EXPECT_GT(BurnUtil(rh.out), 75) << rh.out << rh.err;
+  EXPECT_LT(BurnUtil(rl.out), 20) << rl.out << rl.err;
+}
+
 TEST(EnforcerCompute, DefaultPolicyLetsALoneContainerUseIdleCapacity) {
   SimNode node("gpus: [H100-80GB]\n");
   Result r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", GpusliceBin(), "burn",

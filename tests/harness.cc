@@ -159,6 +159,7 @@ SimNode::~SimNode() {
 Env SimNode::env() const {
   return {{"LD_LIBRARY_PATH", root_ + lib_dir_},
           {"GPUSLICE_SIM_ROOT", root_},
+          {"GPUSLICE_RUN_DIR", root_ + "/runs"},  // `gpuslice run`s of this node arbitrate among themselves
           {"PATH", root_ + "/usr/bin:" + std::string(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin")}};
 }
 

@@ -84,6 +84,28 @@ class NodeAgentTest : public ::testing::Test {
     auto res = c.Get("/metrics");
     return res && res->status == 200 ? res->body : "";
   }
+  // The environment of a process started as a runtime would start the container: the
+  // response's env, and its mounts emulated by host paths (the enforcer preloaded from its
+  // versioned copy; the limits file, which names the region by its container path, copied
+  // with the host path of the region directory the runtime would have mounted there).
+  Env ContainerEnv(const v1beta1::ContainerAllocateResponse& resp) {
+    Env e = node_->env();
+    for (const auto& [k, v] : resp.envs()) e[k] = v;
+    std::string limits, shared;
+    for (const auto& m : resp.mounts()) {
+      if (m.container_path() == "/etc/gpuslice/limits") limits = m.host_path();
+      if (m.container_path() == "/var/run/gpuslice") shared = m.host_path();
+      if (m.container_path().find("/usr/lib/gpuslice/") == 0) e["LD_PRELOAD"] = m.host_path();
+    }
+    std::ifstream in(limits);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto at = text.find("/var/run/gpuslice/"); at != std::string::npos; at = text.find("/var/run/gpuslice/"))
+      text.replace(at, 17, shared);
+    std::string copy = shared + "-limits";
+    std::ofstream(copy) << text;
+    e["GPUSLICE_LIMITS_FILE"] = copy;
+    return e;
+  }
   std::vector<std::string> AllIds() {
     std::vector<std::string> ids;
     for (const auto& d : kubelet_->devices()) ids.push_back(d.id());
@@ -160,12 +182,8 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   std::string dev = node_->root() + "/container-dev";
   std::filesystem::create_directories(dev);
   for (const auto& d : resp.devices()) std::ofstream(dev + d.container_path().substr(4));  // existence is what counts
-  Env e = node_->env();
-  for (const auto& [k, v] : env) e[k] = v;
+  Env e = ContainerEnv(resp);
   e["GPUSLICE_SIM_DEV_DIR"] = dev;
-  e["LD_PRELOAD"] = enforcer_host;
-  e["GPUSLICE_LIMITS_FILE"] = mounts["/etc/gpuslice/limits"].host_path();
-  e["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = mounts["/var/run/gpuslice"].host_path() + "/region";
 
   Result over = RunProcess({GpusliceBin(), "burn", "--memory", "21g", "--seconds", "0.1"}, e);
   EXPECT_EQ(over.code, 3) << over.out << over.err;  // out of memory: the slice is 20389 MiB
@@ -184,6 +202,12 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
       << m;
   EXPECT_NE(m.find("container_accelerator_memory_total_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\""),
             std::string::npos);
+  // The process accounts in the container's region, where the agent reads it: 16 GiB in use.
+  std::string used_key = "container_accelerator_memory_used_bytes{namespace=\"ml\",pod=\"train-0\"";
+  auto used_at = m.find(used_key);
+  ASSERT_NE(used_at, std::string::npos) << m;
+  std::string used_line = m.substr(used_at, m.find('\n', used_at) - used_at);
+  EXPECT_GE(std::stod(used_line.substr(used_line.rfind(' ') + 1)), 16.0 * (1ull << 30)) << used_line;
   EXPECT_NE(m.find("gpuslice_gpu_slices_allocated{gpu=\"0\""), std::string::npos);
   Result b = burn.Wait();
   EXPECT_EQ(b.code, 0) << b.out << b.err;
@@ -271,6 +295,36 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(std::filesystem::exists(dir_a));
   EXPECT_FALSE(std::filesystem::exists(dir_b));
+}
+
+// Two containers on one GPU, each with a 25 % slice (policy default): the one started
+// with CUDA_TASK_PRIORITY=2 (a container may lower its priority, never raise it past the
+// limits file's 1) yields while the other computes, and the other takes what it gives up.
+TEST_F(NodeAgentTest, HigherPriorityContainerTakesComputeFromALowerOne) {
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods(
+      {{"hi", "ml", "main", "nvidia.com/gpu", {gpu0 + "::0"}}, {"lo", "ml", "main", "nvidia.com/gpu", {gpu0 + "::1"}}});
+  auto start = [&](const std::string& id, const std::string& priority) {
+    v1beta1::ContainerAllocateResponse resp;
+    EXPECT_TRUE(kubelet_->Allocate({id}, &resp).ok());
+    Env e = ContainerEnv(resp);
+    EXPECT_EQ(e["CUDA_DEVICE_SM_LIMIT_0"], "25");
+    if (!priority.empty()) e["CUDA_TASK_PRIORITY"] = priority;
+    return std::make_unique<Process>(
+        std::vector<std::string>{GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "8"}, e);
+  };
+  auto hi = start(gpu0 + "::0", "");
+  auto lo = start(gpu0 + "::1", "2");
+  Result rh = hi->Wait(), rl = lo->Wait();
+  ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
+  auto util = [](const std::string& out) {
+    auto at = out.find("average util ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 13));
+  };
+  std::cout << "priority 1: " << util(rh.out) << "%, priority 2: " << util(rl.out) << "%\n";
+  EXPECT_GT(util(rh.out), 70) << rh.out << rh.err;  // 25 % without priorities
+  EXPECT_LT(util(rl.out), 15) << rl.out << rl.err;
 }
 
 int FreePort() {

@@ -1,8 +1,10 @@
 #include "src/cli/run_command.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "src/cli/arbiter.h"
 #include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/model/container_edits.h"
@@ -39,6 +42,39 @@ void WriteSummary(const std::string& region_path, const model::Allocation& a, co
     << ",\"memory_peak\":" << d.memory_peak.load() << ",\"spilled_peak\":" << d.spilled_peak.load()
     << ",\"sm_share\":" << a.devices[0].sm_share << "}\n";
   region::CloseRegion(r);
+}
+
+// Runs of one user share a directory, so their supervisors can arbitrate priorities
+// among them: <dir>/<supervisor pid>/region. Directories of supervisors that are gone
+// (killed before cleaning up) are removed by the next run.
+std::string RunsDir() {
+  if (const char* d = getenv("GPUSLICE_RUN_DIR"); d && *d) return d;
+  return "/tmp/gpuslice-runs-" + std::to_string(getuid());
+}
+
+StatusOr<std::string> MakeRunDir(const std::string& runs) {
+  std::error_code ec;
+  std::filesystem::create_directories(runs, ec);
+  struct stat st;
+  // Another user's directory (a squatter in /tmp) is never used.
+  if (lstat(runs.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+    return FailedPrecondition(runs + " is not a directory of this user (set GPUSLICE_RUN_DIR)");
+  chmod(runs.c_str(), 0700);
+  for (const auto& e : std::filesystem::directory_iterator(runs, ec)) {
+    pid_t pid = static_cast<pid_t>(atoi(e.path().filename().c_str()));
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
+  }
+  std::string dir = runs + "/" + std::to_string(getpid());
+  std::filesystem::remove_all(dir, ec);
+  if (mkdir(dir.c_str(), 0700) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
+  return dir;
+}
+
+std::vector<std::string> RunRegions(const std::string& runs) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(runs, ec)) out.push_back(e.path().string() + "/region");
+  return out;
 }
 
 }  // namespace
@@ -97,13 +133,14 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   const auto& g = (*gpus)[static_cast<size_t>(device)];
   a.devices.push_back({g.uuid, g.minor, memory, static_cast<unsigned>(cores)});
-  driver->reset();
 
-  char tmpl[] = "/tmp/gpuslice-run-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    std::cerr << "gpuslice run: cannot create a region directory: " << strerror(errno) << "\n";
+  std::string runs = RunsDir();
+  auto run_dir = MakeRunDir(runs);
+  if (!run_dir.ok()) {
+    std::cerr << "gpuslice run: " << run_dir.status().message() << "\n";
     return 1;
   }
+  const std::string tmpl = *run_dir;
   model::EditOptions o;
   o.standalone = true;
   o.enforcer_host_path = EnforcerLibrary();
@@ -115,8 +152,15 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   model::ContainerEdits edits = model::ToContainerEdits(a, o);
 
+  // SIGCHLD is blocked so the supervisor can wait for it with a timeout (below); the
+  // child gets the mask it had.
+  sigset_t chld, old_mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old_mask);
   g_child = fork();
   if (g_child == 0) {
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     for (const auto& [k, v] : edits.env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
     for (auto& c : cmd) argv.push_back(c.data());
@@ -127,10 +171,19 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   signal(SIGINT, Forward);
   signal(SIGTERM, Forward);
+  // While the program runs: CUDA_TASK_PRIORITY among this user's runs (every supervisor
+  // arbitrates; their decisions agree).
+  PriorityArbiter arbiter(driver->get());
   int status = 0;
-  while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    pid_t done = waitpid(g_child, &status, WNOHANG);
+    if (done == g_child || (done < 0 && errno != EINTR)) break;
+    arbiter.Step(RunRegions(runs));
+    timespec step{0, 200'000'000};
+    sigtimedwait(&chld, nullptr, &step);  // returns early when the program ends
   }
-  if (!summary_json.empty()) WriteSummary(std::string(tmpl) + "/region", a, summary_json);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (!summary_json.empty()) WriteSummary(tmpl + "/region", a, summary_json);
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

@@ -81,6 +81,13 @@ void* ControllerMain(void*) {
       if (g_state.cfg.sm_limit[dev] && (limit == 0 || g_state.cfg.sm_limit[dev] < limit))
         limit = g_state.cfg.sm_limit[dev];
       if (limit == 0 || d.uuid[0] == 0) continue;
+      // The node's priority arbiter (CUDA_TASK_PRIORITY): while a higher-priority container
+      // is active on this card, keep only a small share and never take idle capacity; when
+      // only lower-priority ones are active beside us, their use counts as idle capacity.
+      bool arbitrated = MonotonicNowNs() - d.arbiter_ns.load() < region::kArbiterFreshNs;
+      bool yield = arbitrated && d.yield.load() != 0;
+      bool boost = arbitrated && d.boost.load() != 0 && !yield;
+      if (yield) limit = std::min(limit, region::kYieldShare);
       if (handles[dev] == nullptr && g_nvml.nvmlDeviceGetHandleByUUID(d.uuid, &handles[dev]) != NVML_SUCCESS) continue;
       int64_t now = MonotonicNowNs(), prev = d.controller_ns.load();
       if (now - prev < kPeriodNs || !d.controller_ns.compare_exchange_strong(prev, now)) continue;
@@ -92,9 +99,10 @@ void* ControllerMain(void*) {
       if (last_us[dev] == 0) last_us[dev] = since;
       unsigned mine = 0, others = 0;
       if (!Measure(handles[dev], since, &mine, &others)) continue;
-      Limiter::Step s = Limiter::Reconcile(
-          d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0), d.launch_cost_ns.load(), limit,
-          r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce), mine, others, now - prev);
+      bool force = r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce);
+      Limiter::Step s =
+          Limiter::Reconcile(d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
+                             d.launch_cost_ns.load(), limit, force || yield, mine, boost ? 0 : others, now - prev);
       d.lead_ns.store(s.lead_ns);
       // Launches take from tokens concurrently: add the delta, then clamp.
       int64_t t = d.tokens.fetch_add(s.token_delta) + s.token_delta;

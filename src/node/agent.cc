@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "src/cli/arbiter.h"
 #include "src/cli/paths.h"
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
@@ -169,6 +170,7 @@ int RunNode(const std::vector<std::string>& args) {
     }
   }
 
+  cli::PriorityArbiter arbiter(driver->get());
   int64_t next_sweep = 0, next_pids = 0;
   std::string cdi_health;  // the healthy set the spec was last written for
   while (!g_stop) {
@@ -180,13 +182,14 @@ int RunNode(const std::vector<std::string>& args) {
       WriteCdiSpec(cfg, book, *enforcer);
       cdi_health = health;
     }
+    std::vector<std::string> regions;
+    for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
     if (now >= next_pids) {
       // New container processes need their host pid quickly: the compute limiter measures by it.
-      std::vector<std::string> regions;
-      for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
       ResolveHostPids(regions);
       next_pids = now + 1'000'000'000;
     }
+    arbiter.Step(regions);  // CUDA_TASK_PRIORITY between containers sharing a card
     if (now >= next_sweep) {
       std::vector<ContainerDevices> fresh;
       {

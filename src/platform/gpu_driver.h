@@ -38,6 +38,11 @@ struct GpuInfo {
   std::vector<GpuProcess> processes;
 };
 
+struct ProcessUtil {
+  uint32_t pid = 0;      // as the node sees it
+  unsigned sm_util = 0;  // percent
+};
+
 struct XidEvent {
   std::string uuid;
   uint64_t xid = 0;
@@ -49,6 +54,9 @@ class GpuDriver {
   virtual std::string DriverVersion() = 0;
   virtual int CudaVersion() = 0;  // e.g. 13000
   virtual StatusOr<std::vector<GpuInfo>> ListGpus() = 0;
+  // SM utilisation of each process on a GPU, from the driver's samples newer than
+  // since_us (wall clock, microseconds). Empty when nothing ran.
+  virtual StatusOr<std::vector<ProcessUtil>> ProcessUtilization(const std::string& uuid, uint64_t since_us) = 0;
   // Waits up to timeout_ms for a critical XID on any GPU; nullopt on timeout.
   virtual StatusOr<std::optional<XidEvent>> WaitXid(int timeout_ms) = 0;
 };

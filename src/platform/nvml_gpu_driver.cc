@@ -68,6 +68,21 @@ class NvmlGpuDriver final : public GpuDriver {
     return gpus;
   }
 
+  StatusOr<std::vector<ProcessUtil>> ProcessUtilization(const std::string& uuid, uint64_t since_us) override {
+    nvmlDevice_t d;
+    nvmlReturn_t rc = api_.nvmlDeviceGetHandleByUUID(uuid.c_str(), &d);
+    if (rc != NVML_SUCCESS) return Unavailable(uuid + ": " + api_.nvmlErrorString(rc));
+    nvmlProcessUtilizationSample_t samples[256];
+    unsigned n = 256;
+    rc = api_.nvmlDeviceGetProcessUtilization(d, samples, &n, since_us);
+    std::vector<ProcessUtil> out;
+    if (rc == NVML_ERROR_NOT_FOUND) return out;  // no samples: nothing ran
+    if (rc != NVML_SUCCESS)
+      return Unavailable(std::string("nvmlDeviceGetProcessUtilization: ") + api_.nvmlErrorString(rc));
+    for (unsigned i = 0; i < n; ++i) out.push_back({samples[i].pid, samples[i].smUtil});
+    return out;
+  }
+
   StatusOr<std::optional<XidEvent>> WaitXid(int timeout_ms) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (events_ == nullptr) {
