@@ -38,6 +38,7 @@ bench: build
 	  GS_ENFORCER=$(CURDIR)/$(BUILD)/enforcer/libgpuslice.so $(BUILD)/bench/gpuslice_bench; \
 	  rc=$$?; $(BUILD)/bin/gpuslice sim down --root $$root >/dev/null; rm -rf $$root; [ $$rc -eq 0 ] || exit $$rc
 	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/node_allocate_bench
+	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/container_startup_bench
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -1,6 +1,7 @@
 #include "src/region/region.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -148,11 +149,23 @@ void Unlock(Region* r) {
   pthread_mutex_unlock(&r->mutex);
 }
 
-int SweepDeadLocked(Region* r) {
+// Frees the slots of processes that are gone. `thorough` also compares start times, which
+// catches a pid already reused by another process but reads /proc once per live slot;
+// otherwise one kill(pid, 0) per slot tells the processes that are simply gone (the
+// common case) — cheap enough for every process to do when it joins, so a container of
+// hundreds of processes starting at once does not serialise on /proc reads under the
+// mutex. The thorough sweep runs when an allocation would fail and in the node agent.
+// A joining process (self, self_start) also frees a slot holding its own pid with another
+// start time: that pid is now its own, so the slot's process is gone.
+int SweepDeadLocked(Region* r, bool thorough, pid_t self = 0, uint64_t self_start = 0) {
   int swept = 0;
   for (auto& s : r->procs) {
     uint32_t pid = s.pid.load();
-    if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), s.start_time)) continue;
+    if (pid == 0) continue;
+    bool gone = thorough                             ? !ProcessIsAlive(static_cast<pid_t>(pid), s.start_time)
+                : pid == static_cast<uint32_t>(self) ? s.start_time != self_start
+                                                     : kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if (!gone) continue;
     WriteBegin(r);
     for (int d = 0; d < kMaxDevices; ++d) {
       r->devices[d].memory_used.fetch_sub(s.memory[d].exchange(0));
@@ -168,22 +181,25 @@ int SweepDeadLocked(Region* r) {
 
 int SweepDead(Region* r) {
   Lock(r);
-  int n = SweepDeadLocked(r);
+  int n = SweepDeadLocked(r, true);
   Unlock(r);
   return n;
 }
 
 ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time) {
   Lock(r);
-  SweepDeadLocked(r);
+  SweepDeadLocked(r, false, pid, start_time);
   ProcessSlot* free_slot = nullptr;
-  for (auto& s : r->procs) {
-    uint32_t p = s.pid.load();
-    if (p == static_cast<uint32_t>(pid) && s.start_time == start_time) {
-      Unlock(r);
-      return &s;
+  for (int pass = 0; pass < 2 && free_slot == nullptr; ++pass) {
+    if (pass == 1 && SweepDeadLocked(r, true) == 0) break;  // full: look harder for the dead
+    for (auto& s : r->procs) {
+      uint32_t p = s.pid.load();
+      if (p == static_cast<uint32_t>(pid) && s.start_time == start_time) {
+        Unlock(r);
+        return &s;
+      }
+      if (p == 0 && free_slot == nullptr) free_slot = &s;
     }
-    if (p == 0 && free_slot == nullptr) free_slot = &s;
   }
   if (free_slot) {
     WriteBegin(r);
@@ -218,7 +234,9 @@ bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled
   Lock(r);
   uint64_t used = d.memory_used.load(), limit = d.memory_limit.load();
   if (own_limit != 0 && (limit == 0 || own_limit < limit)) limit = own_limit;
-  if (limit != 0 && (bytes > limit || used > limit - bytes)) {
+  auto fits = [&] { return limit == 0 || (bytes <= limit && used <= limit - bytes); };
+  if (!fits() && SweepDeadLocked(r, true) > 0) used = d.memory_used.load();  // a dead process may hold it
+  if (!fits()) {
     Unlock(r);
     return false;
   }

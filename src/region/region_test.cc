@@ -168,6 +168,25 @@ TEST_F(RegionTest, OwnerDiedHoldingTheLockIsRepaired) {
   CloseRegion(r);
 }
 
+// Joining is cheap (no /proc read per live process), so a slot whose process died is not
+// always freed right away; an allocation that would fail because of it frees it first.
+TEST_F(RegionTest, MemoryOfADeadProcessIsReturnedBeforeAnAllocationFails) {
+  Region* r = Open();
+  r->devices[0].memory_limit = 1000;
+  // A slot whose process is gone and whose pid another live process has since taken (our
+  // parent here): kill(pid, 0) says alive, only the start time tells.
+  ProcessSlot* dead = ClaimSlot(r, getppid(), 1);
+  ASSERT_NE(dead, nullptr);
+  ASSERT_TRUE(Reserve(r, dead, 0, 800, false));
+  ProcessSlot* mine = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 800u);  // joining did not look that closely
+  EXPECT_TRUE(Reserve(r, mine, 0, 900, false));       // fits once the dead process's 800 are back
+  EXPECT_EQ(r->devices[0].memory_used.load(), 900u);
+  EXPECT_FALSE(Reserve(r, mine, 0, 200, false));  // and the limit still holds
+  CloseRegion(r);
+}
+
 TEST_F(RegionTest, ReusedPidDoesNotInheritASlot) {
   Region* r = Open();
   pid_t me = getpid();
