@@ -137,7 +137,7 @@ int RunNode(const std::vector<std::string>& args) {
   dirs.Start();
   DevicePluginService service(cfg, &book, &dirs, *enforcer);
   PluginServer server(cfg, &service);
-  if (Status s = server.Start(); !s.ok()) GS_LOG(kWarn, "%s (will retry)", s.message().c_str());
+  server.Start();
   GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
          gpus.size() * static_cast<size_t>(cfg.split.split_count), cfg.resource_name.c_str(), cfg.split.split_count);
 

@@ -52,22 +52,46 @@ Status PluginServer::Register() {
   return Status::Ok();
 }
 
-Status PluginServer::Start() {
-  GS_RETURN_IF_ERROR(Serve());
+// The kubelet makes its device-plugin directory; until it exists there is nothing to do.
+bool PluginServer::KubeletDirReady() {
+  std::string dir = cfg_.plugin_socket().substr(0, cfg_.plugin_socket().rfind('/'));
+  struct stat st;
+  bool ready = stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (!ready) Warn("waiting for the kubelet's device-plugin directory " + dir);
+  return ready;
+}
+
+// Each warning once until something else happens: a node waiting for its kubelet does
+// not fill the log every 200 ms.
+void PluginServer::Warn(const std::string& message) {
+  if (message == last_warning_) return;
+  last_warning_ = message;
+  GS_LOG(kWarn, "%s", message.c_str());
+}
+
+void PluginServer::Start() {
+  if (!KubeletDirReady()) return;  // Keep() starts serving once it is there
+  if (Status s = Serve(); !s.ok()) return Warn(s.message() + " (will retry)");
   kubelet_inode_ = Inode(cfg_.kubelet_socket());
   Status s = Register();
   registered_ = s.ok();
-  if (registered_) GS_LOG(kInfo, "registered %s with the kubelet", cfg_.resource_name.c_str());
-  return s;
+  if (registered_)
+    GS_LOG(kInfo, "registered %s with the kubelet", cfg_.resource_name.c_str());
+  else
+    Warn(s.message() + " (will retry)");
 }
 
 void PluginServer::Keep() {
+  if (!KubeletDirReady()) {
+    registered_ = false;
+    return;
+  }
   bool ours_gone = access(cfg_.plugin_socket().c_str(), F_OK) != 0;
   ino_t kubelet = Inode(cfg_.kubelet_socket());
   bool kubelet_new = kubelet != 0 && kubelet != kubelet_inode_;
   if (ours_gone) {
-    GS_LOG(kWarn, "our socket %s is gone (kubelet restart?): serving again", cfg_.plugin_socket().c_str());
-    if (!Serve().ok()) return;
+    if (server_) GS_LOG(kWarn, "our socket %s is gone (kubelet restart?): serving again", cfg_.plugin_socket().c_str());
+    if (Status s = Serve(); !s.ok()) return Warn(s.message());
     registered_ = false;
   }
   if (kubelet == 0) return;  // no kubelet yet: wait for its socket
@@ -75,10 +99,12 @@ void PluginServer::Keep() {
     kubelet_inode_ = kubelet;
     Status s = Register();
     registered_ = s.ok();
-    if (registered_)
-      GS_LOG(kInfo, "registered %s with the kubelet again", cfg_.resource_name.c_str());
-    else
-      GS_LOG(kWarn, "%s", s.message().c_str());
+    if (registered_) {
+      GS_LOG(kInfo, "registered %s with the kubelet", cfg_.resource_name.c_str());
+      last_warning_.clear();
+    } else {
+      Warn(s.message());
+    }
   }
 }
 

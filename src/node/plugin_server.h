@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -21,12 +22,15 @@ class PluginServer {
  public:
   PluginServer(const Config& cfg, DevicePluginService* service);
   ~PluginServer();
-  Status Start();  // serve, then register
+  // Serves, then registers; failures are logged and retried by Keep().
+  void Start();
   void Stop();
   void Keep();  // re-serve / re-register after a kubelet restart
   bool registered() const { return registered_; }
 
  private:
+  bool KubeletDirReady();
+  void Warn(const std::string& message);
   Status Serve();
   Status Register();
 
@@ -34,7 +38,8 @@ class PluginServer {
   DevicePluginService* service_;
   std::unique_ptr<grpc::Server> server_;
   ino_t kubelet_inode_ = 0;
-  bool registered_ = false;
+  std::string last_warning_;
+  std::atomic<bool> registered_{false};  // read by /healthz on another thread
 };
 
 }  // namespace gs::node
