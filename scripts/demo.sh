@@ -9,7 +9,7 @@ SECONDS_RUN=${DEMO_SECONDS:-15}
 ROOT=$(mktemp -d /tmp/gpuslice-demo-XXXXXX)
 OUT="$ROOT/out"
 mkdir -p "$OUT"
-cleanup() { kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; "$G" sim down --root "$ROOT" >/dev/null 2>&1; rm -rf "$ROOT"; }
+cleanup() { kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; "$G" sim down --root "$ROOT/node" >/dev/null 2>&1; rm -rf "$ROOT"; }
 trap cleanup EXIT
 
 bold() { printf '\033[1m%s\033[0m\n' "$*"; }
@@ -20,6 +20,20 @@ eval "$("$G" sim env --root "$ROOT/node")"
 "$G" smi | head -11
 echo
 
+# The node agent on the same node: its Prometheus endpoint serves the GPUs' metrics while
+# the tenants run (no kubelet here, so it only waits to register; Kubernetes adds the
+# per-pod series: docs/node-agent.md).
+"$G" node --driver-root "$ROOT/node" --kubelet-dir "$ROOT/kubelet" --state-dir "$ROOT/agent" \
+  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:0}" --cdi-spec-dir "" >"$OUT/node-agent.out" 2>&1 &
+scrape() {  # prints the node agent's /metrics (bash's /dev/tcp: no curl needed)
+  local port
+  port=$(cat "$ROOT/agent/metrics.port" 2>/dev/null) || return 1
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf 'GET /metrics HTTP/1.0\r\nHost: demo\r\n\r\n' >&3
+  sed '1,/^\r*$/d' <&3
+  exec 3<&-
+}
+
 # name | device | memory limit | SM share | burn arguments | expectation
 tenants=(
   "train-a|0|20g|30|--memory 16g --verify-bytes 256m --util 100|share"
@@ -29,16 +43,29 @@ tenants=(
   "vmem-e|1|100g|10|--memory 60g --verify-bytes 512m --util 100|spill"
 )
 
+tenant_pids=()
 bold "== starting tenants =="
 printf '%-9s %-4s %-11s %-6s %s\n' tenant gpu mem-limit share "program"
 for t in "${tenants[@]}"; do
   IFS='|' read -r name dev mem share args expect <<<"$t"
   extra=""
-  [ "$expect" = spill ] && extra="--oversubscribe"
+  if [ "$expect" = spill ]; then
+    extra="--oversubscribe"
+    # The card must be full of the others' memory first, or nothing needs to spill.
+    for _ in $(seq 50); do
+      ready=1
+      for p in "$OUT"/*.log; do
+        grep -q -e 'burn: allocated' -e '"ok":false' "$p" || ready=0
+      done
+      [ $ready -eq 1 ] && break
+      sleep 0.1
+    done
+  fi
   printf '%-9s %-4s %-11s %-6s gpuslice burn %s\n' "$name" "$dev" "$mem" "$share%" "$args"
   # shellcheck disable=SC2086
   "$G" run --device "$dev" --memory "$mem" --cores "$share" $extra --summary-json "$OUT/$name.slice.json" -- \
     "$G" burn $args --seconds "$SECONDS_RUN" --json >"$OUT/$name.log" 2>"$OUT/$name.err" &
+  tenant_pids+=($!)
 done
 echo
 
@@ -47,8 +74,14 @@ for ((i = 0; i < SECONDS_RUN; i += 5)); do
   bold "== live: gpuslice smi (t=$((i + 5))s) =="
   "$G" smi | sed -n '6,10p;14,40p' | grep -v '^$'
   echo
+  if [ "$i" -eq 0 ]; then
+    bold "== live: Prometheus metrics, http://127.0.0.1:$(cat "$ROOT/agent/metrics.port" 2>/dev/null)/metrics =="
+    scrape | grep -E '^gpuslice_gpu_(memory_used_bytes|utilization_ratio)' | sed 's/,uuid="[^"]*"//'
+    echo
+  fi
 done
-wait
+metrics_series=$(scrape | grep -c '^gpuslice_')
+wait "${tenant_pids[@]}"
 
 bold "== what each tenant got =="
 fail=0
@@ -91,4 +124,6 @@ if [ $fail -ne 0 ]; then
   "$G" sim down --root "$ROOT/node" >/dev/null 2>&1
   exit 1
 fi
+echo "metrics endpoint: ${metrics_series:-0} gpuslice_* series served by the node agent at the end"
+[ "${metrics_series:-0}" -gt 0 ] || { bold "The metrics endpoint did not answer."; exit 1; }
 bold "Every tenant was held to its slice."

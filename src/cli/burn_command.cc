@@ -117,6 +117,7 @@ int BurnCommand(const std::vector<std::string>& args) {
       }
     printf("burn: allocated %s, verified %s\n", FormatBytes(memory, mem_s, sizeof(mem_s)),
            FormatBytes(verify_bytes, total_s, sizeof(total_s)));
+    fflush(stdout);  // who waits for the allocation (make demo) sees it now
   }
 
   CUmodule mod;
