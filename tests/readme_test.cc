@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -47,6 +49,51 @@ TEST(Readme, MarkedCommandBlocksRunAsWritten) {
     EXPECT_NE(r.out.find("average util"), std::string::npos) << r.out;
   }
   std::filesystem::remove_all(tmp);
+}
+
+// docs/configuration.md lists every flag each subcommand accepts, in that subcommand's
+// section: a flag added without documenting it fails here.
+TEST(Docs, ConfigurationReferenceListsEveryFlagOfEverySubcommand) {
+  std::ifstream in(SourceDir() + "/docs/configuration.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  static const std::regex heading(R"(^## gpuslice (.+)$)");
+  std::map<std::string, std::string> sections;  // command -> its text
+  std::string current;
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, heading))
+      current = m[1];
+    else if (!current.empty())
+      sections[current] += line + "\n";
+  }
+  const std::vector<std::string> commands = {
+      "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",       "sim env",
+      "sim inject", "node", "cdi generate", "cdi list", "hook",     "runtime configure"};
+  static const std::regex flag_line(R"(^  --([a-z0-9-]+))");
+  for (const auto& command : commands) {
+    ASSERT_TRUE(sections.count(command)) << "docs/configuration.md has no section '## gpuslice " << command << "'";
+    std::vector<std::string> argv = {GpusliceBin()};
+    std::istringstream words(command);
+    for (std::string w; words >> w;) argv.push_back(w);
+    argv.push_back("--help");
+    Result help = RunProcess(argv);
+    ASSERT_EQ(help.code, 0) << command << ": " << help.err;
+    int flags = 0;
+    std::istringstream out(help.out);
+    for (std::string line; std::getline(out, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, flag_line)) continue;
+      ++flags;
+      EXPECT_NE(sections[command].find("`--" + m[1].str()), std::string::npos)
+          << "gpuslice " << command << " --" << m[1] << " is not in docs/configuration.md";
+    }
+    EXPECT_GT(flags, 0) << command;
+  }
+  for (const auto& [command, text] : sections)
+    EXPECT_TRUE(command == "version" || std::find(commands.begin(), commands.end(), command) != commands.end())
+        << "docs/configuration.md documents '" << command << "', which this test does not know";
 }
 
 }  // namespace

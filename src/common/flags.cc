@@ -10,7 +10,8 @@ namespace gs {
 FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
 
-void FlagSet::Add(Flag f) {
+void FlagSet::Add(Flag f, std::string default_value) {
+  f.default_value = std::move(default_value);
   flags_.push_back(std::move(f));
 }
 
@@ -21,15 +22,18 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
 }
 
 void FlagSet::String(const std::string& name, std::string* out, const std::string& help, const std::string& env) {
-  Add({name, help, env, "string", [out](const std::string& v) {
+  Add({name, help, env, "string",
+       [out](const std::string& v) {
          *out = v;
          return Status::Ok();
-       }});
+       }},
+      *out);
 }
 
 void FlagSet::Int(const std::string& name, int64_t* out, const std::string& help, int64_t min, int64_t max,
                   const std::string& env) {
-  Add({name, help, env, "int", [=](const std::string& v) {
+  Add({name, help, env, "int",
+       [=](const std::string& v) {
          char* end = nullptr;
          long long x = strtoll(v.c_str(), &end, 10);
          if (v.empty() || *end != 0) return InvalidArgument("--" + name + ": '" + v + "' is not an integer");
@@ -38,12 +42,14 @@ void FlagSet::Int(const std::string& name, int64_t* out, const std::string& help
                                   std::to_string(max) + "]");
          *out = x;
          return Status::Ok();
-       }});
+       }},
+      std::to_string(*out));
 }
 
 void FlagSet::Double(const std::string& name, double* out, const std::string& help, double min, double max,
                      const std::string& env) {
-  Add({name, help, env, "number", [=](const std::string& v) {
+  Add({name, help, env, "number",
+       [=](const std::string& v) {
          char* end = nullptr;
          double x = strtod(v.c_str(), &end);
          if (v.empty() || *end != 0) return InvalidArgument("--" + name + ": '" + v + "' is not a number");
@@ -54,7 +60,12 @@ void FlagSet::Double(const std::string& name, double* out, const std::string& he
          }
          *out = x;
          return Status::Ok();
-       }});
+       }},
+      [&] {
+        std::ostringstream os;
+        os << *out;
+        return os.str();
+      }());
 }
 
 void FlagSet::Bool(const std::string& name, bool* out, const std::string& help, const std::string& env) {
@@ -68,17 +79,19 @@ void FlagSet::Bool(const std::string& name, bool* out, const std::string& help, 
            return Status::Ok();
          }};
   f.is_bool = true;
-  Add(std::move(f));
+  Add(std::move(f), *out ? "true" : "");
 }
 
 void FlagSet::Bytes(const std::string& name, uint64_t* out, const std::string& help, const std::string& env) {
-  Add({name, help, env, "size", [=](const std::string& v) {
+  Add({name, help, env, "size",
+       [=](const std::string& v) {
          uint64_t b = 0;
          if (!ParseByteQuantity(v.c_str(), &b))
            return InvalidArgument("--" + name + ": '" + v + "' is not a size (e.g. 512m, 4Gi, 1073741824)");
          *out = b;
          return Status::Ok();
-       }});
+       }},
+      *out ? std::to_string(*out) : "");
 }
 
 Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional,
@@ -146,6 +159,7 @@ std::string FlagSet::Usage() const {
     else
       os << "\n" << std::string(28, ' ');
     os << f.help;
+    if (!f.default_value.empty()) os << " (default " << f.default_value << ")";
     if (!f.env.empty()) os << " [env " << f.env << "]";
     os << "\n";
   }

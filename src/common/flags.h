@@ -42,9 +42,10 @@ class FlagSet {
     std::function<Status(const std::string&)> set;
     bool is_bool = false;
     bool set_on_command_line = false;
+    std::string default_value{};  // the variable's value when registered ("" = none shown)
   };
   Flag* Find(const std::string& name);
-  void Add(Flag f);
+  void Add(Flag f, std::string default_value);
 
   std::string command_, summary_;
   std::vector<Flag> flags_;
