@@ -11,10 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "tests/harness.h"
@@ -339,12 +341,20 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetrics) {
+// A real Prometheus scrapes the agent, and every query of the Grafana dashboard runs
+// against what it scraped (with "All" for the dashboard's variables, as Grafana sends
+// them): each must be valid PromQL and, except the "unhealthy GPUs" count, return series.
+TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks) {
   if (system("command -v prometheus >/dev/null 2>&1") != 0) {
     std::cout << "NOTE: prometheus is not installed: the scrape test did NOT run (make test installs it)\n";
     GTEST_SKIP() << "prometheus not installed";
   }
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  // One container holds a slice, so the per-container series exist.
+  std::string id = AllIds()[0];
+  kubelet_->SetPods({{"web-0", "prod", "main", "nvidia.com/gpu", {id}}});
+  v1beta1::ContainerAllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate({id}, &resp).ok());
   int port = FreePort();
   std::string dir = node_->root() + "/prometheus";
   std::filesystem::create_directories(dir + "/data");
@@ -369,6 +379,32 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetrics) {
   auto up = c.Get("/api/v1/query?query=up%7Bjob%3D%22gpuslice%22%7D");
   ASSERT_TRUE(up);
   EXPECT_NE(up->body.find("\"1\"]"), std::string::npos) << up->body;
+
+  // Until the pod's labels are scraped (the agent polls pod-resources every second).
+  auto query = [&](const std::string& expr) {
+    auto res = c.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
+    return res ? nlohmann::json::parse(res->body, nullptr, false) : nlohmann::json();
+  };
+  for (int i = 0; i < 50 && query("gpuslice_slice_memory_limit_bytes{namespace=\"prod\"}")["data"]["result"].empty();
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ifstream in(SourceDir() + "/deploy/grafana/gpuslice-dashboard.json");
+  nlohmann::json dashboard = nlohmann::json::parse(in);
+  int queries = 0;
+  for (const auto& panel : dashboard["panels"])
+    for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+      std::string expr = target["expr"];
+      for (const char* var : {"$instance", "$namespace"})
+        for (auto at = expr.find(var); at != std::string::npos; at = expr.find(var))
+          expr.replace(at, strlen(var), ".*");
+      nlohmann::json r = query(expr);
+      ++queries;
+      EXPECT_EQ(r.value("status", ""), "success") << panel["title"] << ": " << expr << "\n" << r.dump();
+      if (expr.find("== 0") == std::string::npos) {
+        EXPECT_FALSE(r["data"]["result"].empty()) << panel["title"] << ": " << expr << " returned nothing";
+      }
+    }
+  EXPECT_GE(queries, 10);
   prom.Signal(SIGTERM);
   prom.Wait();
 }
