@@ -7,7 +7,6 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -230,14 +229,6 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 3 * kGiB);
   Result bad = RunProcess({GpusliceBin(), "run", "--memory", "3q", "--", "true"}, node.env());
   EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
-}
-
-// Achieved SM utilisation of `burn` under a share, from its own report.
-double BurnUtil(const std::string& out) {
-  std::smatch m;
-  static const std::regex re("average util ([0-9.]+)%");
-  if (!std::regex_search(out, m, re)) return -1;
-  return std::stod(m[1]);
 }
 
 TEST(EnforcerCompute, OneContainerAloneIsHeldToItsShareWithPolicyForce) {

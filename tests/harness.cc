@@ -171,6 +171,11 @@ Env SimNode::enforced(Env limits) const {
   return e;
 }
 
+double BurnUtil(const std::string& out) {
+  auto at = out.find("average util ");
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 13));
+}
+
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix) {
   std::vector<std::string> lines;
   std::istringstream in(out);

@@ -77,6 +77,8 @@ class SimNode {
 
 // Lines of `out` that start with `prefix` (e.g. "alloc").
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix);
+// Achieved SM utilisation `gpuslice burn` reports at its end ("average util N%"); -1 if absent.
+double BurnUtil(const std::string& out);
 // Whitespace-separated fields of the first line starting with prefix.
 std::vector<std::string> Fields(const std::string& out, const std::string& prefix);
 

@@ -17,9 +17,9 @@ namespace gs::cli {
 namespace {
 
 struct Member {
-  region::Region* region;
-  int device;   // index in the region
-  size_t user;  // index in its card's user list
+  size_t region;  // index in the step's regions
+  int device;     // index in the region
+  size_t user;    // index in its card's user list
 };
 
 uint64_t WallMicros() {
@@ -54,20 +54,21 @@ void PriorityArbiter::Step(const std::vector<std::string>& region_paths) {
     for (int dev = 0; dev < region::kMaxDevices; ++dev) {
       const char* uuid = r->devices[dev].uuid;
       if (uuid[0] == 0) continue;
-      members[uuid].push_back({r, dev, users[uuid].size()});
+      members[uuid].push_back({i, dev, users[uuid].size()});
       users[uuid].push_back({priority, 0});
     }
   }
   uint64_t since = WallMicros() - kWindowUs;
   for (auto& [uuid, card] : users) {
-    auto samples = driver_->ProcessUtilization(uuid, since);
+    // Equal priorities decide nothing whatever the use: no driver query then (the usual case).
+    bool mixed = std::any_of(card.begin(), card.end(), [&](const auto& u) { return u.priority != card[0].priority; });
+    auto samples = mixed ? driver_->ProcessUtilization(uuid, since)
+                         : StatusOr<std::vector<platform::ProcessUtil>>(std::vector<platform::ProcessUtil>());
     if (samples.ok())
       for (const auto& m : members[uuid]) {
-        size_t region_index =
-            static_cast<size_t>(std::find(regions.begin(), regions.end(), m.region) - regions.begin());
         unsigned util = 0;
         for (const auto& s : *samples)
-          if (pids[region_index].count(s.pid)) util += s.sm_util;
+          if (pids[m.region].count(s.pid)) util += s.sm_util;
         card[m.user].util = std::min(util, 100u);
       }
     auto decisions = model::ArbitrateCard(card);
@@ -76,7 +77,7 @@ void PriorityArbiter::Step(const std::vector<std::string>& region_paths) {
              card[i].priority, card[i].util, decisions[i].yield ? 1 : 0, decisions[i].boost ? 1 : 0);
     int64_t now = MonotonicNowNs();
     for (const auto& m : members[uuid]) {
-      region::Device& d = m.region->devices[m.device];
+      region::Device& d = regions[m.region]->devices[m.device];
       d.yield.store(decisions[m.user].yield ? 1 : 0);
       d.boost.store(decisions[m.user].boost ? 1 : 0);
       d.arbiter_ns.store(now);

@@ -140,11 +140,11 @@ int RunCommand(const std::vector<std::string>& args) {
     std::cerr << "gpuslice run: " << run_dir.status().message() << "\n";
     return 1;
   }
-  const std::string tmpl = *run_dir;
+  const std::string dir = *run_dir;
   model::EditOptions o;
   o.standalone = true;
   o.enforcer_host_path = EnforcerLibrary();
-  o.region_host_dir = tmpl;
+  o.region_host_dir = dir;
   if (const char* pre = getenv("LD_PRELOAD")) o.existing_ld_preload = pre;
   if (access(o.enforcer_host_path.c_str(), R_OK) != 0) {
     std::cerr << "gpuslice run: enforcer not found at " << o.enforcer_host_path << " (set GPUSLICE_ENFORCER)\n";
@@ -183,9 +183,9 @@ int RunCommand(const std::vector<std::string>& args) {
     sigtimedwait(&chld, nullptr, &step);  // returns early when the program ends
   }
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  if (!summary_json.empty()) WriteSummary(tmpl + "/region", a, summary_json);
+  if (!summary_json.empty()) WriteSummary(dir + "/region", a, summary_json);
   std::error_code ec;
-  std::filesystem::remove_all(tmpl, ec);
+  std::filesystem::remove_all(dir, ec);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

@@ -23,14 +23,19 @@ int OpenBeneath(int dirfd, const std::string& name, uint64_t flags) {
   return static_cast<int>(syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof(how)));
 }
 
+// "/a/b" -> "a/b": openat2 resolves relative to the root's fd.
+std::string Relative(const std::string& path) {
+  size_t start = path.find_first_not_of('/');
+  return start == std::string::npos ? "" : path.substr(start);
+}
+
 // Opens `path` (absolute inside the root) resolving links as if rootfd were "/": no
 // component, link target or ".." can leave the root.
 int OpenInRoot(int rootfd, const std::string& path, uint64_t flags) {
   open_how how{};
   how.flags = flags | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-  std::string relative = path.substr(path.find_first_not_of('/'));
-  return static_cast<int>(syscall(SYS_openat2, rootfd, relative.c_str(), &how, sizeof(how)));
+  return static_cast<int>(syscall(SYS_openat2, rootfd, Relative(path).c_str(), &how, sizeof(how)));
 }
 
 bool IsLink(int dirfd, const std::string& name) {
@@ -157,8 +162,7 @@ Status RootFs::CharDevice(const std::string& path, unsigned major, unsigned mino
 }
 
 bool RootFs::HasRegularFile(const std::string& path) const {
-  std::string relative = path;
-  while (!relative.empty() && relative[0] == '/') relative.erase(0, 1);
+  std::string relative = Relative(path);
   if (relative.empty()) return false;
   int fd = OpenBeneath(fd_, relative, O_PATH);
   if (fd < 0) return false;
