@@ -89,13 +89,16 @@ TEST(Deploy, DashboardQueriesOnlyMetricsTheAgentExports) {
   node::GpuUsage g;
   g.uuid = "GPU-1";
   node::SliceUsage s;
-  std::string exposition = node::RenderMetrics({g}, {s});
+  std::string exposition = node::RenderMetrics({g}, {s}, {});
   std::set<std::string> exported;
-  std::regex name_re(R"(^# TYPE (\S+) )");
+  std::regex name_re(R"(^# TYPE (\S+) (\S+))");
   std::istringstream in(exposition);
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, name_re)) exported.insert(m[1]);
+    if (!std::regex_search(line, m, name_re)) continue;
+    exported.insert(m[1]);
+    if (m[2] == "histogram")  // a histogram's series carry these suffixes
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) exported.insert(m[1].str() + suffix);
   }
   std::ifstream f(Src() + "/deploy/grafana/gpuslice-dashboard.json");
   nlohmann::json dash = nlohmann::json::parse(f);

@@ -211,6 +211,9 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   std::string used_line = m.substr(used_at, m.find('\n', used_at) - used_at);
   EXPECT_GE(std::stod(used_line.substr(used_line.rfind(' ') + 1)), 16.0 * (1ull << 30)) << used_line;
   EXPECT_NE(m.find("gpuslice_gpu_slices_allocated{gpu=\"0\""), std::string::npos);
+  // Both Allocate calls were timed, the refused one counted as a failure.
+  EXPECT_NE(m.find("\ngpuslice_allocate_duration_seconds_count 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("\ngpuslice_allocate_failures_total 1\n"), std::string::npos);
   Result b = burn.Wait();
   EXPECT_EQ(b.code, 0) << b.out << b.err;
 
@@ -384,6 +387,9 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks
   for (int i = 0; i < 50 && query("gpuslice_slice_memory_limit_bytes{namespace=\"prod\"}")["data"]["result"].empty();
        ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // and until rate() and increase() have two samples to work with.
+  for (int i = 0; i < 50 && query("count_over_time(up[1m]) >= 2")["data"]["result"].empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::ifstream in(SourceDir() + "/deploy/grafana/gpuslice-dashboard.json");
   nlohmann::json dashboard = nlohmann::json::parse(in);
   int queries = 0;
@@ -400,7 +406,7 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks
         EXPECT_FALSE(r["data"]["result"].empty()) << panel["title"] << ": " << expr << " returned nothing";
       }
     }
-  EXPECT_GE(queries, 10);
+  EXPECT_GE(queries, 16);
   prom.Signal(SIGTERM);
   prom.Wait();
 }

@@ -22,12 +22,14 @@ grpc::Status ToGrpc(const Status& s) {
 
 // Overwrites the spare's limits file in place. Not with O_TRUNC: ext4 flushes a file that
 // was truncated to zero and rewritten when it is closed (auto_da_alloc), a disk write on
-// the Allocate path; shrinking to the written length afterwards does not.
+// the Allocate path; shrinking to the written length afterwards does not, and is only
+// needed when the old text (of a recycled directory) was longer.
 Status WriteLimits(const std::string& path, const std::string& text) {
   int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Internal("cannot open " + path + ": " + strerror(errno));
-  bool ok = pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
-            ftruncate(fd, static_cast<off_t>(text.size())) == 0;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+            (st.st_size <= static_cast<off_t>(text.size()) || ftruncate(fd, static_cast<off_t>(text.size())) == 0);
   int e = errno;
   close(fd);
   return ok ? Status::Ok() : Internal("cannot write " + path + ": " + strerror(e));
@@ -160,8 +162,15 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
 
 grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
                                            v1beta1::AllocateResponse* out) {
+  auto start = std::chrono::steady_clock::now();
+  grpc::Status status = AllocateAll(*req, out);
+  allocate_latency_.Observe(std::chrono::steady_clock::now() - start, status.ok());
+  return status;
+}
+
+grpc::Status DevicePluginService::AllocateAll(const v1beta1::AllocateRequest& req, v1beta1::AllocateResponse* out) {
   std::vector<std::string> made;
-  for (const auto& c : req->container_requests()) {
+  for (const auto& c : req.container_requests()) {
     std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
     std::string rec;
     auto r = AllocateContainer(ids, &rec);

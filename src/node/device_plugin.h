@@ -13,6 +13,7 @@
 #include "src/container/driver_files.h"
 #include "src/node/config.h"
 #include "src/node/container_dirs.h"
+#include "src/node/latency_histogram.h"
 #include "src/node/slice_book.h"
 
 namespace gs::node {
@@ -35,16 +36,23 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
                                  v1beta1::PreStartContainerResponse*) override;
 
+  // How long Allocate calls took inside the agent (for the metrics).
+  const LatencyHistogram& allocate_latency() const { return allocate_latency_; }
+
   // One container's response (exposed for benchmarks and tests).
   StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(const std::vector<std::string>& ids,
                                                                  std::string* record_id);
 
  private:
+  // Allocate's work: every container of the request, or none.
+  grpc::Status AllocateAll(const v1beta1::AllocateRequest& req, v1beta1::AllocateResponse* out);
+
   const Config& cfg_;
   SliceBook* book_;
   ContainerDirs* dirs_;
   EnforcerInstall enforcer_;
   std::atomic<bool> stopping_{false};
+  LatencyHistogram allocate_latency_;
 };
 
 }  // namespace gs::node

@@ -1,6 +1,7 @@
 #include "src/node/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <memory>
 #include <new>
 #include <sstream>
@@ -24,16 +25,41 @@ std::string Escape(const std::string& v) {
   return out;
 }
 
+// The shortest text that reads back as the same double, without an exponent where it
+// fits: byte counts stay exact (a stream's default six digits would print 20 GiB as
+// 2.14748e+10) and bucket bounds read as written (0.0001, not 1e-04).
+std::string Number(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+  if (r.ec != std::errc()) r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
 class Writer {
  public:
-  void Family(const char* name, const char* help) {
-    os_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+  void Family(const char* name, const char* help, const char* type = "gauge") {
+    os_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
-  void Sample(const char* name, const std::vector<std::pair<const char*, std::string>>& labels, double v) {
-    os_ << name << "{";
-    for (size_t i = 0; i < labels.size(); ++i)
-      os_ << (i ? "," : "") << labels[i].first << "=\"" << Escape(labels[i].second) << "\"";
-    os_ << "} " << v << "\n";
+  void Sample(const std::string& name, const std::vector<std::pair<const char*, std::string>>& labels, double v) {
+    os_ << name;
+    if (!labels.empty()) {
+      os_ << "{";
+      for (size_t i = 0; i < labels.size(); ++i)
+        os_ << (i ? "," : "") << labels[i].first << "=\"" << Escape(labels[i].second) << "\"";
+      os_ << "}";
+    }
+    os_ << " " << Number(v) << "\n";
+  }
+  void Histogram(const std::string& name, const char* help, const LatencyHistogram::Snapshot& h) {
+    Family(name.c_str(), help, "histogram");
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
+      cumulative += h.counts[i];
+      Sample(name + "_bucket", {{"le", Number(LatencyHistogram::kBounds[i])}}, static_cast<double>(cumulative));
+    }
+    Sample(name + "_bucket", {{"le", "+Inf"}}, static_cast<double>(h.count));
+    Sample(name + "_sum", {}, h.sum_seconds);
+    Sample(name + "_count", {}, static_cast<double>(h.count));
   }
   std::string str() const { return os_.str(); }
 
@@ -43,7 +69,8 @@ class Writer {
 
 }  // namespace
 
-std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices) {
+std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
+                          const LatencyHistogram::Snapshot& allocate) {
   Writer w;
   auto gl = [](const GpuUsage& g) {
     return std::vector<std::pair<const char*, std::string>>{
@@ -95,11 +122,16 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
     w.Sample("container_accelerator_memory_total_bytes", cl(s), static_cast<double>(s.limit));
   w.Family("container_accelerator_duty_cycle", "Percent of time the accelerator was busy for the container.");
   for (const auto& s : slices) w.Sample("container_accelerator_duty_cycle", cl(s), s.sm_util);
+
+  w.Histogram("gpuslice_allocate_duration_seconds",
+              "Time the agent took to answer the kubelet's Allocate calls, the gRPC transport not included.", allocate);
+  w.Family("gpuslice_allocate_failures_total", "Allocate calls the agent refused or could not serve.", "counter");
+  w.Sample("gpuslice_allocate_failures_total", {}, static_cast<double>(allocate.failed));
   return w.str();
 }
 
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
-                           const std::vector<ContainerDevices>& pods) {
+                           const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate) {
   auto known = book.Gpus();
   auto in_use = book.InUse();
   std::vector<GpuUsage> gpus;
@@ -156,7 +188,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
       slices.push_back(s);
     }
   }
-  return RenderMetrics(gpus, slices);
+  return RenderMetrics(gpus, slices, allocate.Read());
 }
 
 }  // namespace gs::node

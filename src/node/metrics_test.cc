@@ -17,7 +17,7 @@ TEST(Metrics, GpuAndSliceSeriesWithLabels) {
   g.slices_allocated = 2;
   SliceUsage s{"train-0",   "ml",       "main",  "abc123", "GPU-1", "NVIDIA H100 80GB HBM3",
                20ull << 30, 5ull << 30, 1 << 20, 24,       25};
-  std::string text = RenderMetrics({g}, {s});
+  std::string text = RenderMetrics({g}, {s}, {});
   EXPECT_NE(text.find("# TYPE gpuslice_gpu_memory_total_bytes gauge"), std::string::npos);
   EXPECT_NE(text.find("gpuslice_gpu_utilization_ratio{gpu=\"1\",uuid=\"GPU-1\",model=\"NVIDIA H100 80GB HBM3\"} 0.42"),
             std::string::npos)
@@ -25,7 +25,7 @@ TEST(Metrics, GpuAndSliceSeriesWithLabels) {
   EXPECT_NE(text.find("gpuslice_gpu_slices_allocated{gpu=\"1\",uuid=\"GPU-1\",model=\"NVIDIA H100 80GB HBM3\"} 2"),
             std::string::npos);
   EXPECT_NE(text.find("gpuslice_slice_memory_limit_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid="
-                      "\"GPU-1\",allocation=\"abc123\"} 2.14748e+10"),
+                      "\"GPU-1\",allocation=\"abc123\"} 21474836480"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("gpuslice_slice_sm_share_ratio{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"GPU-"
@@ -40,8 +40,27 @@ TEST(Metrics, GpuAndSliceSeriesWithLabels) {
 TEST(Metrics, LabelValuesAreEscaped) {
   SliceUsage s;
   s.pod = "we\"ird\\pod\nname";
-  std::string text = RenderMetrics({}, {s});
+  std::string text = RenderMetrics({}, {s}, {});
   EXPECT_NE(text.find("pod=\"we\\\"ird\\\\pod\\nname\""), std::string::npos) << text;
+}
+
+TEST(Metrics, AllocateLatencyIsACumulativeHistogramWithFailures) {
+  LatencyHistogram h;
+  h.Observe(std::chrono::microseconds(80), true);    // <= 0.0001
+  h.Observe(std::chrono::microseconds(300), true);   // <= 0.0005
+  h.Observe(std::chrono::microseconds(300), false);  // <= 0.0005, failed
+  h.Observe(std::chrono::seconds(3), true);          // beyond every bound
+  std::string text = RenderMetrics({}, {}, h.Read());
+  EXPECT_NE(text.find("# TYPE gpuslice_allocate_duration_seconds histogram\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_bucket{le=\"0.0001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_bucket{le=\"0.00025\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_bucket{le=\"0.0005\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_bucket{le=\"1\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos);
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_count 4\n"), std::string::npos);
+  EXPECT_NE(text.find("gpuslice_allocate_duration_seconds_sum 3.00068\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE gpuslice_allocate_failures_total counter\ngpuslice_allocate_failures_total 1\n"),
+            std::string::npos);
 }
 
 }  // namespace
