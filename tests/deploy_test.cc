@@ -146,8 +146,8 @@ TEST(Deploy, NodeImageBuildsWithBuildahAndRuns) {
     std::cout << "NOTE: needs root, buildah and podman: the image build did NOT run\n";
     GTEST_SKIP();
   }
-  char tmpl[] = "/tmp/gs-image-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  TempDir tmp("gs-image");
+  const std::string& dir = tmp.path();
   std::ofstream(dir + "/storage.conf") << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << dir
                                        << "/root\"\nrunroot = \"" << dir << "/run\"\n";
   std::ofstream(dir + "/containers.conf") << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", "
@@ -164,7 +164,6 @@ TEST(Deploy, NodeImageBuildsWithBuildahAndRuns) {
   EXPECT_EQ(run.code, 0) << run.err;
   EXPECT_NE(run.out.find("gpuslice 0.1.0"), std::string::npos) << run.out << run.err;
   RunProcess({"podman", "rmi", "-f", "localhost/gpuslice-node:test"}, env);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace gs::testing {
 
 inline constexpr uint64_t kMiB = 1ull << 20;

@@ -415,8 +415,8 @@ TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {
   Result r = RunProcess({GpusliceBin(), "node", "--device-split-count", "100"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--device-split-count: 100 is out of range [1, 64]"), std::string::npos) << r.err;
-  char tmpl[] = "/tmp/gs-empty-root-XXXXXX";
-  std::string root = mkdtemp(tmpl);
+  TempDir tmp("gs-empty-root");
+  const std::string& root = tmp.path();
   r = RunProcess({GpusliceBin(), "node", "--driver-root", root, "--state-dir", root + "/s", "--kubelet-dir", root});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no GPUs"), std::string::npos) << r.err;
@@ -427,7 +427,6 @@ TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {
   EXPECT_EQ(kill(waiting.pid(), 0), 0);
   waiting.Signal(SIGTERM);
   EXPECT_EQ(waiting.Wait().code, 0);
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -35,8 +35,8 @@ TEST(Readme, MarkedCommandBlocksRunAsWritten) {
   ss << in.rdbuf();
   auto blocks = MarkedBlocks(ss.str());
   ASSERT_FALSE(blocks.empty()) << "README.md has no <!-- readme-test --> block";
-  char tmpl[] = "/tmp/gs-readme-XXXXXX";
-  std::string tmp = mkdtemp(tmpl);
+  TempDir tmp_dir("gs-readme");
+  const std::string& tmp = tmp_dir.path();
   for (auto block : blocks) {
     block = std::regex_replace(block, std::regex("/tmp/node"), tmp + "/node");
     // The README assumes the release build of `make build`; ctest may run another build.
@@ -48,7 +48,6 @@ TEST(Readme, MarkedCommandBlocksRunAsWritten) {
     EXPECT_NE(r.out.find("refused: out of memory, as it should be"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("average util"), std::string::npos) << r.out;
   }
-  std::filesystem::remove_all(tmp);
 }
 
 // docs/configuration.md lists every flag each subcommand accepts, in that subcommand's

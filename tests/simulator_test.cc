@@ -176,8 +176,8 @@ TEST(Simulator, CudaVisibleDevicesSelectsCards) {
 }
 
 TEST(SimulatorCli, BadScenariosAreRefusedWithTheReason) {
-  char tmpl[] = "/tmp/gs-sim-bad-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  TempDir tmp("gs-sim-bad");
+  const std::string& dir = tmp.path();
   Result r = RunProcess({GpusliceBin(), "sim", "up", "--gpus", "3xB200", "--root", dir});
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("unknown GPU preset 'B200'"), std::string::npos) << r.err;

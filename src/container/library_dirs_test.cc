@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace gs::container {
@@ -13,11 +15,6 @@ namespace {
 
 class ImageLibraryDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gs-libdir-XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { fs::remove_all(root_); }
   void File(const std::string& path) {
     fs::create_directories(fs::path(root_ + path).parent_path());
     std::ofstream(root_ + path) << "x";
@@ -27,7 +24,8 @@ class ImageLibraryDirTest : public ::testing::Test {
     EXPECT_TRUE(r.ok());
     return ImageLibraryDir(*r);
   }
-  std::string root_;
+  gs::testing::TempDir tmp_{"gs-libdir"};
+  const std::string root_ = tmp_.path();
 };
 
 TEST_F(ImageLibraryDirTest, DebianFamilyImageUsesItsMultiarchDirectory) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace gs::container {
@@ -14,14 +16,9 @@ namespace {
 class RootFsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gs-rootfs-XXXXXX";
-    base_ = mkdtemp(tmpl);
-    root_ = base_ + "/rootfs";
-    host_ = base_ + "/host";
     fs::create_directories(root_);
     fs::create_directories(host_);
   }
-  void TearDown() override { fs::remove_all(base_); }
   StatusOr<int> Target(const std::string& path) {
     auto r = RootFs::Open(root_);
     EXPECT_TRUE(r.ok());
@@ -29,7 +26,8 @@ class RootFsTest : public ::testing::Test {
     if (fd.ok()) close(*fd);
     return fd;
   }
-  std::string base_, root_, host_;
+  gs::testing::TempDir base_{"gs-rootfs"};
+  const std::string root_ = base_.path() + "/rootfs", host_ = base_.path() + "/host";
 };
 
 TEST_F(RootFsTest, CreatesMissingDirectoriesAndTheFileInsideTheRoot) {

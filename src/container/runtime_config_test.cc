@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/temp_dir.h"
+
 namespace gs::container {
 namespace {
 
@@ -20,11 +22,6 @@ std::string Read(const std::string& p) {
 
 class RuntimeConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gs-runtime-config-XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
   Status Apply(const std::string& runtime, const std::string& mode = "cdi") {
     RuntimeConfigRequest r;
     r.runtime = runtime;
@@ -34,7 +31,8 @@ class RuntimeConfigTest : public ::testing::Test {
     if (!c.ok()) return c.status();
     return ApplyRuntimeConfig(r, *c);
   }
-  std::string root_;
+  gs::testing::TempDir tmp_{"gs-runtime-config"};
+  const std::string root_ = tmp_.path();
 };
 
 TEST_F(RuntimeConfigTest, DockerMergesKeepingOtherSettings) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "src/node/container_dirs.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -16,12 +17,7 @@ namespace {
 
 class SliceBookTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gs-book-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    fs::create_directories(dir_ + "/containers");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { fs::create_directories(dir_ + "/containers"); }
   std::unique_ptr<SliceBook> Book() {
     model::SplitPolicy p;
     p.split_count = 4;
@@ -34,7 +30,8 @@ class SliceBookTest : public ::testing::Test {
     for (const auto& r : b.Records()) ids.insert(r.id);
     return ids;
   }
-  std::string dir_;
+  gs::testing::TempDir tmp_{"gs-book"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(SliceBookTest, RecordsSurviveARestartThroughTheJournal) {

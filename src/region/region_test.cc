@@ -14,21 +14,13 @@
 #include <string>
 
 #include "src/common/proc_identity.h"
+#include "tests/temp_dir.h"
 
 namespace gs::region {
 namespace {
 
 class RegionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gs-region-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/region";
-  }
-  void TearDown() override {
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
   Region* Open() {
     OpenError err;
     char msg[512];
@@ -36,7 +28,8 @@ class RegionTest : public ::testing::Test {
     EXPECT_NE(r, nullptr) << msg;
     return r;
   }
-  std::string dir_, path_;
+  gs::testing::TempDir tmp_{"gs-region-test"};
+  const std::string dir_ = tmp_.path(), path_ = dir_ + "/region";
 };
 
 TEST_F(RegionTest, LayoutIsPinned) {
