@@ -137,6 +137,10 @@ int main() {
   printf("%-38s %12s\n", "agent PSS", fmt(SmapsKiB(agent.pid(), "Pss") / 1024.0, "MiB").c_str());
   printf("%-38s %12s\n", "/metrics body", (scrape ? std::to_string(scrape->body.size()) + " B" : "-").c_str());
   agent.Signal(SIGTERM);
-  agent.Wait();
+  Result r = agent.Wait();
+  if (r.code != 0) {
+    fprintf(stderr, "the agent exited with %d:\n%s\n", r.code, r.err.c_str());
+    return 1;
+  }
   return 0;
 }
