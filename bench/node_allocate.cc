@@ -37,14 +37,18 @@ struct Latency {
   double p50, p99;
 };
 
-// Cumulative bucket counts of gpuslice_allocate_duration_seconds by bound ("+Inf" last).
-std::vector<std::pair<std::string, double>> AgentHistogram(int port) {
+// The agent's /metrics body ("" when it does not answer).
+std::string Scrape(int port) {
   httplib::Client c("127.0.0.1", port);
   auto res = c.Get("/metrics");
+  return res ? res->body : "";
+}
+
+// Cumulative bucket counts of gpuslice_allocate_duration_seconds by bound ("+Inf" last).
+std::vector<std::pair<std::string, double>> AgentHistogram(const std::string& metrics) {
   std::vector<std::pair<std::string, double>> buckets;
-  if (!res) return buckets;
   const std::string key = "gpuslice_allocate_duration_seconds_bucket{le=\"";
-  std::istringstream in(res->body);
+  std::istringstream in(metrics);
   for (std::string line; std::getline(in, line);)
     if (line.rfind(key, 0) == 0) {
       auto end = line.find('"', key.size());
@@ -107,16 +111,15 @@ int main() {
   int port = 0;
   std::ifstream(state + "/metrics.port") >> port;
   Latency floor_paced = Measure(1000, std::chrono::microseconds(5000), options);
-  auto h0 = AgentHistogram(port);
+  auto h0 = AgentHistogram(Scrape(port));
   Latency paced = Measure(1000, std::chrono::microseconds(5000), allocate);
-  auto h1 = AgentHistogram(port);
+  auto h1 = AgentHistogram(Scrape(port));
   Latency floor_burst = Measure(2000, std::chrono::microseconds(0), options);
-  auto h2 = AgentHistogram(port);
+  auto h2 = AgentHistogram(Scrape(port));
   Latency burst = Measure(2000, std::chrono::microseconds(0), allocate);
-  auto h3 = AgentHistogram(port);
+  std::string last = Scrape(port);
+  auto h3 = AgentHistogram(last);
   if (paced.p50 < 0 || burst.p50 < 0 || floor_paced.p50 < 0 || floor_burst.p50 < 0) return 1;
-  httplib::Client metrics("127.0.0.1", port);
-  auto scrape = metrics.Get("/metrics");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto fmt = [](double v, const char* unit) { return (std::to_string(v).substr(0, 6) + " " + unit); };
   printf("\nnode agent, 8 GPUs x 16 slices, Allocate over gRPC (one container per call):\n");
@@ -135,7 +138,8 @@ int main() {
   printf("%-38s %12s\n", "agent RSS (after /metrics scrapes)",
          fmt(SmapsKiB(agent.pid(), "Rss") / 1024.0, "MiB").c_str());
   printf("%-38s %12s\n", "agent PSS", fmt(SmapsKiB(agent.pid(), "Pss") / 1024.0, "MiB").c_str());
-  printf("%-38s %12s\n", "/metrics body", (scrape ? std::to_string(scrape->body.size()) + " B" : "-").c_str());
+  printf("%-38s %12s\n", "/metrics body",
+         (last.empty() ? std::string("-") : std::to_string(last.size()) + " B").c_str());
   agent.Signal(SIGTERM);
   Result r = agent.Wait();
   if (r.code != 0) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <new>
 #include <sstream>
+#include <string_view>
 
 #include "src/model/slices.h"
 #include "src/region/region.h"
@@ -40,7 +41,7 @@ class Writer {
   void Family(const char* name, const char* help, const char* type = "gauge") {
     os_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
-  void Sample(const std::string& name, const std::vector<std::pair<const char*, std::string>>& labels, double v) {
+  void Sample(std::string_view name, const std::vector<std::pair<const char*, std::string>>& labels, double v) {
     os_ << name;
     if (!labels.empty()) {
       os_ << "{";
@@ -52,12 +53,13 @@ class Writer {
   }
   void Histogram(const std::string& name, const char* help, const LatencyHistogram::Snapshot& h) {
     Family(name.c_str(), help, "histogram");
+    const std::string bucket = name + "_bucket";
     uint64_t cumulative = 0;
     for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
       cumulative += h.counts[i];
-      Sample(name + "_bucket", {{"le", Number(LatencyHistogram::kBounds[i])}}, static_cast<double>(cumulative));
+      Sample(bucket, {{"le", Number(LatencyHistogram::kBounds[i])}}, static_cast<double>(cumulative));
     }
-    Sample(name + "_bucket", {{"le", "+Inf"}}, static_cast<double>(h.count));
+    Sample(bucket, {{"le", "+Inf"}}, static_cast<double>(h.count));
     Sample(name + "_sum", {}, h.sum_seconds);
     Sample(name + "_count", {}, static_cast<double>(h.count));
   }

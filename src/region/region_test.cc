@@ -28,6 +28,22 @@ class RegionTest : public ::testing::Test {
     EXPECT_NE(r, nullptr) << msg;
     return r;
   }
+  // A child process that joins the region, tries `rounds` reservations of 1 KiB on device
+  // 0, and hands the bytes it got to done() (which ends the child).
+  template <typename Done>
+  pid_t ForkReserver(int rounds, Done done) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      Region* rr = Open();
+      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+      uint64_t got = 0;
+      for (int k = 0; k < rounds; ++k)
+        if (Reserve(rr, s, 0, 1024, false)) got += 1024;
+      done(got);
+      _exit(0);
+    }
+    return pid;
+  }
   gs::testing::TempDir tmp_{"gs-region-test"};
   const std::string dir_ = tmp_.path(), path_ = dir_ + "/region";
 };
@@ -80,17 +96,7 @@ TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
   r->devices[0].memory_limit = kLimit;
   constexpr int kProcs = 8;
   pid_t kids[kProcs];
-  for (int i = 0; i < kProcs; ++i) {
-    kids[i] = fork();
-    if (kids[i] == 0) {
-      Region* rr = Open();
-      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
-      int got = 0;
-      for (int k = 0; k < 1000; ++k)
-        if (Reserve(rr, s, 0, 1024, false)) ++got;
-      _exit(got > 100 ? 1 : 0);
-    }
-  }
+  for (int i = 0; i < kProcs; ++i) kids[i] = ForkReserver(1000, [](uint64_t got) { _exit(got > kLimit ? 1 : 0); });
   // Children stay alive until reaped, so their memory is still counted below.
   for (int i = 0; i < kProcs; ++i) {
     int st;
@@ -110,20 +116,12 @@ TEST_F(RegionTest, ExactlyTheLimitIsHandedOutUnderRace) {
   ASSERT_EQ(pipe(pipefd), 0);
   constexpr int kProcs = 6;
   pid_t kids[kProcs];
-  for (int i = 0; i < kProcs; ++i) {
-    kids[i] = fork();
-    if (kids[i] == 0) {
-      Region* rr = Open();
-      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
-      uint64_t got = 0;
-      for (int k = 0; k < 200; ++k)
-        if (Reserve(rr, s, 0, 1024, false)) got += 1024;
+  for (int i = 0; i < kProcs; ++i)
+    kids[i] = ForkReserver(200, [&](uint64_t got) {
       ssize_t unused = write(pipefd[1], &got, sizeof(got));
       (void)unused;
       pause();  // stay alive: our memory stays counted
-      _exit(0);
-    }
-  }
+    });
   uint64_t total = 0;
   for (int i = 0; i < kProcs; ++i) {
     uint64_t got;
