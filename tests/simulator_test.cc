@@ -139,10 +139,41 @@ TEST(Simulator, KernelTimeAndUtilisationFollowTheCostModel) {
   EXPECT_GE(secs, 0.6);
   EXPECT_LT(secs, 0.6 + 0.35);
 
-  // 0.6 s busy in the last second: NVML's utilisation says about 60.
-  r = RunProcess({ProbeBin(), "init", "sleep", "1100", "launch", "1", "600000000", "sync", "util"}, node.env());
-  int util = std::stoi(Fields(r.out, "util")[1]);
-  EXPECT_NEAR(util, 60, 8) << r.out;
+  // NVML's device utilisation is that of the newest sample period visible (200 ms, 20 ms
+  // late): right after 0.6 s of kernels it is a fully busy one; 450 ms later an idle one.
+  r = RunProcess({ProbeBin(), "init", "launch", "1", "600000000", "sync", "util", "sleep", "450", "util"}, node.env());
+  auto utils = Lines(r.out, "util");
+  ASSERT_EQ(utils.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(utils[0], "util 100") << r.out;
+  EXPECT_EQ(utils[1], "util 0") << r.out;
+}
+
+// NVML's per-process feed behaves as measured on the H100 (real-gpu-h100.md): a NULL
+// buffer is answered INSUFFICIENT_SIZE with a fixed 72; polled every 20 ms, a new sample
+// arrives once per 200 ms period and NOT_FOUND in between.
+TEST(Simulator, NvmlProcessSamplesArriveOncePerPeriod) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Process burn({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "3"}, node.env());
+  Result r = RunProcess({ProbeBin(), "sleep", "300", "procutil", "2000"}, node.env());
+  burn.Wait();
+  EXPECT_EQ(Lines(r.out, "procutil-size")[0], "procutil-size insufficient 72") << r.out << r.err;
+  auto f = Fields(r.out, "procutil new");
+  ASSERT_EQ(f.size(), 4u) << r.out;
+  int fresh = std::stoi(f[1].substr(4)), not_found = std::stoi(f[2].substr(9));
+  EXPECT_GE(fresh, 9) << r.out;  // 2 s of 200 ms periods
+  EXPECT_LE(fresh, 11) << r.out;
+  EXPECT_GE(not_found, 50) << r.out;  // most 20 ms polls find nothing new
+  EXPECT_GE(std::stoi(f[3].substr(11)), 95) << r.out;
+
+  // With the sample period set to 100 ms by the scenario, twice as many.
+  SimNode fast("sample_period_ms: 100\ngpus: [H100-80GB]\n");
+  Process burn2({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "3"}, fast.env());
+  r = RunProcess({ProbeBin(), "sleep", "300", "procutil", "2000"}, fast.env());
+  burn2.Wait();
+  f = Fields(r.out, "procutil new");
+  ASSERT_EQ(f.size(), 4u) << r.out;
+  EXPECT_GE(std::stoi(f[1].substr(4)), 18) << r.out;
+  EXPECT_LE(std::stoi(f[1].substr(4)), 21) << r.out;
 }
 
 TEST(Simulator, XidInjectedNowAndScheduledReachNvmlEventSets) {

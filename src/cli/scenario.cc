@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <regex>
+#include <string>
+#include <tuple>
 
 #include "src/cli/gpu_presets.h"
 #include "src/common/quantity.h"
@@ -134,7 +136,8 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string k = it->first.as<std::string>();
-      if (k != "gpus" && k != "driver_version" && k != "cuda_version" && k != "context_memory" && k != "faults")
+      if (k != "gpus" && k != "driver_version" && k != "cuda_version" && k != "context_memory" && k != "faults" &&
+          k != "sample_period_ms" && k != "timeslice_ms")
         return InvalidArgument("scenario: unknown key '" + k + "'");
     }
     if (root["driver_version"]) sc.driver_version = root["driver_version"].as<std::string>();
@@ -149,6 +152,16 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
       auto b = Bytes(root["context_memory"], "context_memory");
       if (!b.ok()) return b.status();
       sc.context_memory = *b;
+    }
+    for (auto [key, value, lo, hi] : {std::tuple{"sample_period_ms", &sc.sample_period_ms, 10.0, 10000.0},
+                                      std::tuple{"timeslice_ms", &sc.timeslice_ms, 0.05, 1000.0}}) {
+      if (!root[key]) continue;
+      *value = root[key].as<double>();
+      if (!(*value >= lo && *value <= hi)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "%s: %s is outside %g..%g", key, root[key].as<std::string>().c_str(), lo, hi);
+        return InvalidArgument(msg);
+      }
     }
     const YAML::Node gpus = root["gpus"];
     if (!gpus) return InvalidArgument("scenario: 'gpus' is missing");

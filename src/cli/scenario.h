@@ -39,6 +39,10 @@ struct Scenario {
   std::string driver_version = "580.65.06";
   int cuda_version = 13000;
   uint64_t context_memory = 256ull << 20;  // what one CUDA context costs on a card
+  // NVML's per-process sample period and the driver's time slice between processes
+  // (src/sim/timeline.h; defaults as measured on the H100).
+  double sample_period_ms = 200;
+  double timeslice_ms = 2;
   std::vector<ScenarioGpu> gpus;
   std::vector<ScenarioFault> faults;
 };

@@ -72,6 +72,7 @@ Status WriteState(const Scenario& sc, const std::string& path) {
   snprintf(s->driver_version, sizeof(s->driver_version), "%s", sc.driver_version.c_str());
   s->cuda_version = sc.cuda_version;
   s->device_count = static_cast<uint32_t>(sc.gpus.size());
+  s->timing = {static_cast<int64_t>(sc.sample_period_ms * 1e6), static_cast<int64_t>(sc.timeslice_ms * 1e6)};
   for (size_t i = 0; i < sc.gpus.size(); ++i) {
     const ScenarioGpu& g = sc.gpus[i];
     sim::DeviceSpec& d = s->spec[i];
@@ -224,7 +225,7 @@ int StatusCmd(const std::vector<std::string>& args) {
     int nproc = node.RunningProcesses(i, procs, 8);
     printf("  %d  %-24s %s  %10s / %-10s  util %3u%%  procs %d%s\n", i, d.name, d.uuid,
            FormatBytes(node.MemoryUsed(i), used, sizeof(used)), FormatBytes(d.memory_total, total, sizeof(total)),
-           node.Utilization(i, 1'000'000'000), nproc, node.IsLost(i) ? "  LOST" : "");
+           node.Utilization(i), nproc, node.IsLost(i) ? "  LOST" : "");
     for (uint32_t e = 0; e < s->live[i].event_count.load(); ++e) {
       const sim::Event& ev = s->live[i].events[e];
       double at = static_cast<double>(ev.at_ns - s->epoch_ns) / 1e9;

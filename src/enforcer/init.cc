@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "src/common/proc_identity.h"
 #include "src/common/raw_log.h"

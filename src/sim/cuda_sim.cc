@@ -149,46 +149,52 @@ bool IsNullStream(const Stream* st) {
   return st == &st->ctx->null_stream;
 }
 
-// Queues a kernel of duration_ns on st; blocks while the stream's queue is full.
-void EnqueueKernel(Stream* st, int64_t duration_ns) {
+// Queues a kernel of duration_ns on st; blocks while the stream's queue is full. The
+// device runs a process's work in launch order, so stream and context order hold.
+CUresult EnqueueKernel(Stream* st, int64_t duration_ns) {
   Context* ctx = st->ctx;
   std::lock_guard<std::mutex> lock(st->mu);
-  int64_t now = Now();
-  int64_t& oldest = st->pending_end[st->launches % Stream::kMaxPending];
-  if (oldest > now) {
-    node()->clock()->SleepUntil(oldest);
-    now = Now();
-  }
-  int64_t earliest = std::max(now, st->tail_ns);
-  // The legacy default stream orders against all work in its context.
-  if (IsNullStream(st))
-    earliest = std::max(earliest, ctx->tail_ns);
-  else
-    earliest = std::max(earliest, ctx->null_stream.tail_ns);
-  int64_t end = node()->ScheduleKernel(ctx->device, earliest, duration_ns);
-  oldest = end;
+  int64_t& oldest = st->pending[st->launches % Stream::kMaxPending];
+  node()->WaitWork(ctx->device, oldest);
+  int64_t mark = node()->Enqueue(ctx->device, duration_ns);
+  if (mark < 0) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;  // more processes than the card serves
+  oldest = mark;
   ++st->launches;
-  st->tail_ns = end;
+  st->tail = mark;
   std::lock_guard<std::mutex> ctx_lock(ctx->mu);
-  ctx->tail_ns = std::max(ctx->tail_ns, end);
+  ctx->tail = std::max(ctx->tail, mark);
+  return CUDA_SUCCESS;
 }
 
 int64_t StreamTail(Stream* st) {
   std::lock_guard<std::mutex> lock(st->mu);
-  return st->tail_ns;
+  return st->tail;
+}
+
+int64_t ContextTail(Context* ctx) {
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  return ctx->tail;
+}
+
+// The legacy default stream orders against all work in its context.
+int64_t StreamOrderTail(Stream* st) {
+  return IsNullStream(st) ? std::max(StreamTail(st), ContextTail(st->ctx)) : StreamTail(st);
 }
 
 void WaitStream(Stream* st) {
-  node()->clock()->SleepUntil(StreamTail(st));
+  node()->WaitWork(st->ctx->device, StreamOrderTail(st));
 }
 
 void WaitContext(Context* ctx) {
-  int64_t t;
-  {
-    std::lock_guard<std::mutex> lock(ctx->mu);
-    t = ctx->tail_ns;
-  }
-  node()->clock()->SleepUntil(t);
+  node()->WaitWork(ctx->device, ContextTail(ctx));
+}
+
+bool EventDone(const CudaEvent* e) {
+  return !e->recorded || node()->WorkDone(e->device, e->mark);
+}
+
+int64_t EventTime(const CudaEvent* e) {
+  return std::max(e->recorded_at, node()->DoneAt(e->device, e->mark));
 }
 
 // ---- contexts -------------------------------------------------------------------------
@@ -1408,8 +1414,7 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     st->capture->nodes.push_back(std::move(n));
     return CUDA_SUCCESS;
   }
-  EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), blocks, threads, per_wave));
-  return CUDA_SUCCESS;
+  return EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), blocks, threads, per_wave));
 }
 }  // namespace
 
@@ -1481,7 +1486,7 @@ GS_SIM_CUDA(cuStreamQuery)(CUstream hStream) {
   GS_REQUIRE_INIT();
   Stream* st = ResolveStream(hStream);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  return StreamTail(st) <= Now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return node()->WorkDone(st->ctx->device, StreamOrderTail(st)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 GS_SIM_CUDA_SAME(cuStreamQuery_ptsz, cuStreamQuery)
 
@@ -1507,12 +1512,9 @@ GS_SIM_CUDA(cuEventRecord)(CUevent hEvent, CUstream hStream) {
   Stream* st = ResolveStream(hStream);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  int64_t tail = StreamTail(st);
-  if (IsNullStream(st)) {
-    std::lock_guard<std::mutex> lock(st->ctx->mu);
-    tail = std::max(tail, st->ctx->tail_ns);
-  }
-  e->at_ns = std::max(tail, Now());
+  e->device = st->ctx->device;
+  e->mark = StreamOrderTail(st);
+  e->recorded_at = Now();
   e->recorded = true;
   return CUDA_SUCCESS;
 }
@@ -1527,14 +1529,14 @@ GS_SIM_CUDA(cuEventQuery)(CUevent hEvent) {
   GS_REQUIRE_INIT();
   auto* e = reinterpret_cast<CudaEvent*>(hEvent);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return !e->recorded || e->at_ns <= Now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return EventDone(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 GS_SIM_CUDA(cuEventSynchronize)(CUevent hEvent) {
   GS_REQUIRE_INIT();
   auto* e = reinterpret_cast<CudaEvent*>(hEvent);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (e->recorded) node()->clock()->SleepUntil(e->at_ns);
+  if (e->recorded) node()->WaitWork(e->device, e->mark);
   return CUDA_SUCCESS;
 }
 
@@ -1544,8 +1546,8 @@ GS_SIM_CUDA(cuEventElapsedTime_v2)(float* pMilliseconds, CUevent hStart, CUevent
   auto* b = reinterpret_cast<CudaEvent*>(hEnd);
   if (pMilliseconds == nullptr || a == nullptr || b == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
-  if (a->at_ns > Now() || b->at_ns > Now()) return CUDA_ERROR_NOT_READY;
-  *pMilliseconds = static_cast<float>(static_cast<double>(b->at_ns - a->at_ns) / 1e6);
+  if (!EventDone(a) || !EventDone(b)) return CUDA_ERROR_NOT_READY;
+  *pMilliseconds = static_cast<float>(static_cast<double>(EventTime(b) - EventTime(a)) / 1e6);
   return CUDA_SUCCESS;
 }
 GS_SIM_CUDA_SAME(cuEventElapsedTime, cuEventElapsedTime_v2)
@@ -1557,7 +1559,9 @@ GS_SIM_CUDA(cuStreamWaitEvent)(CUstream hStream, CUevent hEvent, unsigned int) {
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard<std::mutex> lock(st->mu);
-  if (e->recorded) st->tail_ns = std::max(st->tail_ns, e->at_ns);
+  // Work of one process on one device runs in launch order: the wait holds by itself.
+  // Across devices the simulator does not order work (a documented simplification).
+  if (e->recorded && e->device == st->ctx->device) st->tail = std::max(st->tail, e->mark);
   return CUDA_SUCCESS;
 }
 GS_SIM_CUDA_SAME(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
@@ -1713,7 +1717,9 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
   for (auto& n : e->nodes) {
     switch (n.type) {
       case GraphNode::Type::kKernel:
-        EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), n.blocks, n.threads, n.spin_ns));
+        if (CUresult rc = EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), n.blocks, n.threads, n.spin_ns));
+            rc != CUDA_SUCCESS)
+          return rc;
         break;
       case GraphNode::Type::kMemFree:
         WaitStream(st);

@@ -41,11 +41,13 @@ void Node::Detach() {
   }
   slot_->pid.store(0);
   UnlockState(state_);
+  for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), pid_);
   slot_ = nullptr;
 }
 
 int Node::SweepDeadProcesses() {
   int swept = 0;
+  static thread_local pid_t dead[kMaxProcesses];  // 2 KiB: off the caller's stack
   LockState(state_);
   for (auto& slot : state_->procs) {
     uint32_t pid = slot.pid.load();
@@ -54,10 +56,13 @@ int Node::SweepDeadProcesses() {
       uint64_t held = slot.memory[d].exchange(0);
       if (held) state_->live[d].memory_used.fetch_sub(held);
     }
+    dead[swept++] = static_cast<pid_t>(pid);
     slot.pid.store(0);
-    ++swept;
   }
   UnlockState(state_);
+  // The driver tears down a dead process's contexts, and its queued work with them.
+  for (int i = 0; i < swept; ++i)
+    for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), dead[i]);
   return swept;
 }
 
@@ -88,95 +93,35 @@ uint64_t Node::MemoryFree(int dev) const {
   return used >= total ? 0 : total - used;
 }
 
-int64_t Node::ScheduleKernel(int dev, int64_t earliest_ns, int64_t duration_ns) {
-  auto& busy = state_->live[dev].busy_until_ns;
-  int64_t cur = busy.load();
-  int64_t start, end;
-  do {
-    start = std::max(earliest_ns, cur);
-    end = start + duration_ns;
-  } while (!busy.compare_exchange_weak(cur, end));
-  RecordKernel(dev, start, end);
-  return end;
+int64_t Node::Enqueue(int dev, int64_t work_ns) {
+  return sim::Enqueue(timeline(dev), state_->timing, pid_, start_time_, clock_->NowNs(), work_ns);
 }
 
-void Node::RecordKernel(int dev, int64_t start, int64_t end) {
-  auto& live = state_->live[dev];
-  uint64_t head = live.kernel_head.load();
-  if (head > 0) {
-    KernelRecord& prev = live.kernels[(head - 1) % kKernelRing];
-    uint64_t seq = prev.seq.load();
-    if ((seq & 1) == 0 && prev.pid.load() == static_cast<uint32_t>(pid_) && prev.end_ns.load() == start &&
-        prev.seq.compare_exchange_strong(seq, seq + 1)) {
-      prev.end_ns.store(end);  // back-to-back with our previous run: extend it
-      prev.seq.store(seq + 2);
-      return;
-    }
-  }
-  uint64_t idx = live.kernel_head.fetch_add(1);
-  KernelRecord& r = live.kernels[idx % kKernelRing];
-  uint64_t seq = r.seq.load();
-  r.seq.store(seq | 1);
-  r.start_ns.store(start);
-  r.end_ns.store(end);
-  r.pid.store(static_cast<uint32_t>(pid_));
-  r.seq.store((seq | 1) + 1);
+bool Node::WorkDone(int dev, int64_t mark) {
+  return sim::WorkDone(timeline(dev), state_->timing, pid_, mark, clock_->NowNs());
 }
 
-namespace {
-int64_t Overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-  int64_t lo = std::max(a0, b0), hi = std::min(a1, b1);
-  return hi > lo ? hi - lo : 0;
-}
-
-// Calls fn(start, end, pid) for every consistent kernel record overlapping [from, to].
-template <typename Fn>
-void ForEachKernel(const DeviceLive& live, int64_t from, int64_t to, Fn fn) {
-  uint64_t head = live.kernel_head.load();
-  uint64_t n = std::min<uint64_t>(head, kKernelRing);
-  for (uint64_t i = 0; i < n; ++i) {
-    const KernelRecord& r = live.kernels[(head - 1 - i) % kKernelRing];
-    uint64_t s1 = r.seq.load();
-    if (s1 & 1) continue;
-    int64_t start = r.start_ns.load(), end = r.end_ns.load();
-    uint32_t pid = r.pid.load();
-    if (r.seq.load() != s1) continue;
-    if (end <= from || start >= to) continue;
-    fn(start, end, pid);
+void Node::WaitWork(int dev, int64_t mark) {
+  // The prediction assumes nobody else queues more work; if someone does, our work
+  // finishes later than predicted and we look again then.
+  for (;;) {
+    int64_t now = clock_->NowNs();
+    int64_t at = PredictDone(timeline(dev), state_->timing, pid_, mark, now);
+    if (at <= now) return;
+    clock_->SleepUntil(at);
   }
 }
-}  // namespace
 
-unsigned Node::Utilization(int dev, int64_t window_ns) const {
-  int64_t now = clock_->NowNs(), from = now - window_ns;
-  int64_t busy = 0;
-  ForEachKernel(state_->live[dev], from, now,
-                [&](int64_t s, int64_t e, uint32_t) { busy += Overlap(s, e, from, now); });
-  return static_cast<unsigned>(std::min<int64_t>(100, (busy * 100 + window_ns / 2) / window_ns));
+int64_t Node::DoneAt(int dev, int64_t mark) {
+  return sim::DoneAt(timeline(dev), pid_, mark);
 }
 
-int Node::ProcessUtilization(int dev, int64_t since_ns, ProcessBusy* out, int max) const {
-  int64_t now = clock_->NowNs();
-  int64_t from = std::min(since_ns, now - 1'000'000);  // at least a 1 ms window
-  int64_t window = now - from;
-  struct Acc {
-    uint32_t pid;
-    int64_t busy;
-  } acc[64];
-  int n = 0;
-  ForEachKernel(state_->live[dev], from, now, [&](int64_t s, int64_t e, uint32_t pid) {
-    int i = 0;
-    while (i < n && acc[i].pid != pid) ++i;
-    if (i == n) {
-      if (n == 64) return;
-      acc[n++] = {pid, 0};
-    }
-    acc[i].busy += Overlap(s, e, from, now);
-  });
-  int out_n = std::min(n, max);
-  for (int i = 0; i < out_n; ++i)
-    out[i] = {acc[i].pid, static_cast<unsigned>(std::min<int64_t>(100, (acc[i].busy * 100 + window / 2) / window))};
-  return out_n;
+unsigned Node::Utilization(int dev) {
+  return DeviceUtilization(timeline(dev), state_->timing, clock_->NowNs());
+}
+
+int Node::ProcessSamples(int dev, int64_t after_ns, ProcessSample* out, int max) {
+  return sim::ProcessSamples(timeline(dev), state_->timing, clock_->NowNs(), after_ns, out, max);
 }
 
 int Node::RunningProcesses(int dev, ProcessMemory* out, int max) const {

@@ -1,6 +1,6 @@
 // The simulated GPU node as seen by one process: device memory accounting, the shared
-// execution timeline (one kernel at a time per GPU, across all processes), utilisation
-// derived from kernel records, running processes and XID events.
+// execution timeline (processes time-slice each GPU), NVML's utilisation samples,
+// running processes and XID events.
 //
 // Both simulated libraries use one Node per process; unit tests build one over a
 // heap-allocated State with a ManualClock. Thread-safe: allocation and scheduling are
@@ -19,11 +19,6 @@ namespace gs::sim {
 struct ProcessMemory {
   uint32_t pid;
   uint64_t bytes;
-};
-
-struct ProcessBusy {
-  uint32_t pid;
-  unsigned sm_percent;
 };
 
 class Node {
@@ -48,14 +43,18 @@ class Node {
   uint64_t MemoryUsed(int dev) const;
   uint64_t MemoryFree(int dev) const;
 
-  // Places a kernel of `duration_ns` on the GPU's timeline no earlier than
-  // `earliest_ns`, after everything already queued by any process. Returns its end time.
-  int64_t ScheduleKernel(int dev, int64_t earliest_ns, int64_t duration_ns);
+  // GPU work of this process on the device's time-sliced timeline (src/sim/timeline.h).
+  // Enqueue returns the work's mark (-1: the card has no free tenant slot); the work is
+  // done once WorkDone(mark); WaitWork sleeps until then; DoneAt says when it finished.
+  int64_t Enqueue(int dev, int64_t work_ns);
+  bool WorkDone(int dev, int64_t mark);
+  void WaitWork(int dev, int64_t mark);
+  int64_t DoneAt(int dev, int64_t mark);
 
-  // Percent of [now - window, now] during which a kernel ran.
-  unsigned Utilization(int dev, int64_t window_ns) const;
-  // Per-process busy percent over [since, now]; fills up to max, returns the count.
-  int ProcessUtilization(int dev, int64_t since_ns, ProcessBusy* out, int max) const;
+  // NVML's views, on its sample clock: device utilisation of the last visible period,
+  // and per-process samples stamped after `after_ns` (CLOCK_MONOTONIC).
+  unsigned Utilization(int dev);
+  int ProcessSamples(int dev, int64_t after_ns, ProcessSample* out, int max);
   // Processes holding memory on the device; fills up to max, returns the total count.
   int RunningProcesses(int dev, ProcessMemory* out, int max) const;
 
@@ -68,7 +67,7 @@ class Node {
   uint32_t DueEvents(int dev, uint64_t* delivered, Event* out, uint32_t max) const;
 
  private:
-  void RecordKernel(int dev, int64_t start, int64_t end);
+  Timeline* timeline(int dev) const { return &state_->live[dev].timeline; }
 
   State* state_;
   Clock* clock_;

@@ -1,5 +1,5 @@
-// The simulator's node model on virtual time: memory accounting, the one-kernel-at-a-time
-// timeline shared by processes, utilisation, dead-process sweeping and events.
+// The simulator's node model on virtual time: memory accounting, the time-sliced
+// timeline shared by processes, NVML's samples, dead-process sweeping and events.
 #include "src/sim/node.h"
 
 #include <gtest/gtest.h>
@@ -54,49 +54,94 @@ TEST_F(NodeTest, HugeRequestDoesNotWrap) {
   EXPECT_EQ(n.MemoryUsed(0), 1024u);
 }
 
-TEST_F(NodeTest, KernelsOfTwoProcessesRunOneAtATime) {
-  Node a = MakeNode(getpid()), b = MakeNode(1);
-  int64_t t0 = clock_.NowNs();
-  int64_t end_a = a.ScheduleKernel(0, t0, 10'000'000);
-  int64_t end_b = b.ScheduleKernel(0, t0, 10'000'000);
-  EXPECT_EQ(end_a, t0 + 10'000'000);
-  EXPECT_EQ(end_b, t0 + 20'000'000);  // waited for a's kernel
-  int64_t other = b.ScheduleKernel(1, t0, 5'000'000);
-  EXPECT_EQ(other, t0 + 5'000'000);  // another GPU is independent
-}
-
-TEST_F(NodeTest, UtilizationOverTheWindow) {
+TEST_F(NodeTest, AProcessAloneRunsItsWorkBackToBack) {
   Node a = MakeNode(getpid());
   int64_t t0 = clock_.NowNs();
-  // 250 ms busy in the next second.
-  for (int i = 0; i < 5; ++i) a.ScheduleKernel(0, t0 + i * 200'000'000, 50'000'000);
-  clock_.Advance(1'000'000'000);
-  EXPECT_EQ(a.Utilization(0, 1'000'000'000), 25u);
-  EXPECT_EQ(a.Utilization(1, 1'000'000'000), 0u);
+  int64_t first = a.Enqueue(0, 10'000'000);
+  int64_t second = a.Enqueue(0, 5'000'000);
+  EXPECT_FALSE(a.WorkDone(0, first));
+  a.WaitWork(0, second);  // virtual time: jumps to the predicted end
+  EXPECT_EQ(clock_.NowNs(), t0 + 15'000'000);
+  EXPECT_TRUE(a.WorkDone(0, first));
+  EXPECT_EQ(a.DoneAt(0, first), t0 + 10'000'000);
+  EXPECT_EQ(a.DoneAt(0, second), t0 + 15'000'000);
 }
 
-TEST_F(NodeTest, PerProcessUtilizationSplitsTheCard) {
+// Without MPS a GPU time-slices between processes: both are slowed down, each one's
+// completion times stretched by the other's turns (as event timings are on hardware).
+TEST_F(NodeTest, TwoProcessesTimeSliceTheCard) {
   Node a = MakeNode(100), b = MakeNode(200);
   int64_t t0 = clock_.NowNs();
-  for (int i = 0; i < 10; ++i) {
-    a.ScheduleKernel(0, t0, 60'000'000);  // back-to-back runs merge into one record
-    b.ScheduleKernel(0, t0, 20'000'000);
-  }
-  clock_.Advance(1'000'000'000);
-  ProcessBusy busy[4];
-  int n = a.ProcessUtilization(0, t0, busy, 4);
-  ASSERT_EQ(n, 2);
-  unsigned pa = busy[0].pid == 100 ? busy[0].sm_percent : busy[1].sm_percent;
-  unsigned pb = busy[0].pid == 200 ? busy[0].sm_percent : busy[1].sm_percent;
-  EXPECT_EQ(pa, 60u);
-  EXPECT_EQ(pb, 20u);
+  int64_t ma = a.Enqueue(0, 10'000'000), mb = b.Enqueue(0, 10'000'000);
+  int64_t other = b.Enqueue(1, 5'000'000);
+  b.WaitWork(0, mb);
+  b.WaitWork(1, other);
+  EXPECT_EQ(a.DoneAt(0, ma), t0 + 18'000'000);  // 2 ms slices: a b a b ... a finishes first
+  EXPECT_EQ(b.DoneAt(0, mb), t0 + 20'000'000);
+  EXPECT_EQ(b.DoneAt(1, other), t0 + 5'000'000);  // another GPU is independent
 }
 
-TEST_F(NodeTest, BackToBackKernelsOfOneProcessMerge) {
+TEST_F(NodeTest, WorkQueuedLaterDelaysAPrediction) {
+  Node a = MakeNode(100), b = MakeNode(200);
+  int64_t t0 = clock_.NowNs();
+  int64_t ma = a.Enqueue(0, 10'000'000);
+  clock_.Advance(1'000'000);
+  b.Enqueue(0, 50'000'000);  // b arrives 1 ms in: a's remaining 9 ms now share the card
+  a.WaitWork(0, ma);
+  EXPECT_GT(a.DoneAt(0, ma), t0 + 10'000'000);
+  EXPECT_EQ(a.DoneAt(0, ma), clock_.NowNs());
+}
+
+// NVML's per-process feed as measured on the H100: one sample per process per 200 ms
+// period, stamped at the period's end, visible 20 ms later, nothing new in between; a
+// process counts as busy while its work is resident, even while the other one runs.
+TEST_F(NodeTest, NvmlSamplesComeOncePerPeriodAndCountResidentWork) {
+  Node a = MakeNode(100), b = MakeNode(200);
+  int64_t t0 = clock_.NowNs();  // 1 s: a period boundary
+  ASSERT_EQ(t0 % 200'000'000, 0);
+  a.Enqueue(0, 100'000'000);
+  b.Enqueue(0, 100'000'000);
+  ProcessSample s[8];
+  clock_.Advance(219'000'000);
+  EXPECT_EQ(a.ProcessSamples(0, 0, s, 8), 0);  // the period ended 19 ms ago: not visible yet
+  clock_.Advance(1'000'000);
+  ASSERT_EQ(a.ProcessSamples(0, 0, s, 8), 2);
+  for (const auto& x : s)
+    if (x.pid == 100 || x.pid == 200) {
+      EXPECT_EQ(x.timestamp_ns, static_cast<uint64_t>(t0 + 200'000'000));
+      EXPECT_GE(x.sm_percent, 99u) << x.pid;  // each ran half the time, NVML says ~100 %
+    }
+  EXPECT_EQ(a.Utilization(0), 100u);
+  EXPECT_EQ(a.ProcessSamples(0, t0 + 200'000'000, s, 8), 0);  // nothing newer: NOT_FOUND
+  clock_.Advance(200'000'000);
+  EXPECT_EQ(a.ProcessSamples(0, t0 + 200'000'000, s, 8), 0);  // the next period was idle: no sample
+  EXPECT_EQ(a.Utilization(0), 0u);
+}
+
+TEST_F(NodeTest, SamplesAndUtilisationOfAPartlyBusyPeriod) {
   Node a = MakeNode(100);
   int64_t t0 = clock_.NowNs();
-  for (int i = 0; i < 100; ++i) a.ScheduleKernel(0, t0, 1'000'000);
-  EXPECT_EQ(state_->live[0].kernel_head.load(), 1u);
+  a.Enqueue(0, 50'000'000);
+  clock_.Advance(220'000'000);
+  ProcessSample s[8];
+  ASSERT_EQ(a.ProcessSamples(0, 0, s, 8), 1);
+  EXPECT_EQ(s[0].sm_percent, 25u);
+  EXPECT_EQ(a.Utilization(0), 25u);
+  EXPECT_EQ(a.Utilization(1), 0u);
+  // A caller polling every 20 ms gets exactly one new sample per period.
+  int64_t last = static_cast<int64_t>(s[0].timestamp_ns);
+  int fresh = 0;
+  for (int i = 0; i < 50; ++i) {  // 1 s of polling while the process keeps the card busy
+    a.Enqueue(0, 20'000'000);
+    clock_.Advance(20'000'000);
+    if (a.ProcessSamples(0, last, s, 8) == 1) {
+      ++fresh;
+      EXPECT_EQ(static_cast<int64_t>(s[0].timestamp_ns) % 200'000'000, 0);
+      last = static_cast<int64_t>(s[0].timestamp_ns);
+    }
+  }
+  EXPECT_EQ(fresh, 5);
+  EXPECT_GE(last, t0 + 1'000'000'000);
 }
 
 TEST_F(NodeTest, DeadProcessMemoryIsSwept) {

@@ -17,8 +17,6 @@
 namespace gs::sim {
 namespace {
 
-constexpr int64_t kUtilWindowNs = 1'000'000'000;  // NVML's sample period, at its longest
-
 struct DeviceHandle {
   int state_index;
 };
@@ -289,31 +287,39 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetBAR1MemoryInfo)(nvmlDevice_t device, nvml
 GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetUtilizationRates)(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   GS_NVML_DEVICE(s, device);
   if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  utilization->gpu = node()->Utilization(s, kUtilWindowNs);
+  utilization->gpu = node()->Utilization(s);
   utilization->memory = 0;  // memory-controller activity is not modelled
   return NVML_SUCCESS;
 }
 
+// As measured on the H100 (src/sim/timeline.h): a NULL buffer is answered with a fixed
+// capacity; otherwise one sample per process per sample period newer than
+// lastSeenTimeStamp, or NVML_ERROR_NOT_FOUND when no period has ended since.
 GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetProcessUtilization)
 (nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization, unsigned int* processSamplesCount,
  unsigned long long lastSeenTimeStamp) {
   GS_NVML_DEVICE(s, device);
   if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  int64_t now = node()->clock()->NowNs();
-  // Timestamps are CPU time in microseconds (wall clock), as NVML reports them.
-  int64_t since = lastSeenTimeStamp == 0
-                      ? now - kUtilWindowNs
-                      : static_cast<int64_t>(lastSeenTimeStamp) * 1000 - g_rt->realtime_minus_monotonic_ns;
-  since = std::max(since, now - kUtilWindowNs);
-  ProcessBusy busy[64];
-  int n = node()->ProcessUtilization(s, since, busy, 64);
+  if (utilization == nullptr) {
+    *processSamplesCount = kProcessSampleCapacity;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  // Timestamps are CPU time in microseconds (wall clock), as NVML reports them: skip the
+  // samples whose stamp, so rounded, is not after lastSeenTimeStamp.
+  int64_t after = (static_cast<int64_t>(lastSeenTimeStamp) + 1) * 1000 - g_rt->realtime_minus_monotonic_ns - 1;
+  ProcessSample samples[kProcessSampleCapacity];
+  int n = node()->ProcessSamples(s, after, samples, static_cast<int>(kProcessSampleCapacity));
   if (n == 0) return NVML_ERROR_NOT_FOUND;
-  if (utilization == nullptr || *processSamplesCount < static_cast<unsigned>(n)) {
+  if (*processSamplesCount < static_cast<unsigned>(n)) {
     *processSamplesCount = static_cast<unsigned>(n);
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  unsigned long long stamp = static_cast<unsigned long long>((now + g_rt->realtime_minus_monotonic_ns) / 1000);
-  for (int i = 0; i < n; ++i) utilization[i] = {busy[i].pid, stamp, busy[i].sm_percent, 0, 0, 0};
+  n = std::min(n, static_cast<int>(kProcessSampleCapacity));
+  for (int i = 0; i < n; ++i) {
+    auto stamp = static_cast<unsigned long long>(
+        (static_cast<int64_t>(samples[i].timestamp_ns) + g_rt->realtime_minus_monotonic_ns) / 1000);
+    utilization[i] = {samples[i].pid, stamp, samples[i].sm_percent, 0, 0, 0};
+  }
   *processSamplesCount = static_cast<unsigned>(n);
   return NVML_SUCCESS;
 }
@@ -406,7 +412,7 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetTemperature)
 (nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp) {
   GS_NVML_DEVICE(s, device);
   if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-  *temp = 30 + node()->Utilization(s, kUtilWindowNs) * 45 / 100;
+  *temp = 30 + node()->Utilization(s) * 45 / 100;
   return NVML_SUCCESS;
 }
 
@@ -414,7 +420,7 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetPowerUsage)(nvmlDevice_t device, unsigned
   GS_NVML_DEVICE(s, device);
   if (power == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   unsigned limit_mw = Spec(s).power_limit_w * 1000, idle_mw = limit_mw / 5;
-  *power = idle_mw + (limit_mw - idle_mw) * node()->Utilization(s, kUtilWindowNs) / 100;
+  *power = idle_mw + (limit_mw - idle_mw) * node()->Utilization(s) / 100;
   return NVML_SUCCESS;
 }
 

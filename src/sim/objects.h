@@ -24,10 +24,12 @@ struct Stream {
   unsigned flags = 0;
   int priority = 0;
   std::mutex mu;
-  int64_t tail_ns = 0;  // when the last queued work completes
+  // Work marks on the device timeline (src/sim/timeline.h): the stream's work is done
+  // when the process's executed work reaches tail.
+  int64_t tail = 0;
   // Real drivers block a launch when about a thousand are pending on a stream.
   static constexpr int kMaxPending = 1024;
-  int64_t pending_end[kMaxPending] = {};
+  int64_t pending[kMaxPending] = {};  // marks of the last launches
   uint64_t launches = 0;
   struct Graph* capture = nullptr;  // non-null while capturing
 };
@@ -40,13 +42,15 @@ struct Context {
   int refcount = 0;
   Stream null_stream;
   std::mutex mu;
-  int64_t tail_ns = 0;  // completion of everything queued in this context
+  int64_t tail = 0;  // mark of everything queued in this context
 };
 
 struct CudaEvent {
   unsigned flags = 0;
   bool recorded = false;
-  int64_t at_ns = 0;
+  int device = 0;
+  int64_t mark = 0;         // the work before it on its stream
+  int64_t recorded_at = 0;  // it completes no earlier than when it was recorded
 };
 
 enum class KernelKind { kGeneric, kSpin };

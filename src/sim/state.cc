@@ -20,7 +20,11 @@ void InitState(State* s) {
   s->abi_minor = kSimAbiMinor;
   s->size = sizeof(State);
   InitRobustMutex(&s->mutex);
-  for (auto& live : s->live) live.lost_at_ns.store(kNever);
+  s->timing = {kDefaultSamplePeriodNs, kDefaultTimesliceNs};
+  for (auto& live : s->live) {
+    live.lost_at_ns.store(kNever);
+    InitTimeline(&live.timeline);
+  }
 }
 
 State* MapState(const char* path, char* err, size_t err_size) {

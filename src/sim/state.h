@@ -1,13 +1,13 @@
 // The simulated node's shared state: one file (DIR/state) that every process using the
 // simulator maps. It holds the device table written by `gpuslice sim up` and the live
-// state the simulated driver keeps: memory in use, the per-GPU execution timeline,
-// kernel records for utilisation, XID events and per-process accounting.
+// state the simulated driver keeps: memory in use, the per-GPU execution timeline
+// (src/sim/timeline.h), XID events and per-process accounting.
 //
-// Layout rules: fixed-size, no pointers, only lock-free atomics and one robust
-// process-shared mutex; bump kSimAbiMajor on any incompatible change. Writers:
+// Layout rules: fixed-size, no pointers, only lock-free atomics and robust
+// process-shared mutexes; bump kSimAbiMajor on any incompatible change. Writers:
 // - allocation paths update atomics without locking (CAS against the capacity);
 // - process-slot claim/sweep and event appends hold `mutex`;
-// - the kernel ring is written lock-free with a per-record sequence number (seqlock).
+// - each GPU's timeline has its own robust mutex.
 #pragma once
 
 #include <pthread.h>
@@ -16,14 +16,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/sim/timeline.h"
+
 namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
-inline constexpr uint32_t kSimAbiMajor = 1;
+inline constexpr uint32_t kSimAbiMajor = 2;                   // 2: time-sliced timeline
 inline constexpr uint32_t kSimAbiMinor = 0;
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxProcesses = 512;
-inline constexpr int kKernelRing = 16384;  // back-to-back runs of one process merge into one record
 inline constexpr int kMaxEvents = 128;
 inline constexpr int64_t kNever = INT64_MAX;
 
@@ -47,14 +48,6 @@ struct DeviceSpec {
   uint64_t context_memory;  // bytes a CUDA context costs on this device
 };
 
-struct KernelRecord {
-  std::atomic<uint64_t> seq;  // odd while being written
-  std::atomic<int64_t> start_ns;
-  std::atomic<int64_t> end_ns;
-  std::atomic<uint32_t> pid;
-  uint32_t reserved;
-};
-
 struct Event {
   int64_t at_ns;  // visible once the clock reaches it (scenario faults are scheduled)
   uint64_t type;  // nvmlEventType* mask
@@ -62,14 +55,12 @@ struct Event {
 };
 
 struct DeviceLive {
-  std::atomic<uint64_t> memory_used;   // bytes, all processes, incl. context overhead
-  std::atomic<int64_t> busy_until_ns;  // the engine runs one kernel at a time
-  std::atomic<int64_t> lost_at_ns;     // kNever unless the GPU falls off the bus
-  std::atomic<uint64_t> kernel_head;   // next KernelRecord index (monotonic)
-  std::atomic<uint32_t> event_count;   // events[0, event_count) are valid
+  std::atomic<uint64_t> memory_used;  // bytes, all processes, incl. context overhead
+  std::atomic<int64_t> lost_at_ns;    // kNever unless the GPU falls off the bus
+  std::atomic<uint32_t> event_count;  // events[0, event_count) are valid
   uint32_t reserved;
   Event events[kMaxEvents];
-  KernelRecord kernels[kKernelRing];
+  Timeline timeline;  // kernels of all processes, time-sliced
 };
 
 struct ProcessSlot {
@@ -88,6 +79,7 @@ struct State {
   char driver_version[32];  // "580.65.06"
   int32_t cuda_version;     // 13000 = 13.0
   uint32_t device_count;
+  TimelineConfig timing;  // NVML sample period and timeslice, from the scenario
   pthread_mutex_t mutex;  // robust, process-shared
   char mutex_pad[64 - (sizeof(pthread_mutex_t) % 64)];
   DeviceSpec spec[kMaxDevices];

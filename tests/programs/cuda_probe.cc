@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -417,6 +418,36 @@ int main(int argc, char** argv) {
       nvmlDevice_t d = NvmlDevice();  // loads NVML: before reading n's pointers
       n.nvmlDeviceGetUtilizationRates(d, &u);
       printf("util %u\n", u.gpu);
+    } else if (cmd == "procutil") {
+      // NVML's per-process feed as the limiter polls it: the NULL-buffer sizing answer,
+      // then polls every 20 ms for MS milliseconds, asking only for samples newer than the
+      // newest seen. Prints the sizing and "procutil new=N notfound=M max_smutil=U".
+      nvmlDevice_t d = NvmlDevice();
+      unsigned cap = 0;
+      nvmlReturn_t r = n.nvmlDeviceGetProcessUtilization(d, nullptr, &cap, 0);
+      printf("procutil-size %s %u\n", r == NVML_ERROR_INSUFFICIENT_SIZE ? "insufficient" : n.nvmlErrorString(r), cap);
+      unsigned long long last = 0;
+      int fresh = 0, not_found = 0;
+      unsigned max_util = 0;
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(arg(1)));
+      while (std::chrono::steady_clock::now() < until) {
+        nvmlProcessUtilizationSample_t samples[128];
+        unsigned count = 128;
+        r = n.nvmlDeviceGetProcessUtilization(d, samples, &count, last);
+        if (r == NVML_ERROR_NOT_FOUND) {
+          ++not_found;
+        } else if (r == NVML_SUCCESS) {
+          if (last != 0) ++fresh;  // the first call returns history
+          for (unsigned k = 0; k < count; ++k) {
+            last = std::max(last, samples[k].timeStamp);
+            max_util = std::max(max_util, samples[k].smUtil);
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      printf("procutil new=%d notfound=%d max_smutil=%u\n", fresh, not_found, max_util);
+      ++i;
+      continue;
     } else if (cmd == "xid") {
       nvmlDevice_t d = NvmlDevice();
       nvmlEventSet_t set;
