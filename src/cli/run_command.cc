@@ -12,7 +12,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "src/cli/arbiter.h"
 #include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/model/container_edits.h"
@@ -68,13 +67,6 @@ StatusOr<std::string> MakeRunDir(const std::string& runs) {
   std::filesystem::remove_all(dir, ec);
   if (mkdir(dir.c_str(), 0700) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
   return dir;
-}
-
-std::vector<std::string> RunRegions(const std::string& runs) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(runs, ec)) out.push_back(e.path().string() + "/region");
-  return out;
 }
 
 }  // namespace
@@ -141,6 +133,7 @@ int RunCommand(const std::vector<std::string>& args) {
     return 1;
   }
   const std::string dir = *run_dir;
+  mkdir((runs + "/cards").c_str(), 0700);
   model::EditOptions o;
   o.standalone = true;
   o.enforcer_host_path = EnforcerLibrary();
@@ -162,6 +155,8 @@ int RunCommand(const std::vector<std::string>& args) {
   if (g_child == 0) {
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     for (const auto& [k, v] : edits.env) setenv(k.c_str(), v.c_str(), 1);
+    // This user's runs take turns on each card through one card region per GPU.
+    setenv("GPUSLICE_CARDS_DIR", (runs + "/cards").c_str(), 1);
     std::vector<char*> argv;
     for (auto& c : cmd) argv.push_back(c.data());
     argv.push_back(nullptr);
@@ -171,15 +166,11 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   signal(SIGINT, Forward);
   signal(SIGTERM, Forward);
-  // While the program runs: CUDA_TASK_PRIORITY among this user's runs (every supervisor
-  // arbitrates; their decisions agree).
-  PriorityArbiter arbiter(driver->get());
   int status = 0;
   for (;;) {
     pid_t done = waitpid(g_child, &status, WNOHANG);
     if (done == g_child || (done < 0 && errno != EINTR)) break;
-    arbiter.Step(RunRegions(runs));
-    timespec step{0, 200'000'000};
+    timespec step{1, 0};
     sigtimedwait(&chld, nullptr, &step);  // returns early when the program ends
   }
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);

@@ -148,6 +148,7 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
   }
   if (const char* v = pick("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
     snprintf(c->region_path, sizeof(c->region_path), "%s", v);
+  if (const char* v = pick("GPUSLICE_CARDS_DIR")) snprintf(c->cards_dir, sizeof(c->cards_dir), "%s", v);
   if (const char* v = pick("GPUSLICE_CONTEXT_OVERHEAD")) {
     uint64_t b = 0;
     if (ParseByteQuantity(v, &b))

@@ -28,6 +28,9 @@ struct Config {
   int priority = 1;  // CUDA_TASK_PRIORITY: lower = higher priority
   int log_level = 2;
   char region_path[512] = {};  // CUDA_DEVICE_MEMORY_SHARED_CACHE; empty = private
+  // GPUSLICE_CARDS_DIR: where the card regions of the node's GPUs are (one file per GPU
+  // UUID, shared by all containers computing on it); empty = beside the region.
+  char cards_dir[512] = {};
   bool limits_file_used = false;
   uint64_t context_overhead = 256ull << 20;  // GPUSLICE_CONTEXT_OVERHEAD
   char errors[1024] = {};                    // human-readable problems, "; "-separated

@@ -1,26 +1,64 @@
 #include "src/enforcer/limiter.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/enforcer.h"
+#include "src/region/card.h"
 
 namespace gs::enforcer {
 namespace {
 
-constexpr int64_t kPeriodNs = 50'000'000;      // controller step
-constexpr int64_t kBurstNs = 100'000'000;      // unused budget kept at most (x share)
-constexpr int64_t kMaxDebtNs = 2'000'000'000;  // debt beyond this is forgiven (stuck measurements)
-// What a launch pre-pays before its cost has been learned: enough to hold back a deep
-// asynchronous queue from the first launch; the first measurement corrects it.
-constexpr int64_t kInitialLaunchCostNs = 1'000'000;
+namespace rg = gs::region;
 
+// A process that launched nothing for this long is idle: its part of the turn ends.
+constexpr int64_t kIdleNs = 1'000'000;
+// The controller looks at a held turn this often.
+constexpr int64_t kPollNs = 250'000;
+// No launch waits longer than this for its turn, whatever the card region says.
+constexpr int64_t kMaxWaitNs = 1'000'000'000;
+// What a launch is assumed to cost before this process has measured one.
+constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn until measured
+
+// This process on one device.
+enum class Part : int { kOut, kIn, kLeaving };
+struct Local {
+  std::atomic<bool> open{false};  // launches may go ahead now (fast path)
+  std::atomic<uint64_t> launches{0};
+  // Launches this turn may take: the turn's time over the learned cost of a launch, so a
+  // deep asynchronous queue cannot run far beyond the turn.
+  std::atomic<int64_t> in_turn{0};
+  std::atomic<int64_t> budget{0};
+  int64_t cost_ns = 0;  // learned GPU time of one launch (EWMA), controller-owned
+  int64_t joined_ns = 0;
+  uint64_t launches_at_join = 0;
+  std::atomic<int> part{static_cast<int>(Part::kOut)};
+  uint32_t seq = 0;  // the turn this process is part of
+  std::atomic<CUcontext> ctx{nullptr};
+  // Joined lazily on the first slow-path launch (under g_join_mu).
+  std::atomic<bool> joined{false};
+  bool join_failed = false;
+  rg::Card* card = nullptr;
+  int tenant = -1;
+  // Controller bookkeeping.
+  uint64_t seen_launches = 0;
+  int64_t last_change_ns = 0;
+};
+
+Local g_local[rg::kMaxDevices];
+pthread_mutex_t g_join_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_turn_mu = PTHREAD_MUTEX_INITIALIZER;  // joining a turn, per process
 std::atomic<bool> g_controller_started{false};
 std::atomic<int> g_captures{0};
 thread_local CUcontext t_ctx = nullptr;
@@ -42,84 +80,137 @@ int LaunchDevice() {
   if (ctx != t_ctx) {  // rare: the thread switched contexts
     t_ctx = ctx;
     t_dev = CurrentDevice();
+    if (t_dev >= 0) g_local[t_dev].ctx.store(ctx);
   }
   return t_dev;
 }
 
-// The container's and everyone else's SM utilisation on a device since `since_us`.
-bool Measure(nvmlDevice_t d, unsigned long long since_us, unsigned* mine, unsigned* others) {
-  nvmlProcessUtilizationSample_t samples[256];
-  unsigned n = 256;
-  nvmlReturn_t rc = g_nvml.nvmlDeviceGetProcessUtilization(d, samples, &n, since_us);
-  *mine = *others = 0;
-  if (rc == NVML_ERROR_NOT_FOUND) return true;  // nobody ran anything
-  if (rc != NVML_SUCCESS) return false;
-  for (unsigned i = 0; i < n; ++i) {
-    bool ours = false;
-    for (const auto& slot : g_state.region->procs)
-      if (slot.pid.load() && slot.host_pid.load() == samples[i].pid) ours = true;
-    (ours ? *mine : *others) += samples[i].smUtil;
+unsigned ShareOf(int dev) {
+  region::Device& d = g_state.region->devices[dev];
+  unsigned limit = d.sm_limit.load(std::memory_order_relaxed);
+  unsigned own = g_state.cfg.sm_limit[dev];
+  if (own && (limit == 0 || own < limit)) limit = own;  // the environment may only tighten
+  return limit;
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
+  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  word->fetch_add(1);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// The container's identity on the card: one id per container and device, kept in the
+// container's region so all its processes are one tenant.
+uint64_t TenantId(int dev) {
+  std::atomic<uint64_t>& id = g_state.region->devices[dev].card_tenant_id;
+  uint64_t cur = id.load();
+  if (cur != 0) return cur;
+  timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  uint64_t fresh = (static_cast<uint64_t>(t.tv_nsec) * 0x9E3779B97F4A7C15ULL) ^
+                   (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(t.tv_sec) ^
+                   reinterpret_cast<uintptr_t>(&id);
+  if (fresh == 0) fresh = 1;
+  return id.compare_exchange_strong(cur, fresh) ? fresh : cur;
+}
+
+// Where the card region of a device is: GPUSLICE_CARDS_DIR/<uuid>, else a cards/
+// directory beside the container's region (the container's processes then coordinate
+// only among themselves), else an anonymous one for this process alone.
+bool CardPath(int dev, char* out, size_t size) {
+  const char* uuid = g_state.region->devices[dev].uuid;
+  if (uuid[0] == 0 || memchr(uuid, '/', sizeof(g_state.region->devices[dev].uuid)) != nullptr) return false;
+  if (g_state.cfg.cards_dir[0]) {
+    snprintf(out, size, "%s/%.96s", g_state.cfg.cards_dir, uuid);
+    return true;
   }
-  *mine = std::min(*mine, 100u);
-  *others = std::min(*others, 100u);
+  if (g_state.private_region || g_state.cfg.region_path[0] == 0) return false;
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s", g_state.cfg.region_path);
+  char* slash = strrchr(dir, '/');
+  if (slash == nullptr) return false;
+  snprintf(slash, sizeof(dir) - static_cast<size_t>(slash - dir), "/cards");
+  mkdir(dir, 0777);
+  snprintf(out, size, "%s/%.96s", dir, uuid);
   return true;
 }
 
-void* ControllerMain(void*) {
-  if (!NvmlReady() || g_nvml.nvmlInit_v2() != NVML_SUCCESS) {
-    GS_LOG(kError, "NVML is unavailable: the compute share cannot be measured and is NOT enforced");
-    return nullptr;
-  }
-  nvmlDevice_t handles[region::kMaxDevices] = {};
-  unsigned long long last_us[region::kMaxDevices] = {};
-  for (;;) {
-    SleepUntilNs(MonotonicNowNs() + kPeriodNs / 2);
-    region::Region* r = g_state.region;
-    for (int dev = 0; dev < region::kMaxDevices; ++dev) {
-      region::Device& d = r->devices[dev];
-      unsigned limit = d.sm_limit.load();
-      if (g_state.cfg.sm_limit[dev] && (limit == 0 || g_state.cfg.sm_limit[dev] < limit))
-        limit = g_state.cfg.sm_limit[dev];
-      if (limit == 0 || d.uuid[0] == 0) continue;
-      // The node's priority arbiter (CUDA_TASK_PRIORITY): while a higher-priority container
-      // is active on this card, keep only a small share and never take idle capacity; when
-      // only lower-priority ones are active beside us, their use counts as idle capacity.
-      bool arbitrated = MonotonicNowNs() - d.arbiter_ns.load() < region::kArbiterFreshNs;
-      bool yield = arbitrated && d.yield.load() != 0;
-      bool boost = arbitrated && d.boost.load() != 0 && !yield;
-      if (yield) limit = std::min(limit, region::kYieldShare);
-      if (handles[dev] == nullptr && g_nvml.nvmlDeviceGetHandleByUUID(d.uuid, &handles[dev]) != NVML_SUCCESS) continue;
-      int64_t now = MonotonicNowNs(), prev = d.controller_ns.load();
-      if (now - prev < kPeriodNs || !d.controller_ns.compare_exchange_strong(prev, now)) continue;
-      if (prev == 0) prev = now - kPeriodNs;
-      timespec wall;
-      clock_gettime(CLOCK_REALTIME, &wall);
-      unsigned long long now_us = static_cast<unsigned long long>(wall.tv_sec) * 1'000'000 + wall.tv_nsec / 1000;
-      unsigned long long since = now_us - static_cast<unsigned long long>((now - prev) / 1000);
-      if (last_us[dev] == 0) last_us[dev] = since;
-      unsigned mine = 0, others = 0;
-      if (!Measure(handles[dev], since, &mine, &others)) continue;
-      bool force = r->core_policy.load() == static_cast<uint32_t>(CorePolicy::kForce);
-      Limiter::Step s =
-          Limiter::Reconcile(d.lead_ns.load(), d.charged_ns.exchange(0), d.launches.exchange(0),
-                             d.launch_cost_ns.load(), limit, force || yield, mine, boost ? 0 : others, now - prev);
-      d.lead_ns.store(s.lead_ns);
-      // Launches take from tokens concurrently: add the delta, then clamp.
-      int64_t t = d.tokens.fetch_add(s.token_delta) + s.token_delta;
-      int64_t hi = kBurstNs * s.share / 100;
-      if (t > hi) d.tokens.fetch_sub(t - hi);
-      if (t < -kMaxDebtNs) d.tokens.fetch_add(-kMaxDebtNs - t);
-      d.launch_cost_ns.store(s.launch_cost_ns);
-      d.measured_util.store(mine);
-      d.effective_share.store(s.share);
-      GS_LOG(kDebug,
-             "limiter: device %d used %u%% (others %u%%) of %lld ms, share %u%%, budget %lld us, launch cost %lld us",
-             dev, mine, others, static_cast<long long>((now - prev) / 1000000), s.share,
-             static_cast<long long>(d.tokens.load() / 1000), static_cast<long long>(s.launch_cost_ns / 1000));
+bool Join(int dev) {
+  Local& L = g_local[dev];
+  if (L.joined.load(std::memory_order_acquire)) return true;
+  pthread_mutex_lock(&g_join_mu);
+  if (!L.joined.load() && !L.join_failed) {
+    char path[640], msg[768];
+    bool shared = CardPath(dev, path, sizeof(path));
+    L.card = rg::OpenCard(shared ? path : nullptr, msg, sizeof(msg));
+    if (L.card == nullptr && shared) {
+      GS_LOG(kError, "%s: the compute share of device %d is coordinated within this process only", msg, dev);
+      L.card = rg::OpenCard(nullptr, msg, sizeof(msg));
     }
+    if (L.card) {
+      L.tenant = rg::JoinCard(L.card, TenantId(dev), ShareOf(dev), g_state.cfg.core_policy == CorePolicy::kForce,
+                              g_state.cfg.priority, MonotonicNowNs());
+      if (L.tenant < 0) GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
+    }
+    if (L.card && L.tenant >= 0)
+      L.joined.store(true, std::memory_order_release);
+    else
+      L.join_failed = true;
   }
-  return nullptr;
+  pthread_mutex_unlock(&g_join_mu);
+  return L.joined.load();
 }
+
+// Charges our turn `w` and gives the card to the next tenant; false (nothing changed) if
+// the turn word changed meanwhile (someone joined or took it).
+bool HandOver(Local& L, uint64_t w, int64_t now) {
+  rg::Card* c = L.card;
+  rg::CardTenant& me = c->tenants[L.tenant];
+  uint32_t seq = rg::TurnSeq(w);
+  int64_t start = c->turn_start_ns.load();
+  bool started = c->deadline_seq.load() == seq;
+  // Charge the turn before choosing whom the card goes to (our credit must be current to
+  // compare), and take the charge back if the turn word changed meanwhile.
+  int64_t credit = me.credit_ns.load(), credit_at = me.credit_at_ns.load();
+  uint64_t used = me.used_ns.load();
+  if (started) rg::Charge(c, L.tenant, now - start, now);
+  uint32_t next = rg::PickNext(c, static_cast<uint32_t>(L.tenant), now);
+  if (!c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
+    me.credit_ns.store(credit);
+    me.credit_at_ns.store(credit_at);
+    me.used_ns.store(used);
+    return false;
+  }
+  rg::LendIdle(c, next, now);
+  c->turn_start_ns.store(now);
+  c->deadline_ns.store(now + (next == rg::kNoHolder ? 0 : rg::TurnLength(c, static_cast<int>(next), now)));
+  c->deadline_seq.store(seq + 1);
+  FutexWakeAll(&c->turn_futex);
+  return true;
+}
+
+// This process leaves the turn it is part of; the last one of the container to leave
+// hands the card on.
+void Leave(Local& L) {
+  rg::Card* c = L.card;
+  for (;;) {
+    uint64_t w = c->turn.load();
+    if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant) || rg::TurnActive(w) == 0)
+      break;  // the turn was taken from us (stuck) or is over
+    if (rg::TurnActive(w) > 1) {
+      if (c->turn.compare_exchange_strong(w, w - 1)) break;
+      continue;
+    }
+    if (HandOver(L, w, MonotonicNowNs())) break;
+  }
+  L.part.store(static_cast<int>(Part::kOut));
+}
+
+void* ControllerMain(void*);
 
 void StartController() {
   bool expected = false;
@@ -133,51 +224,162 @@ void StartController() {
   pthread_attr_destroy(&attr);
 }
 
+// Joins the turn of our tenant when it holds the card; true when launches may go ahead.
+bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
+  rg::Card* c = L.card;
+  pthread_mutex_lock(&g_turn_mu);
+  bool joined = false;
+  if (L.part.load() == static_cast<int>(Part::kOut) &&
+      c->turn.compare_exchange_strong(w, rg::PackTurn(rg::TurnSeq(w), rg::TurnHolder(w), rg::TurnActive(w) + 1))) {
+    L.seq = rg::TurnSeq(w);
+    L.seen_launches = L.launches.load();
+    L.launches_at_join = L.seen_launches;
+    L.last_change_ns = now;
+    L.joined_ns = now;
+    int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now + rg::TurnLength(c, L.tenant, now);
+    L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+    L.in_turn.store(1);  // this launch
+    c->tenants[L.tenant].wants_ns.store(0);
+    L.part.store(static_cast<int>(Part::kIn));
+    L.open.store(true, std::memory_order_release);
+    joined = true;
+  } else if (L.part.load() == static_cast<int>(Part::kIn) && L.open.load()) {
+    joined = true;  // another thread of this process joined meanwhile
+  }
+  pthread_mutex_unlock(&g_turn_mu);
+  if (joined) StartController();
+  return joined;
+}
+
+void WaitForTurn(int dev) {
+  Local& L = g_local[dev];
+  if (!Join(dev)) return;  // no card: not enforced (logged once in Join)
+  rg::Card* c = L.card;
+  const uint32_t me = static_cast<uint32_t>(L.tenant);
+  int64_t start = MonotonicNowNs();
+  for (;;) {
+    int64_t now = MonotonicNowNs();
+    uint32_t futex = c->turn_futex.load();
+    uint64_t w = c->turn.load();
+    uint32_t holder = rg::TurnHolder(w), seq = rg::TurnSeq(w);
+    bool deadline_known = c->deadline_seq.load() == seq;
+    int64_t deadline = c->deadline_ns.load();
+    c->tenants[me].seen_ns.store(now);
+    if (holder == me && L.part.load() == static_cast<int>(Part::kOut)) {
+      bool expired = deadline_known && now >= deadline;
+      if (!expired && TryJoinTurn(L, w, now)) return;
+      // Our turn is over and no process of ours is in it any more: hand it on ourselves.
+      if (expired && rg::TurnActive(w) == 0) HandOver(L, w, now);
+    } else if (holder == me && L.open.load()) {
+      if (L.in_turn.fetch_add(1) < L.budget.load()) return;
+      // The turn's launches are spent: wait for it to end (the controller sees us idle).
+    } else if (holder == rg::kNoHolder) {
+      c->tenants[me].wants_ns.store(now);
+      uint32_t next = rg::PickNext(c, me, now);
+      if (next != rg::kNoHolder && c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
+        rg::LendIdle(c, next, now);
+        c->turn_start_ns.store(now);
+        c->deadline_ns.store(now + rg::TurnLength(c, static_cast<int>(next), now));
+        c->deadline_seq.store(seq + 1);
+        FutexWakeAll(&c->turn_futex);
+        continue;
+      }
+    } else if (holder != me) {
+      c->tenants[me].wants_ns.store(now);
+      // A holder far past its deadline is stuck (or hostile): take the card from it.
+      if (deadline_known && now > deadline + rg::kStuckGraceNs &&
+          c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
+        GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
+               static_cast<long long>((now - deadline) / 1'000'000));
+        FutexWakeAll(&c->turn_futex);
+        continue;
+      }
+    }
+    if (now - start > kMaxWaitNs) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        GS_LOG(kWarn, "compute limiter: a launch on device %d waited %lld ms for its turn; letting it through", dev,
+               static_cast<long long>((now - start) / 1'000'000));
+      return;
+    }
+    // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
+    FutexWait(&c->turn_futex, futex, std::min<int64_t>(rg::kWantFreshNs / 2, 1'000'000));
+  }
+}
+
+// Ends this process's part of a turn when its time is up or it stopped launching.
+void* ControllerMain(void*) {
+  for (;;) {
+    bool any = false;
+    for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
+      Local& L = g_local[dev];
+      if (L.part.load() != static_cast<int>(Part::kIn)) continue;
+      any = true;
+      rg::Card* c = L.card;
+      int64_t now = MonotonicNowNs();
+      c->tenants[L.tenant].seen_ns.store(now);
+      uint64_t w = c->turn.load();
+      if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) {
+        L.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
+        L.part.store(static_cast<int>(Part::kOut));
+        continue;
+      }
+      uint64_t count = L.launches.load(std::memory_order_relaxed);
+      if (count != L.seen_launches) {
+        L.seen_launches = count;
+        L.last_change_ns = now;
+      }
+      bool idle = now - L.last_change_ns >= kIdleNs;
+      int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : INT64_MAX;
+      bool expired = now >= deadline;
+      if (expired && !idle && !rg::OthersWait(c, L.tenant, now)) {
+        // Alone on the card: keep it without draining, charging what the turn took so far.
+        // One process of the container wins the extension (and charges).
+        int64_t start = c->turn_start_ns.load();
+        bool force = c->tenants[L.tenant].force.load() != 0;
+        unsigned share = rg::EffectiveShare(c, L.tenant, now);
+        bool may = !force || rg::CreditAt(c->tenants[L.tenant], share, now) - (now - start) > 0;
+        if (may && c->turn_start_ns.compare_exchange_strong(start, now)) {
+          rg::Charge(c, L.tenant, now - start, now);
+          int64_t length = rg::TurnLength(c, L.tenant, now);
+          c->deadline_ns.store(now + length);
+          L.budget.fetch_add(std::max<int64_t>(1, length / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+          continue;
+        }
+        if (may) continue;  // another process of ours extended it
+      }
+      if (!expired && !idle) continue;
+      // Close the gate, let our queued work finish, then leave the turn.
+      L.part.store(static_cast<int>(Part::kLeaving));
+      L.open.store(false);
+      if (CUcontext ctx = L.ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+        g_cuda.cuCtxSynchronize();
+      // The card ran only our container's work since we joined: learn what a launch costs
+      // (up at once, down slowly: an under-estimate lets a deep queue overrun the turn).
+      if (uint64_t n = L.launches.load() - L.launches_at_join; n > 0) {
+        int64_t sample = (MonotonicNowNs() - L.joined_ns) / static_cast<int64_t>(n);
+        L.cost_ns = (L.cost_ns == 0 || sample > L.cost_ns) ? sample : (L.cost_ns * 3 + sample) / 4;
+      }
+      Leave(L);
+    }
+    SleepUntilNs(MonotonicNowNs() + (any ? kPollNs : 2'000'000));
+  }
+  return nullptr;
+}
+
 __attribute__((constructor)) void RegisterAtFork() {
-  // The child of a fork has no controller thread: let its first launch start one.
+  // The child of a fork has no controller thread and is part of no turn.
   pthread_atfork(nullptr, nullptr, [] {
     g_controller_started.store(false);
     t_ctx = nullptr;
+    for (Local& L : g_local) {
+      L.open.store(false);
+      L.part.store(static_cast<int>(Part::kOut));
+    }
   });
 }
 
 }  // namespace
-
-Limiter::Step Limiter::Reconcile(int64_t lead_ns, int64_t charged_ns, uint64_t launches, int64_t launch_cost_ns,
-                                 unsigned sm_limit, bool force, unsigned container_util, unsigned others_util,
-                                 int64_t elapsed_ns) {
-  Step s;
-  // A container alone on its card may use idle capacity unless the policy is force.
-  s.share = (!force && others_util == 0) ? 100 : sm_limit;
-  int64_t used = elapsed_ns * container_util / 100;
-  int64_t refill = elapsed_ns * s.share / 100;
-  int64_t lead = lead_ns + charged_ns;
-  int64_t matched = std::min(used, lead);
-  lead -= matched;
-  s.token_delta = refill - (used - matched);
-  // The GPU had idle time: nothing of ours is waiting, the rest of the lead was an
-  // over-estimate. (NVML percentages are whole numbers: leave a margin.)
-  bool drained = container_util + others_util < 90;
-  if (drained && lead > 0) {
-    s.token_delta += lead;
-    lead = 0;
-  }
-  s.lead_ns = lead;
-  s.launch_cost_ns = launch_cost_ns;
-  if (launches > 0 && used > 0) {
-    int64_t per_launch = used / static_cast<int64_t>(launches);
-    s.launch_cost_ns = launch_cost_ns == 0 ? per_launch : (launch_cost_ns * 3 + per_launch) / 4;
-  } else if (launches > 0 && drained) {
-    // Everything launched has run and NVML read 0 %: under 1 % of the period was used,
-    // which bounds one launch's cost (many tiny kernels must not stay throttled).
-    // At most halve per step: one misleading step (a launch at its very end) cannot
-    // collapse the estimate.
-    int64_t bound = std::max<int64_t>(1, elapsed_ns / 100 / static_cast<int64_t>(launches));
-    int64_t cur = launch_cost_ns == 0 ? kInitialLaunchCostNs : launch_cost_ns;
-    s.launch_cost_ns = std::max(bound, cur / 2);
-  }
-  return s;
-}
 
 void Limiter::CaptureStarted() {
   g_captures.fetch_add(1, std::memory_order_relaxed);
@@ -192,6 +394,12 @@ void Limiter::Gate(CUstream stream) {
   if (!AnyLimit() || g_state.region == nullptr) return;
   int dev = LaunchDevice();
   if (dev < 0) return;
+  Local& L = g_local[dev];
+  if (L.open.load(std::memory_order_relaxed) &&
+      L.in_turn.fetch_add(1, std::memory_order_relaxed) < L.budget.load(std::memory_order_relaxed)) {
+    L.launches.fetch_add(1, std::memory_order_relaxed);  // our turn: the fast path
+    return;
+  }
   // A launch into a capturing stream only records a graph node: the graph's launches pay.
   // The driver is asked only while some capture is in progress.
   if (g_captures.load(std::memory_order_relaxed) > 0) {
@@ -200,25 +408,9 @@ void Limiter::Gate(CUstream stream) {
         capture != CU_STREAM_CAPTURE_STATUS_NONE)
       return;
   }
-  region::Device& d = g_state.region->devices[dev];
-  unsigned limit = g_state.cfg.sm_limit[dev] ? g_state.cfg.sm_limit[dev] : d.sm_limit.load();
-  if (limit == 0) return;
-  if (!g_controller_started.load(std::memory_order_relaxed)) StartController();
-  // Over budget: wait for time to pay the debt (the controller keeps reconciling). A launch
-  // goes ahead while the budget is not negative and pays after, so the launch that
-  // overdraws it still runs and its real cost shows up in the next measurement.
-  int64_t left = d.tokens.load(std::memory_order_relaxed);
-  while (left < 0) {
-    unsigned share = std::max(1u, d.effective_share.load(std::memory_order_relaxed));
-    int64_t wait = std::min<int64_t>(-left * 100 / share, 10'000'000);
-    SleepUntilNs(MonotonicNowNs() + std::max<int64_t>(wait, 200'000));
-    left = d.tokens.load(std::memory_order_relaxed);
-  }
-  int64_t cost = d.launch_cost_ns.load(std::memory_order_relaxed);
-  if (cost == 0) cost = kInitialLaunchCostNs;
-  d.launches.fetch_add(1, std::memory_order_relaxed);
-  d.charged_ns.fetch_add(cost, std::memory_order_relaxed);
-  d.tokens.fetch_sub(cost, std::memory_order_relaxed);
+  if (ShareOf(dev) == 0) return;
+  WaitForTurn(dev);
+  L.launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace gs::enforcer

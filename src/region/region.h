@@ -25,7 +25,7 @@ namespace gs::region {
 
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525347ULL;  // "GSREGION"
 inline constexpr uint32_t kRegionAbiMajor = 1;
-inline constexpr uint32_t kRegionAbiMinor = 1;  // 1: priority arbitration fields
+inline constexpr uint32_t kRegionAbiMinor = 2;  // 1: priority arbitration fields; 2: card tenant id
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxProcesses = 1024;
 
@@ -54,7 +54,10 @@ struct Device {
   std::atomic<uint32_t> yield;      // 1: a higher-priority container is active on this card
   std::atomic<uint32_t> boost;      // 1: the other active containers here all have lower priority
   std::atomic<int64_t> arbiter_ns;  // CLOCK_MONOTONIC of the arbiter's last decision
-  uint8_t reserved[40];             // room for later fields without a layout break
+  // The container's identity among the tenants of this device's card region
+  // (src/region/card.h); set once by the first process that computes on the device.
+  std::atomic<uint64_t> card_tenant_id;
+  uint8_t reserved[32];  // room for later fields without a layout break
 };
 
 struct ProcessSlot {
@@ -101,13 +104,12 @@ static_assert(offsetof(Device, controller_ns) == 168);
 static_assert(offsetof(Device, lead_ns) == 192);
 static_assert(offsetof(Device, yield) == 200);
 static_assert(offsetof(Device, arbiter_ns) == 208);
+static_assert(offsetof(Device, card_tenant_id) == 216);
 static_assert(sizeof(ProcessSlot) == 280);
 static_assert(offsetof(Region, procs) == 128 + 16 * 256);
 
-// How long an arbiter decision stays valid, and the share a yielding container keeps (it
-// still makes progress, so nothing it holds can stall the card's other work forever).
+// How long an arbiter decision stays valid.
 inline constexpr int64_t kArbiterFreshNs = 2'000'000'000;
-inline constexpr unsigned kYieldShare = 5;
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };
 

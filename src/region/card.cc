@@ -1,0 +1,190 @@
+#include "src/region/card.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace gs::region {
+namespace {
+
+bool Fresh(int64_t stamp, int64_t now, int64_t within) {
+  return stamp != 0 && now - stamp < within;
+}
+
+bool Waiting(const CardTenant& t, int64_t now) {
+  return t.id.load() != 0 && Fresh(t.wants_ns.load(), now, kWantFreshNs);
+}
+
+void Init(Card* c) {
+  memset(static_cast<void*>(c), 0, sizeof(Card));
+  c->abi_major = kCardAbiMajor;
+  c->size = sizeof(Card);
+  c->turn.store(PackTurn(0, kNoHolder, 0));
+  c->magic = kCardMagic;  // last: a reader that sees it sees the rest
+}
+
+}  // namespace
+
+Card* OpenCard(const char* path, char* msg, size_t msg_size) {
+  if (path == nullptr) {
+    void* p = mmap(nullptr, sizeof(Card), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    Init(static_cast<Card*>(p));
+    return static_cast<Card*>(p);
+  }
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) {
+    snprintf(msg, msg_size, "cannot open card region %s: %s", path, strerror(errno));
+    return nullptr;
+  }
+  fchmod(fd, 0666);  // containers running as other users share the card (best effort)
+  // Allocated, not sparse: a full disk must not fault a tenant on a page it touches later.
+  if (posix_fallocate(fd, 0, sizeof(Card)) != 0) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(Card)) {
+      snprintf(msg, msg_size, "cannot size card region %s", path);
+      close(fd);
+      return nullptr;
+    }
+  }
+  void* p = mmap(nullptr, sizeof(Card), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    snprintf(msg, msg_size, "cannot map card region %s: %s", path, strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  auto* c = static_cast<Card*>(p);
+  // The first process initialises a new (all-zero) file, under an exclusive file lock so
+  // two first processes do not both do it.
+  if (c->magic != kCardMagic) {
+    flock(fd, LOCK_EX);
+    if (c->magic == 0 && c->size == 0) Init(c);
+    flock(fd, LOCK_UN);
+  }
+  close(fd);
+  if (c->magic != kCardMagic || c->abi_major != kCardAbiMajor || c->size != sizeof(Card)) {
+    snprintf(msg, msg_size, "%s is not a gpuslice card region of this version", path);
+    munmap(p, sizeof(Card));
+    return nullptr;
+  }
+  return c;
+}
+
+void CloseCard(Card* c) {
+  if (c) munmap(c, sizeof(Card));
+}
+
+int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now) {
+  int found = -1;
+  for (int i = 0; i < kCardTenants && found < 0; ++i)
+    if (c->tenants[i].id.load() == id) found = i;
+  for (int i = 0; i < kCardTenants && found < 0; ++i) {
+    CardTenant& t = c->tenants[i];
+    uint64_t cur = t.id.load();
+    if (cur != 0 && Fresh(t.seen_ns.load(), now, kTenantFreshNs)) continue;
+    if (!t.id.compare_exchange_strong(cur, id)) continue;
+    t.credit_ns.store(0);
+    t.credit_at_ns.store(now);
+    t.wants_ns.store(0);
+    t.used_ns.store(0);
+    found = i;
+  }
+  if (found < 0) return -1;
+  CardTenant& t = c->tenants[found];
+  t.share.store(std::clamp(share, 1u, 100u));
+  t.force.store(force ? 1 : 0);
+  t.priority.store(priority);
+  t.seen_ns.store(now);
+  return found;
+}
+
+unsigned EffectiveShare(const Card* c, int tenant, int64_t now) {
+  const CardTenant& me = c->tenants[tenant];
+  unsigned share = me.share.load();
+  int prio = me.priority.load();
+  for (int i = 0; i < kCardTenants; ++i)
+    if (i != tenant && Waiting(c->tenants[i], now) && c->tenants[i].priority.load() < prio)
+      return std::min(share, kYieldShare);
+  return share;
+}
+
+int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now) {
+  int64_t credit = t.credit_ns.load(), at = t.credit_at_ns.load();
+  int64_t cap = kBurstNs * effective_share / 100;
+  if (credit >= cap) return credit;  // a cap lowered by a yield keeps what was earned
+  int64_t refill = std::max<int64_t>(0, now - at) * effective_share / 100;
+  return std::min(cap, credit + refill);
+}
+
+void Charge(Card* c, int tenant, int64_t used_ns, int64_t now) {
+  CardTenant& t = c->tenants[tenant];
+  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now), now) - std::max<int64_t>(0, used_ns);
+  // Debt beyond a second is forgiven: a stuck or huge kernel must not lock a tenant out
+  // for long afterwards.
+  credit = std::max(credit, -kMaxDebtNs);
+  t.credit_ns.store(credit);
+  t.credit_at_ns.store(now);
+  t.used_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, used_ns)));
+}
+
+uint32_t PickNext(const Card* c, uint32_t after, int64_t now) {
+  uint32_t best = kNoHolder, fallback = kNoHolder;
+  int64_t best_credit = 0, fallback_credit = 0;
+  for (int k = 1; k <= kCardTenants; ++k) {
+    uint32_t i =
+        (after == kNoHolder ? static_cast<uint32_t>(k - 1) : (after + static_cast<uint32_t>(k))) % kCardTenants;
+    const CardTenant& t = c->tenants[i];
+    if (!Waiting(t, now)) continue;
+    unsigned share = std::max(1u, EffectiveShare(c, static_cast<int>(i), now));
+    int64_t credit = CreditAt(t, share, now);
+    if (credit > 0 && (best == kNoHolder || credit > best_credit)) {
+      best = i;
+      best_credit = credit;
+    }
+    // In debt, the one that would be out of it first at its own share.
+    int64_t lag = credit * 100 / static_cast<int64_t>(share);
+    if (t.force.load() == 0 && (fallback == kNoHolder || lag > fallback_credit)) {
+      fallback = i;
+      fallback_credit = lag;
+    }
+  }
+  return best != kNoHolder ? best : fallback;
+}
+
+void LendIdle(Card* c, uint32_t next, int64_t now) {
+  if (next >= static_cast<uint32_t>(kCardTenants)) return;
+  unsigned next_share = EffectiveShare(c, static_cast<int>(next), now);
+  int64_t credit = CreditAt(c->tenants[next], next_share, now);
+  if (credit > 0 || next_share == 0) return;
+  int64_t lag = (kTurnMinNs - credit) * 100 / next_share;  // time until it would have a turn's worth
+  for (int i = 0; i < kCardTenants; ++i) {
+    CardTenant& t = c->tenants[i];
+    if (t.force.load() != 0 || (static_cast<uint32_t>(i) != next && !Waiting(t, now))) continue;
+    unsigned share = EffectiveShare(c, i, now);
+    int64_t cap = kBurstNs * share / 100;
+    t.credit_ns.store(std::min(cap, CreditAt(t, share, now) + lag * share / 100));
+    t.credit_at_ns.store(now);
+  }
+}
+
+bool OthersWait(const Card* c, int tenant, int64_t now) {
+  for (int i = 0; i < kCardTenants; ++i)
+    if (i != tenant && Waiting(c->tenants[i], now)) return true;
+  return false;
+}
+
+int64_t TurnLength(const Card* c, int tenant, int64_t now) {
+  const CardTenant& t = c->tenants[tenant];
+  if (t.force.load() == 0 && !OthersWait(c, tenant, now)) return kTurnMaxNs;
+  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now), now);
+  return std::clamp(credit, kTurnMinNs, kTurnMaxNs);
+}
+
+}  // namespace gs::region

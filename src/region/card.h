@@ -1,0 +1,122 @@
+// The card region: one file per physical GPU, shared by the enforcers of every container
+// that computes on that card, through which they take turns on it (src/enforcer/limiter.h).
+//
+// Why turns: on a GPU without MPS the contexts of different processes time-slice, and no
+// signal a single process can read tells it what share it got while others compete
+// (NVML counts each time-sliced process ~99 % busy; its own event timings are stretched by
+// the others' turns). So the tenants of a card coordinate: one tenant (a container) holds
+// the card at a time; while it holds it, the card runs only its work, so the wall time of
+// its turn is the GPU time it took. Each tenant has a credit of GPU time refilled at its
+// share; turns go to the tenant with the most credit among those waiting, and idle turns
+// are handed on so the card stays busy.
+//
+// Layout rules as for the container region: fixed, pinned by static_assert, only
+// lock-free atomics (no mutex: a tenant must not be able to block another by holding a
+// lock; a stuck holder loses the card when its deadline has long passed).
+//
+// The turn word packs (sequence, holder, active processes) so that joining a turn,
+// leaving it and handing it over are single compare-and-swaps.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gs::region {
+
+inline constexpr uint64_t kCardMagic = 0x314452414353472EULL;  // ".GSCARD1"
+inline constexpr uint32_t kCardAbiMajor = 1;
+inline constexpr int kCardTenants = 64;
+inline constexpr uint32_t kNoHolder = 0xFFFF;
+
+// Scheduling constants (docs/enforcer.md, "Compute share").
+inline constexpr int64_t kTurnMaxNs = 20'000'000;         // longest turn while others wait
+inline constexpr int64_t kTurnMinNs = 1'000'000;          // shortest turn granted
+inline constexpr int64_t kBurstNs = 100'000'000;          // credit kept at most: share x this
+inline constexpr int64_t kWantFreshNs = 5'000'000;        // a waiter refreshes its wish this often
+inline constexpr int64_t kTenantFreshNs = 5'000'000'000;  // a tenant unseen this long is gone
+inline constexpr int64_t kStuckGraceNs = 200'000'000;     // past its deadline, a holder loses the card
+inline constexpr unsigned kYieldShare = 5;                // share kept while a higher-priority tenant waits
+inline constexpr int64_t kMaxDebtNs = 1'000'000'000;      // debt beyond this is forgiven
+
+struct CardTenant {
+  std::atomic<uint64_t> id;       // the container's tenant id; 0 = free
+  std::atomic<uint32_t> share;    // percent, 1..100
+  std::atomic<uint32_t> force;    // 1: never beyond the share (policy force)
+  std::atomic<int32_t> priority;  // CUDA_TASK_PRIORITY of the container (lower = higher)
+  uint32_t reserved0;
+  std::atomic<int64_t> credit_ns;  // GPU time it may still take, as of credit_at_ns
+  std::atomic<int64_t> credit_at_ns;
+  std::atomic<int64_t> wants_ns;  // CLOCK_MONOTONIC when a process of it last waited; 0 none
+  std::atomic<int64_t> seen_ns;   // heartbeat of its processes
+  std::atomic<uint64_t> used_ns;  // GPU time charged in all (tests, metrics)
+  uint8_t reserved[8];
+};
+
+struct Card {
+  uint64_t magic;
+  uint32_t abi_major;
+  uint32_t reserved0;
+  uint64_t size;
+  std::atomic<uint64_t> turn;        // PackTurn(seq, holder, active)
+  std::atomic<uint32_t> turn_futex;  // bumped on every hand-over (waiters sleep on it)
+  uint32_t reserved1;
+  std::atomic<int64_t> turn_start_ns;  // of the current turn
+  std::atomic<int64_t> deadline_ns;    // of the current turn
+  std::atomic<uint32_t> deadline_seq;  // the turn sequence deadline_ns belongs to
+  uint32_t reserved2;
+  uint8_t reserved[64];
+  CardTenant tenants[kCardTenants];
+};
+
+static_assert(sizeof(CardTenant) == 72);
+static_assert(offsetof(Card, turn) == 24);
+static_assert(offsetof(Card, tenants) == 128);
+
+constexpr uint64_t PackTurn(uint32_t seq, uint32_t holder, uint32_t active) {
+  return (static_cast<uint64_t>(seq) << 32) | (static_cast<uint64_t>(holder & 0xFFFF) << 16) | (active & 0xFFFF);
+}
+constexpr uint32_t TurnSeq(uint64_t t) {
+  return static_cast<uint32_t>(t >> 32);
+}
+constexpr uint32_t TurnHolder(uint64_t t) {
+  return static_cast<uint32_t>(t >> 16) & 0xFFFF;
+}
+constexpr uint32_t TurnActive(uint64_t t) {
+  return static_cast<uint32_t>(t) & 0xFFFF;
+}
+
+// Maps the card file at path (created and initialised when new or empty); nullptr with
+// a message when it cannot be used. An anonymous card for one process when path is null.
+Card* OpenCard(const char* path, char* msg, size_t msg_size);
+void CloseCard(Card* c);
+
+// Finds the tenant with this id or claims a free (or long unseen) entry; -1 when full.
+// Publishes share, policy and priority for it.
+int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now);
+
+// A tenant's credit at `now`: what it had, refilled at its effective share, capped.
+int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now);
+// Its share after priorities: kYieldShare while a tenant of better priority waits.
+unsigned EffectiveShare(const Card* c, int tenant, int64_t now);
+// Takes GPU time used from the tenant's credit (only the one process ending a turn calls
+// it, so the read-modify-write of credit is not contended).
+void Charge(Card* c, int tenant, int64_t used_ns, int64_t now);
+
+// Whom the card goes to next among the tenants waiting at `now` (kNoHolder: nobody may
+// run now): the most credit among those with credit left; when none has credit, a tenant
+// not held to its share (policy default) may take the idle card. Ties go round robin
+// after `after`. Pure apart from reading the card.
+uint32_t PickNext(const Card* c, uint32_t after, int64_t now);
+// Called by whoever granted `next` the card: when it had no credit left (it takes idle
+// capacity under policy default), every waiting tenant not held to its share is credited
+// as if time had run on until `next` had some, each at its own share. So idle capacity is
+// split in proportion to the shares, and nobody sinks into debt for using it.
+void LendIdle(Card* c, uint32_t next, int64_t now);
+// How long a turn granted to `tenant` at `now` lasts: its credit, between the minimum and
+// the maximum turn; the maximum when it is alone and may use idle capacity.
+int64_t TurnLength(const Card* c, int tenant, int64_t now);
+// True while another tenant than `tenant` waits for the card.
+bool OthersWait(const Card* c, int tenant, int64_t now);
+
+}  // namespace gs::region
