@@ -9,6 +9,7 @@
 #include "src/cli/run_command.h"
 #include "src/cli/smi_command.h"
 #ifndef GS_MINIMAL
+#include "src/cli/scheduler_command.h"
 #include "src/cli/sim_command.h"
 #include "src/container/cdi_command.h"
 #include "src/container/oci_hook.h"
@@ -26,6 +27,7 @@ const char* kUsage =
 #ifndef GS_MINIMAL
     "  sim     bring a simulated GPU node up and down (up|down|status|env|inject)\n"
     "  node    the node agent: kubelet device plugin with vGPU slices, health, metrics\n"
+    "  scheduler kube-scheduler extender for fractional GPU requests (gpumem, gpucores)\n"
     "  cdi     generate or list CDI specs for this node's GPUs\n"
     "  hook    OCI prestart/createRuntime hook (state JSON on stdin)\n"
     "  runtime configure a container runtime for CDI or the hook\n"
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
 #ifndef GS_MINIMAL
   if (cmd == "sim") return gs::cli::SimCommand(args);
   if (cmd == "node") return gs::node::RunNode(args);
+  if (cmd == "scheduler") return gs::cli::SchedulerCommand(args);
   if (cmd == "cdi") return gs::container::CdiCommand(args);
   if (cmd == "hook") return gs::container::RunHook(args);
   if (cmd == "runtime") return gs::container::RuntimeCommand(args);

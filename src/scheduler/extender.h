@@ -1,0 +1,97 @@
+// The kube-scheduler extender protocol (nodeCacheCapable = true) over the placement core:
+//  - Filter: ExtenderArgs {"Pod", "NodeNames"} -> ExtenderFilterResult {"NodeNames",
+//    "FailedNodes", "Error"}: every node that can take the pod, a reason for every other;
+//    no side effect on the ledger (HAMi's #2264: returning one node defeats the
+//    scheduler's own scoring);
+//  - Prioritize: ExtenderArgs -> HostPriorityList [{"Host", "Score" 0..10}];
+//  - Bind: ExtenderBindingArgs {"PodName", "PodNamespace", "PodUID", "Node"} ->
+//    ExtenderBindingResult {"Error"}: re-decide on the ledger's current usage, reserve,
+//    write the decision annotations (hami_format.h), create the Binding, commit; any
+//    failure releases the reservation.
+// Keys are the Go field names (the types have no json tags); the Pod is ordinary
+// Kubernetes JSON. Bind learns the pod's request from the Filter call that saw it (a
+// bounded cache by UID, which changes no placement) or, failing that, from the API.
+//
+// The Kubernetes side of bind goes through KubeBinder, so tests use an in-memory fake.
+//
+// Thread-safe: Filter and Prioritize run concurrently (shared lock); Bind and node or
+// pod updates take the lock exclusively, never across a KubeBinder call.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/scheduler/hami_format.h"
+#include "src/scheduler/ledger.h"
+#include "src/scheduler/placement.h"
+
+namespace gs::scheduler {
+
+// The API-server calls bind needs. Implementations must be thread-safe.
+class KubeBinder {
+ public:
+  virtual ~KubeBinder() = default;
+  // Merges `annotations` into the pod's (a strategic-merge patch).
+  virtual Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& annotations) = 0;
+  // POST pods/<name>/binding with target node `node`, guarded by the pod's UID.
+  virtual Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                         const std::string& node) = 0;
+  // The pod as JSON (for a bind whose filter this process did not see).
+  virtual StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) = 0;
+};
+
+struct ExtenderOptions {
+  Policies defaults;
+  size_t pod_cache_size = 20000;              // pods seen by Filter, remembered for Bind
+  std::function<int64_t()> now_unix_seconds;  // for hami.io/vgpu-time and bind-time
+};
+
+class Extender {
+ public:
+  Extender(ExtenderOptions options, KubeBinder* binder);
+
+  // Protocol handlers: a request body in, a response body out. Malformed input is
+  // answered in the result's Error field (Prioritize: an empty list) and never throws.
+  std::string Filter(std::string_view body);
+  std::string Prioritize(std::string_view body);
+  std::string Bind(std::string_view body);
+
+  // Node inventory (from hami.io/node-nvidia-register or a file).
+  Status UpsertNode(NodeInventory node);
+  void RemoveNode(const std::string& name);
+  // A pod was deleted or finished: its cards go back. Idempotent.
+  bool ReleasePod(const std::string& uid);
+  // After a restart: the decisions written on these pods (JSON), counted once each;
+  // pods without a decision are skipped.
+  RebuildReport RebuildFromPods(const std::vector<std::string>& pods_json);
+
+  Status CheckConsistency() const;
+  size_t pod_count() const;
+
+ private:
+  struct Cached {
+    PodRequest request;
+  };
+  StatusOr<PodRequest> RequestForBind(const std::string& uid, const std::string& ns, const std::string& name);
+  void Remember(const PodRequest& r);
+
+  ExtenderOptions options_;
+  KubeBinder* binder_;
+  mutable std::shared_mutex mu_;
+  ClusterLedger ledger_;
+  std::unordered_map<std::string, PodRequest> seen_;  // by UID, guarded by seen_mu_
+  std::deque<std::string> seen_order_;
+  std::mutex seen_mu_;
+};
+
+}  // namespace gs::scheduler

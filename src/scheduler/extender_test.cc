@@ -1,0 +1,257 @@
+// The extender over real HTTP, with JSON as kube-scheduler sends it, and an in-memory
+// API server standing in for the Kubernetes side of bind.
+#include "src/scheduler/extender.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "src/scheduler/extender_http.h"
+#include "src/scheduler/test_nodes.h"
+
+namespace gs::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::Node;
+
+// Pods by "ns/name"; annotations and binding applied to the stored JSON.
+class FakeApi : public KubeBinder {
+ public:
+  void AddPod(const json& pod) {
+    std::lock_guard<std::mutex> l(mu_);
+    pods_[Key(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod;
+  }
+  json Pod(const std::string& ns, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    return pods_.at(Key(ns, name));
+  }
+  std::vector<std::string> AllPods() {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::string> out;
+    for (auto& [k, p] : pods_) out.push_back(p.dump());
+    return out;
+  }
+  Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& a) override {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(Key(ns, name));
+    if (it == pods_.end()) return NotFound("pod " + name);
+    for (auto& [k, v] : a) it->second["metadata"]["annotations"][k] = v;
+    return Status::Ok();
+  }
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                 const std::string& node) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fail_binding) return Unavailable("binding refused by the test");
+    auto it = pods_.find(Key(ns, name));
+    if (it == pods_.end()) return NotFound("pod " + name);
+    if (it->second["metadata"]["uid"] != uid) return FailedPrecondition("uid mismatch");
+    it->second["spec"]["nodeName"] = node;
+    ++bindings;
+    return Status::Ok();
+  }
+  StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(Key(ns, name));
+    if (it == pods_.end()) return NotFound("pod " + ns + "/" + name);
+    ++gets;
+    return it->second.dump();
+  }
+  bool fail_binding = false;
+  int bindings = 0, gets = 0;
+
+ private:
+  static std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+  std::mutex mu_;
+  std::map<std::string, json> pods_;
+};
+
+json GpuPod(const std::string& name, const std::string& mem, const std::string& cores, int gpus = 1) {
+  json limits = {{"nvidia.com/gpu", std::to_string(gpus)}, {"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", cores}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}, {"annotations", json::object()}}},
+          {"spec", {{"schedulerName", "gpuslice"}, {"containers", json::array({{{"name", "c"}, {"image", "x"}, {"resources", {{"limits", limits}}}}})}}}};
+}
+
+// ExtenderArgs as kube-scheduler 1.20 sends it with nodeCacheCapable: Go field names.
+std::string Args(const json& pod, const std::vector<std::string>& nodes) {
+  return json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump();
+}
+
+std::string BindArgs(const json& pod, const std::string& node) {
+  return json{{"PodName", pod["metadata"]["name"]},
+              {"PodNamespace", pod["metadata"]["namespace"]},
+              {"PodUID", pod["metadata"]["uid"]},
+              {"Node", node}}
+      .dump();
+}
+
+class ExtenderHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ExtenderOptions o;
+    o.now_unix_seconds = [] { return int64_t{1790000000}; };
+    extender_ = std::make_unique<Extender>(o, &api_);
+    ASSERT_TRUE(extender_->UpsertNode(Node("node-a", 2, 40000)).ok());
+    ASSERT_TRUE(extender_->UpsertNode(Node("node-b", 2, 40000)).ok());
+    server_ = std::make_unique<ExtenderHttpServer>(extender_.get());
+    auto port = server_->Bind("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status().message();
+    port_ = *port;
+    thread_ = std::thread([this] { server_->Serve(); });
+  }
+  void TearDown() override {
+    server_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  json Post(const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", port_);
+    auto res = c.Post(path.c_str(), body, "application/json");
+    EXPECT_TRUE(res) << "no answer on " << path;
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+    return json::parse(res->body);
+  }
+
+  FakeApi api_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<ExtenderHttpServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+TEST_F(ExtenderHttpTest, FilterReturnsEveryFeasibleNodeAndReasonsForTheRest) {
+  json pod = GpuPod("p", "30000", "20");
+  api_.AddPod(pod);
+  ASSERT_EQ(Post("/gpuslice/bind", BindArgs(pod, "node-a"))["Error"], "");
+  ASSERT_EQ(Post("/gpuslice/bind", BindArgs(GpuPod("p2", "30000", "20"), "node-a"))["Error"].get<std::string>().find("bind"),
+            0u) << "p2 was never created in the API";
+  json big = GpuPod("big", "20000", "10", 2);
+  json r = Post("/gpuslice/filter", Args(big, {"node-a", "node-b", "node-c"}));
+  EXPECT_EQ(r["NodeNames"], json::array({"node-b"}));
+  ASSERT_TRUE(r["FailedNodes"].contains("node-a"));
+  EXPECT_NE(r["FailedNodes"]["node-a"].get<std::string>().find("too little free memory"), std::string::npos)
+      << r["FailedNodes"]["node-a"];
+  EXPECT_NE(r["FailedNodes"]["node-c"].get<std::string>().find("no GPU inventory"), std::string::npos);
+  EXPECT_EQ(r["Error"], "");
+  EXPECT_EQ(extender_->pod_count(), 1u) << "filter reserves nothing";
+}
+
+TEST_F(ExtenderHttpTest, PodsWithoutGpusPassThrough) {
+  json pod = GpuPod("cpu", "1", "1");
+  pod["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "1"}}}};
+  json r = Post("/filter", Args(pod, {"node-a", "x"}));
+  EXPECT_EQ(r["NodeNames"], json::array({"node-a", "x"}));
+}
+
+TEST_F(ExtenderHttpTest, PrioritizeScoresZeroToTenBinpackFirst) {
+  json first = GpuPod("first", "20000", "50");
+  api_.AddPod(first);
+  ASSERT_EQ(Post("/bind", BindArgs(first, "node-a"))["Error"], "");
+  json r = Post("/prioritize", Args(GpuPod("q", "1000", "10"), {"node-a", "node-b"}));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0]["Host"], "node-a");
+  int a = r[0]["Score"], b = r[1]["Score"];
+  EXPECT_GT(a, b) << "default node policy binpack: the fuller node first";
+  EXPECT_GE(b, 0);
+  EXPECT_LE(a, 10);
+}
+
+TEST_F(ExtenderHttpTest, BindWritesHamisAnnotationsAndTheBinding) {
+  json pod = GpuPod("p", "3k", "30");
+  api_.AddPod(pod);
+  Post("/filter", Args(pod, {"node-a", "node-b"}));
+  json r = Post("/bind", BindArgs(pod, "node-b"));
+  ASSERT_EQ(r["Error"], "");
+  json stored = api_.Pod("default", "p");
+  EXPECT_EQ(stored["spec"]["nodeName"], "node-b");
+  auto& an = stored["metadata"]["annotations"];
+  EXPECT_EQ(an["hami.io/vgpu-node"], "node-b");
+  EXPECT_EQ(an["hami.io/vgpu-time"], "1790000000");
+  EXPECT_EQ(an["hami.io/bind-phase"], "allocating");
+  std::string devices = an["hami.io/vgpu-devices-allocated"];
+  EXPECT_EQ(devices.substr(0, 11), "node-b-gpu0");
+  EXPECT_EQ(devices.substr(11), ",NVIDIA,3000,30:;");
+  EXPECT_EQ(an["hami.io/vgpu-devices-to-allocate"], devices);
+  EXPECT_EQ(api_.gets, 0) << "the pod seen by filter needs no API read";
+}
+
+TEST_F(ExtenderHttpTest, BindRechecksSoTwoPodsNeverShareTheLastCapacity) {
+  // Both pods pass filter against the same state; only one may win node-a's memory.
+  ASSERT_TRUE(extender_->UpsertNode(Node("node-a", 1, 40000)).ok());
+  json p1 = GpuPod("p1", "30000", "10"), p2 = GpuPod("p2", "30000", "10");
+  api_.AddPod(p1);
+  api_.AddPod(p2);
+  EXPECT_EQ(Post("/filter", Args(p1, {"node-a"}))["NodeNames"].size(), 1u);
+  EXPECT_EQ(Post("/filter", Args(p2, {"node-a"}))["NodeNames"].size(), 1u);
+  EXPECT_EQ(Post("/bind", BindArgs(p1, "node-a"))["Error"], "");
+  std::string err = Post("/bind", BindArgs(p2, "node-a"))["Error"];
+  EXPECT_NE(err.find("too little free memory"), std::string::npos) << err;
+  EXPECT_FALSE(api_.Pod("default", "p2")["spec"].contains("nodeName"));
+  EXPECT_TRUE(extender_->CheckConsistency().ok());
+}
+
+TEST_F(ExtenderHttpTest, FailedBindingGivesTheReservationBack) {
+  json pod = GpuPod("p", "30000", "10");
+  api_.AddPod(pod);
+  api_.fail_binding = true;
+  std::string err = Post("/bind", BindArgs(pod, "node-a"))["Error"];
+  EXPECT_NE(err.find("binding refused"), std::string::npos) << err;
+  EXPECT_EQ(extender_->pod_count(), 0u);
+  EXPECT_EQ(api_.gets, 1) << "a pod filter did not see is read from the API";
+}
+
+TEST_F(ExtenderHttpTest, MalformedArgsAreAnsweredWithAnError) {
+  EXPECT_NE(Post("/filter", "{not json")["Error"].get<std::string>().find("ExtenderArgs"), std::string::npos);
+  json nodes_only = {{"Pod", GpuPod("p", "1", "1")}, {"Nodes", {{"items", json::array()}}}};
+  EXPECT_NE(Post("/filter", nodes_only.dump())["Error"].get<std::string>().find("nodeCacheCapable"), std::string::npos);
+  json bad = GpuPod("p", "lots", "1");
+  EXPECT_NE(Post("/filter", Args(bad, {"node-a"}))["Error"].get<std::string>().find("nvidia.com/gpumem"),
+            std::string::npos);
+  EXPECT_NE(Post("/bind", R"({"PodName":"p"})")["Error"].get<std::string>().find("PodNamespace"), std::string::npos);
+  EXPECT_EQ(Post("/prioritize", "[]"), json::array());
+}
+
+TEST_F(ExtenderHttpTest, RestartRebuildsTheLedgerWithNoDoubleAllocation) {
+  for (int i = 0; i < 6; ++i) {
+    json p = GpuPod("p" + std::to_string(i), "12000", "30");
+    api_.AddPod(p);
+    ASSERT_EQ(Post("/bind", BindArgs(p, i % 2 ? "node-a" : "node-b"))["Error"], "");
+  }
+  // A pod whose decision annotations were written by hand, never bound: not counted.
+  json forged = GpuPod("forged", "40000", "100");
+  forged["metadata"]["annotations"]["hami.io/vgpu-node"] = "node-a";
+  forged["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "node-a-gpu0,NVIDIA,40000,100:;";
+  api_.AddPod(forged);
+
+  Extender restarted(ExtenderOptions{}, &api_);
+  ASSERT_TRUE(restarted.UpsertNode(Node("node-a", 2, 40000)).ok());
+  ASSERT_TRUE(restarted.UpsertNode(Node("node-b", 2, 40000)).ok());
+  RebuildReport r = restarted.RebuildFromPods(api_.AllPods());
+  EXPECT_EQ(r.applied, 6);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("forged"), std::string::npos) << r.refused[0];
+  EXPECT_TRUE(restarted.CheckConsistency().ok());
+  // Each card holds 12000+12000 or so; a 30000 MiB pod must now fit nowhere, as before.
+  json more = GpuPod("more", "30000", "10");
+  api_.AddPod(more);
+  json f = json::parse(restarted.Filter(Args(more, {"node-a", "node-b"})));
+  json before = json::parse(extender_->Filter(Args(more, {"node-a", "node-b"})));
+  EXPECT_EQ(f["NodeNames"], before["NodeNames"]);
+  // Fill the cluster through the restarted extender: never over capacity.
+  for (int i = 0; i < 20; ++i) {
+    json p = GpuPod("fill" + std::to_string(i), "4000", "10");
+    api_.AddPod(p);
+    restarted.Bind(BindArgs(p, i % 2 ? "node-a" : "node-b"));
+    ASSERT_TRUE(restarted.CheckConsistency().ok());
+  }
+}
+
+}  // namespace
+}  // namespace gs::scheduler

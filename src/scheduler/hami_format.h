@@ -1,0 +1,95 @@
+// HAMi's wire formats, so HAMi pod specs, its device plugin and its tooling keep working
+// with gpuslice (facts from Project-HAMi/HAMi pkg/device/devices.go,
+// pkg/device/nvidia/device.go, pkg/util/types.go; see docs/scheduler.md):
+//
+//  - node annotation hami.io/node-nvidia-register: a JSON array of
+//    {"id","index","count","devmem","devcore","type","numa","mode","health"} with Go's
+//    omitempty (a zero value, health=false included, is left out); the older
+//    "id,count,devmem,devcore,type,numa,health[,index,mode]:" form is read too;
+//  - node annotation hami.io/node-handshake: "Requesting_<2006-01-02 15:04:05>" written by
+//    the scheduler, "Reported <time>" by older device plugins, "Deleted_<time>";
+//  - pod decision annotations hami.io/vgpu-devices-to-allocate and
+//    hami.io/vgpu-devices-allocated: per container "uuid,NVIDIA,memMiB,cores:" for each
+//    card, each container closed by ";" (a container without GPUs is an empty entry);
+//    hami.io/vgpu-node, hami.io/vgpu-time and hami.io/bind-time (Unix seconds),
+//    hami.io/bind-phase (allocating|success|failed);
+//  - pod request annotations nvidia.com/use-gputype, nouse-gputype, use-gpuuuid,
+//    nouse-gpuuuid (comma lists), nvidia.com/numa-bind (Go ParseBool),
+//    hami.io/gpu-scheduler-policy and hami.io/node-scheduler-policy (binpack|spread).
+//
+// Pure functions; errors name the annotation and the field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/scheduler/inventory.h"
+#include "src/scheduler/ledger.h"
+#include "src/scheduler/request.h"
+
+namespace gs::scheduler::hami {
+
+inline constexpr const char kResourceGpu[] = "nvidia.com/gpu";
+inline constexpr const char kResourceMemory[] = "nvidia.com/gpumem";
+inline constexpr const char kResourceMemoryPercent[] = "nvidia.com/gpumem-percentage";
+inline constexpr const char kResourceCores[] = "nvidia.com/gpucores";
+
+inline constexpr const char kUseType[] = "nvidia.com/use-gputype";
+inline constexpr const char kNoUseType[] = "nvidia.com/nouse-gputype";
+inline constexpr const char kUseUuid[] = "nvidia.com/use-gpuuuid";
+inline constexpr const char kNoUseUuid[] = "nvidia.com/nouse-gpuuuid";
+inline constexpr const char kNumaBind[] = "nvidia.com/numa-bind";
+inline constexpr const char kGpuPolicy[] = "hami.io/gpu-scheduler-policy";
+inline constexpr const char kNodePolicy[] = "hami.io/node-scheduler-policy";
+
+inline constexpr const char kAssignedNode[] = "hami.io/vgpu-node";
+inline constexpr const char kAssignedTime[] = "hami.io/vgpu-time";
+inline constexpr const char kDevicesToAllocate[] = "hami.io/vgpu-devices-to-allocate";
+inline constexpr const char kDevicesAllocated[] = "hami.io/vgpu-devices-allocated";
+inline constexpr const char kBindTime[] = "hami.io/bind-time";
+inline constexpr const char kBindPhase[] = "hami.io/bind-phase";
+
+inline constexpr const char kNodeRegister[] = "hami.io/node-nvidia-register";
+inline constexpr const char kNodeHandshake[] = "hami.io/node-handshake";
+
+inline constexpr const char kDeviceType[] = "NVIDIA";  // the "type" field of a pod's device entry
+
+using Annotations = std::map<std::string, std::string>;
+
+// hami.io/node-nvidia-register. `count` is HAMi's per-card slot count.
+std::string EncodeNodeRegister(const std::vector<GpuDevice>& gpus);
+StatusOr<NodeInventory> DecodeNodeRegister(const std::string& node_name, std::string_view text);
+
+// hami.io/node-handshake.
+enum class HandshakeState { kRequesting, kReported, kDeleted };
+struct Handshake {
+  HandshakeState state = HandshakeState::kReported;
+  std::string time;  // as written
+};
+// `date_time` is "2006-01-02 15:04:05" (Go's time.DateTime), local time.
+std::string EncodeRequestingHandshake(const std::string& date_time);
+StatusOr<Handshake> DecodeHandshake(std::string_view text);
+
+// hami.io/vgpu-devices-{to-allocate,allocated}.
+std::string EncodePodDevices(const PodDecision& decision);
+StatusOr<std::vector<std::vector<DeviceShare>>> DecodePodDevices(std::string_view text);
+
+// Everything bind writes on the pod: node, devices (both keys), times, phase=allocating.
+Annotations DecisionAnnotations(const PodDecision& decision, int64_t now_unix_seconds);
+
+// The decision recorded on a pod, for rebuilding the ledger after a restart; nullopt if
+// the pod carries none. Reads hami.io/vgpu-node and hami.io/vgpu-devices-allocated.
+StatusOr<std::optional<LedgerRecord>> RecordFromAnnotations(const std::string& pod_uid, const Annotations& annos);
+
+// Reads the request annotations into `request` (types, UUIDs, numa-bind, policies).
+Status ApplyRequestAnnotations(const Annotations& annos, PodRequest* request);
+
+// Go's strconv.ParseBool.
+std::optional<bool> ParseGoBool(std::string_view text);
+
+}  // namespace gs::scheduler::hami

@@ -1,0 +1,92 @@
+// The scheduler's record of who holds what: every node's cards (inventory) and, keyed by
+// pod UID, every decision made, with the per-card usage kept up to date incrementally
+// (a reserve or release touches only the cards of that pod; nothing is recomputed per
+// call). A restarted extender rebuilds it from the decisions written on pods
+// (hami.io/vgpu-node + hami.io/vgpu-devices-allocated), refusing any record that would
+// over-commit a card, so it never hands out the same capacity twice.
+//
+// Life of a pod: Reserve (bind re-checked the decision against current usage) ->
+// Commit (the binding was accepted by the API server) -> Release (pod deleted or
+// finished; idempotent). A failed bind releases its reservation.
+//
+// Not thread-safe: the owner (the extender) serialises access. Costs: Reserve/Release
+// O(shares x cards on the node); UpsertNode O(pods on that node); Rebuild O(records).
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/scheduler/capacity.h"
+#include "src/scheduler/inventory.h"
+#include "src/scheduler/request.h"
+
+namespace gs::scheduler {
+
+struct NodeState {
+  NodeInventory inventory;
+  std::vector<CardUsage> used;  // parallel to inventory.gpus
+};
+
+enum class LedgerPhase { kReserved, kCommitted };
+
+struct LedgerEntry {
+  PodDecision decision;
+  LedgerPhase phase = LedgerPhase::kReserved;
+};
+
+// One pod's decision as found on the pod (for Rebuild).
+struct LedgerRecord {
+  std::string pod_uid;
+  PodDecision decision;
+};
+
+struct RebuildReport {
+  int applied = 0;
+  // "pod <uid>: <why>" for each record refused (it would over-commit a card, or names a
+  // card the node does not have, or repeats a UID).
+  std::vector<std::string> refused;
+};
+
+class ClusterLedger {
+ public:
+  // Adds or replaces a node's inventory and recounts that node's usage from the ledger
+  // (pods already decided there keep their shares; cards that vanished drop theirs).
+  Status UpsertNode(NodeInventory inventory);
+  void RemoveNode(const std::string& name);
+  const NodeState* FindNode(const std::string& name) const;
+  const std::unordered_map<std::string, NodeState>& nodes() const { return nodes_; }
+
+  // Re-checks every share against current usage (health included) and takes it, all or
+  // nothing. Reserving the same UID with the same decision again is a no-op (a retried
+  // bind); with a different decision it is an error.
+  Status Reserve(const std::string& pod_uid, const PodDecision& decision);
+  Status Commit(const std::string& pod_uid);
+  // Gives the pod's shares back. Returns false (and changes nothing) for an unknown UID.
+  bool Release(const std::string& pod_uid);
+
+  const LedgerEntry* FindPod(const std::string& pod_uid) const;
+  size_t pod_count() const { return pods_.size(); }
+
+  // Clears all decisions and usage (inventories stay), then applies the records in
+  // order as committed. A record for a node not known yet is kept and counted once the
+  // node arrives.
+  RebuildReport Rebuild(const std::vector<LedgerRecord>& records);
+
+  // For tests and the bench: usage equals the sum of the ledger's shares, and no card
+  // is over its memory, cores or slots. The error names the node and card.
+  Status CheckConsistency() const;
+
+ private:
+  // Checks (and, with apply, takes) every share of `decision` on `node`.
+  Status Apply(NodeState* node, const PodDecision& decision, bool check_health, bool apply);
+  static void Unapply(NodeState* node, const PodDecision& decision);
+
+  std::unordered_map<std::string, NodeState> nodes_;
+  std::unordered_map<std::string, LedgerEntry> pods_;
+  std::unordered_map<std::string, std::unordered_set<std::string>> pods_by_node_;
+};
+
+}  // namespace gs::scheduler

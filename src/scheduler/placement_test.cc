@@ -1,0 +1,296 @@
+#include "src/scheduler/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "src/scheduler/test_nodes.h"
+
+namespace gs::scheduler {
+namespace {
+
+using testing::Card;
+using testing::Node;
+
+PodRequest Pod(const std::string& uid, int gpus, int64_t mem_mib, int cores) {
+  PodRequest r;
+  r.uid = uid;
+  r.containers = {ContainerRequest{gpus, mem_mib, 0, cores}};
+  return r;
+}
+
+// Reserves a fresh pod on `node` with the ledger's own decision; fails the test if it cannot.
+void Place(ClusterLedger* l, const PodRequest& r, const std::string& node, Policies p = {}) {
+  FitScratch s;
+  auto d = Decide(*l, r, node, p, &s);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_TRUE(l->Reserve(r.uid, *d).ok());
+}
+
+TEST(Placement, MemoryByMibByPercentOrWholeCard) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 1, 40000)).ok());
+  FitScratch s;
+  PodRequest r = Pod("a", 1, 0, 10);
+  r.containers[0].memory_percent = 25;
+  auto d = Decide(l, r, "n1", {}, &s);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->containers[0][0].memory_mib, 10000);
+  r.containers[0].memory_percent = 0;
+  d = Decide(l, r, "n1", {}, &s);
+  EXPECT_EQ(d->containers[0][0].memory_mib, 40000) << "neither gpumem nor percentage: the whole card";
+  r.containers[0].memory_mib = 123;
+  r.containers[0].memory_percent = 50;
+  d = Decide(l, r, "n1", {}, &s);
+  EXPECT_EQ(d->containers[0][0].memory_mib, 123) << "gpumem wins over the percentage";
+}
+
+TEST(Placement, NoCardGoesOverItsMemoryOrCores) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 1, 40000)).ok());
+  Place(&l, Pod("a", 1, 30000, 30), "n1");
+  FitScratch s;
+  EXPECT_FALSE(FitPod(*l.FindNode("n1"), Pod("b", 1, 10001, 10), Policy::kSpread, &s));
+  EXPECT_NE(s.reason.find("too little free memory"), std::string::npos) << s.reason;
+  EXPECT_FALSE(FitPod(*l.FindNode("n1"), Pod("b", 1, 100, 71), Policy::kSpread, &s));
+  EXPECT_NE(s.reason.find("too few free cores"), std::string::npos) << s.reason;
+  EXPECT_TRUE(FitPod(*l.FindNode("n1"), Pod("b", 1, 10000, 70), Policy::kSpread, &s));
+}
+
+TEST(Placement, SlotsLimitHowManyContainersShareACard) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 1, 40000, /*slots=*/2)).ok());
+  Place(&l, Pod("a", 1, 1, 0), "n1");
+  Place(&l, Pod("b", 1, 1, 0), "n1");
+  FitScratch s;
+  EXPECT_FALSE(FitPod(*l.FindNode("n1"), Pod("c", 1, 1, 0), Policy::kSpread, &s));
+  EXPECT_NE(s.reason.find("all slots in use"), std::string::npos) << s.reason;
+}
+
+TEST(Placement, HundredCoresMeansAWholeUnusedCard) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 2, 40000)).ok());
+  Place(&l, Pod("small", 1, 100, 0), "n1");
+  FitScratch s;
+  auto d = Decide(l, Pod("whole", 1, 100, 100), "n1", {}, &s);
+  ASSERT_TRUE(d.ok());
+  std::string used_card = l.FindPod("small")->decision.containers[0][0].uuid;
+  EXPECT_NE(d->containers[0][0].uuid, used_card);
+  ASSERT_TRUE(l.Reserve("whole", *d).ok());
+  // Both cards now taken: one exclusively (no one may join, even with cores = 0), one shared.
+  EXPECT_FALSE(FitPod(*l.FindNode("n1"), Pod("x", 1, 100, 100), Policy::kSpread, &s));
+  EXPECT_NE(s.reason.find("exclusive"), std::string::npos) << s.reason;
+  auto z = Decide(l, Pod("zero", 1, 100, 0), "n1", {}, &s);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z->containers[0][0].uuid, used_card) << "cores = 0 may not join the exclusive card";
+}
+
+TEST(Placement, SeveralCardsPerContainerAreDistinct) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 4, 40000)).ok());
+  FitScratch s;
+  auto d = Decide(l, Pod("a", 3, 1000, 10), "n1", {}, &s);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->containers[0].size(), 3u);
+  EXPECT_NE(d->containers[0][0].uuid, d->containers[0][1].uuid);
+  EXPECT_NE(d->containers[0][1].uuid, d->containers[0][2].uuid);
+  EXPECT_NE(d->containers[0][0].uuid, d->containers[0][2].uuid);
+  EXPECT_FALSE(Decide(l, Pod("b", 5, 1000, 10), "n1", {}, &s).ok());
+  EXPECT_NE(s.reason.find("4 of 4 cards fit"), std::string::npos) << s.reason;
+}
+
+TEST(Placement, MultiContainerPodSeesItsOwnEarlierContainers) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 1, 40000)).ok());
+  PodRequest r;
+  r.uid = "p";
+  r.containers = {ContainerRequest{1, 25000, 0, 10}, ContainerRequest{0, 0, 0, 0}, ContainerRequest{1, 25000, 0, 10}};
+  FitScratch s;
+  EXPECT_FALSE(FitPod(*l.FindNode("n1"), r, Policy::kSpread, &s)) << "2 x 25000 MiB on one 40000 MiB card";
+  EXPECT_NE(s.reason.find("container #2"), std::string::npos) << s.reason;
+  r.containers[2].memory_mib = 15000;
+  ASSERT_TRUE(FitPod(*l.FindNode("n1"), r, Policy::kSpread, &s));
+  PodDecision d = ToDecision(*l.FindNode("n1"), r, s);
+  ASSERT_EQ(d.containers.size(), 3u);
+  EXPECT_TRUE(d.containers[1].empty());
+  ASSERT_TRUE(l.Reserve("p", d).ok());
+  EXPECT_EQ(l.FindNode("n1")->used[0].memory_mib, 40000);
+  EXPECT_EQ(l.FindNode("n1")->used[0].containers, 2);
+}
+
+TEST(Placement, TypeIncludeExcludeIsACaseInsensitiveSubstring) {
+  NodeInventory n;
+  n.name = "n1";
+  n.gpus = {Card("a", 0, 40000, 0, "NVIDIA-A100-SXM4-40GB"), Card("h", 1, 80000, 0, "NVIDIA-H100-80GB-HBM3")};
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(n).ok());
+  FitScratch s;
+  PodRequest r = Pod("p", 1, 1000, 10);
+  r.use_types = {"h100"};
+  EXPECT_EQ(Decide(l, r, "n1", {}, &s)->containers[0][0].uuid, "h");
+  r.use_types = {};
+  r.nouse_types = {"H100", "V100"};
+  EXPECT_EQ(Decide(l, r, "n1", {}, &s)->containers[0][0].uuid, "a");
+  r.nouse_types = {"nvidia"};
+  EXPECT_FALSE(Decide(l, r, "n1", {}, &s).ok());
+  EXPECT_NE(s.reason.find("2 of an excluded type"), std::string::npos) << s.reason;
+}
+
+TEST(Placement, UuidIncludeExcludeMatchExactly) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 3)).ok());
+  FitScratch s;
+  PodRequest r = Pod("p", 1, 1000, 10);
+  r.use_uuids = {"n1-gpu2"};
+  EXPECT_EQ(Decide(l, r, "n1", {}, &s)->containers[0][0].uuid, "n1-gpu2");
+  r.use_uuids = {"n1-gpu"};
+  EXPECT_FALSE(Decide(l, r, "n1", {}, &s).ok()) << "a prefix is not a UUID";
+  r.use_uuids = {};
+  r.nouse_uuids = {"n1-gpu0", "n1-gpu1"};
+  EXPECT_EQ(Decide(l, r, "n1", {}, &s)->containers[0][0].uuid, "n1-gpu2");
+}
+
+TEST(Placement, UnhealthyCardsAreSkipped) {
+  NodeInventory n = Node("n1", 2);
+  n.gpus[0].healthy = false;
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(n).ok());
+  FitScratch s;
+  EXPECT_EQ(Decide(l, Pod("p", 1, 1, 1), "n1", {}, &s)->containers[0][0].uuid, "n1-gpu1");
+  EXPECT_FALSE(Decide(l, Pod("p", 2, 1, 1), "n1", {}, &s).ok());
+  EXPECT_NE(s.reason.find("1 unhealthy"), std::string::npos) << s.reason;
+}
+
+TEST(Placement, NumaBindKeepsAContainersCardsOnOneNumaNode) {
+  // 4 cards: gpu0, gpu1 on NUMA 0; gpu2, gpu3 on NUMA 1. Fill gpu1 so NUMA 0 has one free card.
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 4, 40000)).ok());
+  PodRequest filler = Pod("f", 1, 40000, 10);
+  filler.use_uuids = {"n1-gpu1"};
+  Place(&l, filler, "n1");
+  PodRequest r = Pod("p", 2, 1000, 10);
+  r.numa_bind = true;
+  Policies binpack{Policy::kBinpack, Policy::kBinpack};
+  FitScratch s;
+  auto d = Decide(l, r, "n1", binpack, &s);
+  ASSERT_TRUE(d.ok()) << s.reason;
+  EXPECT_EQ(d->containers[0][0].uuid, "n1-gpu2");
+  EXPECT_EQ(d->containers[0][1].uuid, "n1-gpu3");
+  r.containers[0].gpus = 3;
+  EXPECT_FALSE(Decide(l, r, "n1", binpack, &s).ok());
+  EXPECT_NE(s.reason.find("no NUMA node has 3"), std::string::npos) << s.reason;
+  r.numa_bind = false;
+  EXPECT_TRUE(Decide(l, r, "n1", binpack, &s).ok()) << "without numa-bind any 3 cards do";
+}
+
+TEST(Placement, GpuBinpackPicksTheFullestCardAndSpreadTheEmptiest) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 3, 40000)).ok());
+  PodRequest a = Pod("a", 1, 20000, 20);
+  a.use_uuids = {"n1-gpu1"};
+  Place(&l, a, "n1");
+  FitScratch s;
+  Policies binpack{Policy::kBinpack, Policy::kBinpack};
+  Policies spread{Policy::kBinpack, Policy::kSpread};
+  EXPECT_EQ(Decide(l, Pod("p", 1, 1000, 10), "n1", binpack, &s)->containers[0][0].uuid, "n1-gpu1");
+  EXPECT_EQ(Decide(l, Pod("p", 1, 1000, 10), "n1", spread, &s)->containers[0][0].uuid, "n1-gpu0");
+  // The pod's own annotation overrides the default.
+  PodRequest p = Pod("p", 1, 1000, 10);
+  p.gpu_policy = Policy::kBinpack;
+  EXPECT_EQ(Decide(l, p, "n1", spread, &s)->containers[0][0].uuid, "n1-gpu1");
+}
+
+TEST(Placement, NodeBinpackScoresTheFullerNodeHigherAndSpreadLower) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("busy", 2, 40000)).ok());
+  ASSERT_TRUE(l.UpsertNode(Node("idle", 2, 40000)).ok());
+  Place(&l, Pod("a", 2, 30000, 60), "busy");
+  std::vector<std::string> names = {"busy", "idle"};
+  FitScratch s;
+  PodRequest p = Pod("p", 1, 1000, 10);
+  auto bin = Prioritize(l, p, names, Policies{Policy::kBinpack, Policy::kSpread}, &s);
+  EXPECT_GT(bin[0], bin[1]);
+  auto spr = Prioritize(l, p, names, Policies{Policy::kSpread, Policy::kSpread}, &s);
+  EXPECT_LT(spr[0], spr[1]);
+  for (int v : bin) EXPECT_TRUE(v >= 0 && v <= 10);
+  for (int v : spr) EXPECT_TRUE(v >= 0 && v <= 10);
+  p.node_policy = Policy::kSpread;
+  auto own = Prioritize(l, p, names, Policies{Policy::kBinpack, Policy::kSpread}, &s);
+  EXPECT_LT(own[0], own[1]) << "hami.io/node-scheduler-policy on the pod wins";
+}
+
+TEST(Placement, FilterReturnsEveryFeasibleNodeAndAReasonForEachOther) {
+  ClusterLedger l;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(l.UpsertNode(Node("n" + std::to_string(i), 1, 40000)).ok());
+  Place(&l, Pod("big", 1, 39000, 10), "n3");
+  std::vector<std::string> names = {"n0", "n1", "n2", "n3", "n4", "ghost"};
+  FitScratch s;
+  FilterResult f = Filter(l, Pod("p", 1, 2000, 10), names, {}, &s);
+  EXPECT_EQ(f.feasible, (std::vector<int>{0, 1, 2, 4}));
+  ASSERT_EQ(f.failed.size(), 2u);
+  EXPECT_EQ(f.failed[0].first, 3);
+  EXPECT_NE(f.failed[0].second.find("too little free memory"), std::string::npos) << f.failed[0].second;
+  EXPECT_EQ(f.failed[1].first, 5);
+  EXPECT_NE(f.failed[1].second.find("no GPU inventory"), std::string::npos);
+  EXPECT_EQ(l.pod_count(), 1u) << "filter changes nothing";
+}
+
+// Random churn over a small cluster: pods of random shapes are placed wherever the
+// filter and score say, and random ones leave. After every step the ledger must be
+// consistent: no card over its memory, cores or slots, usage equal to the pods' shares.
+TEST(Placement, NoCardEverOverCommittedUnderRandomChurn) {
+  std::mt19937 rng(20261115);
+  ClusterLedger l;
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) {
+    NodeInventory n = Node("n" + std::to_string(i), 4, i % 3 == 0 ? 24576 : i % 3 == 1 ? 49152 : 81920, 4);
+    if (i == 5) n.gpus[2].healthy = false;
+    ASSERT_TRUE(l.UpsertNode(n).ok());
+    names.push_back(n.name);
+  }
+  std::vector<std::string> live;
+  FitScratch s;
+  int placed = 0, refused = 0;
+  for (int step = 0; step < 4000; ++step) {
+    if (!live.empty() && rng() % 3 == 0) {
+      size_t k = rng() % live.size();
+      ASSERT_TRUE(l.Release(live[k]));
+      live.erase(live.begin() + static_cast<long>(k));
+    } else {
+      PodRequest r;
+      r.uid = "pod-" + std::to_string(step);
+      int containers = 1 + static_cast<int>(rng() % 2);
+      for (int c = 0; c < containers; ++c) {
+        ContainerRequest cr;
+        cr.gpus = static_cast<int>(rng() % 3);
+        if (rng() % 2) cr.memory_mib = 1000 + static_cast<int64_t>(rng() % 30000);
+        else cr.memory_percent = 5 + static_cast<int>(rng() % 50);
+        cr.cores = rng() % 10 == 0 ? 100 : static_cast<int>(rng() % 60);
+        r.containers.push_back(cr);
+      }
+      r.numa_bind = rng() % 4 == 0;
+      Policies p{rng() % 2 ? Policy::kBinpack : Policy::kSpread, rng() % 2 ? Policy::kBinpack : Policy::kSpread};
+      FilterResult f = Filter(l, r, names, p, &s);
+      std::vector<int> scores = Prioritize(l, r, names, p, &s);
+      int best = -1;
+      for (int i : f.feasible)
+        if (best < 0 || scores[i] > scores[best]) best = i;
+      if (best < 0) {
+        ++refused;
+        continue;
+      }
+      auto d = Decide(l, r, names[best], p, &s);
+      ASSERT_TRUE(d.ok()) << d.status().message();
+      ASSERT_TRUE(l.Reserve(r.uid, *d).ok());
+      live.push_back(r.uid);
+      ++placed;
+    }
+    Status c = l.CheckConsistency();
+    ASSERT_TRUE(c.ok()) << "step " << step << ": " << c.message();
+  }
+  EXPECT_GT(placed, 500);
+  EXPECT_GT(refused, 0) << "the cluster should fill up at times";
+}
+
+}  // namespace
+}  // namespace gs::scheduler

@@ -1,0 +1,188 @@
+#include "src/scheduler/pod_spec.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+namespace gs::scheduler {
+namespace {
+
+using nlohmann::json;
+
+// Multiplies v by 10^exp10 * 2^exp2, failing on overflow or a fraction.
+StatusOr<int64_t> Scale(__int128 mantissa, int decimals, int exp10, int exp2, std::string_view text) {
+  auto bad = [&](const char* why) { return InvalidArgument("quantity '" + std::string(text) + "': " + why); };
+  const __int128 kMax = INT64_MAX;
+  int e = exp10 - decimals;
+  for (; e > 0; --e) {
+    mantissa *= 10;
+    if (mantissa > kMax) return bad("too large");
+  }
+  for (int i = 0; i < exp2; ++i) {
+    mantissa *= 2;
+    if (mantissa > kMax) return bad("too large");
+  }
+  for (; e < 0; ++e) {
+    if (mantissa % 10 != 0) return bad("not a whole number");
+    mantissa /= 10;
+  }
+  return static_cast<int64_t>(mantissa);
+}
+
+// One resource of a container: limits first, then requests; nullopt when absent.
+StatusOr<std::optional<int64_t>> Resource(const json& container, const char* name, size_t index) {
+  auto res = container.find("resources");
+  if (res == container.end() || !res->is_object()) return std::optional<int64_t>();
+  for (const char* kind : {"limits", "requests"}) {
+    auto list = res->find(kind);
+    if (list == res->end() || !list->is_object()) continue;
+    auto q = list->find(name);
+    if (q == list->end()) continue;
+    std::string where = "container #" + std::to_string(index) + " " + kind + "[" + name + "]";
+    if (q->is_number_integer()) return std::optional<int64_t>(q->get<int64_t>());
+    if (!q->is_string()) return InvalidArgument(where + ": want a quantity string");
+    auto v = ParseKubeQuantity(q->get_ref<const std::string&>());
+    if (!v.ok()) return InvalidArgument(where + ": " + v.status().message());
+    if (*v < 0) return InvalidArgument(where + ": negative");
+    return std::optional<int64_t>(*v);
+  }
+  return std::optional<int64_t>();
+}
+
+StatusOr<ContainerRequest> ContainerFromJson(const json& c, size_t index) {
+  if (!c.is_object()) return InvalidArgument("container #" + std::to_string(index) + ": not an object");
+  auto gpus = Resource(c, hami::kResourceGpu, index);
+  auto mem = Resource(c, hami::kResourceMemory, index);
+  auto pct = Resource(c, hami::kResourceMemoryPercent, index);
+  auto cores = Resource(c, hami::kResourceCores, index);
+  for (const auto* r : {&gpus, &mem, &pct, &cores})
+    if (!r->ok()) return r->status();
+  ContainerRequest out;
+  bool any_share = mem->has_value() || pct->has_value() || cores->has_value();
+  if (gpus->has_value()) out.gpus = static_cast<int>(std::min<int64_t>(**gpus, 1 << 20));
+  else if (any_share) out.gpus = 1;  // HAMi's webhook default (defaultGPUNum = 1)
+  if (out.gpus == 0) return out;
+  if (mem->has_value()) out.memory_mib = **mem;
+  if (pct->has_value()) {
+    if (**pct > 100)
+      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceMemoryPercent +
+                             " = " + std::to_string(**pct) + ": must be 0..100");
+    out.memory_percent = static_cast<int>(**pct);  // 0 = unset, as in HAMi
+  }
+  if (cores->has_value()) {
+    if (**cores > 100)
+      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceCores + " = " +
+                             std::to_string(**cores) + ": must be 0..100");
+    out.cores = static_cast<int>(**cores);
+  } else if (out.memory_mib == 0 && (out.memory_percent == 0 || out.memory_percent == 100)) {
+    out.cores = 100;  // a whole card asked: exclusive, as HAMi's webhook makes it
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<int64_t> ParseKubeQuantity(std::string_view text) {
+  auto bad = [&](const char* why) { return InvalidArgument("quantity '" + std::string(text) + "': " + why); };
+  size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
+  __int128 mantissa = 0;
+  int digits = 0, decimals = 0;
+  bool point = false;
+  for (; i < text.size(); ++i) {
+    char ch = text[i];
+    if (ch == '.' && !point) {
+      point = true;
+      continue;
+    }
+    if (ch < '0' || ch > '9') break;
+    if (++digits > 30) return bad("too many digits");
+    mantissa = mantissa * 10 + (ch - '0');
+    if (point) ++decimals;
+  }
+  if (digits == 0) return bad("no number");
+  std::string_view suffix = text.substr(i);
+  int exp10 = 0, exp2 = 0;
+  if (suffix.empty()) {
+  } else if (suffix == "Ki") exp2 = 10;
+  else if (suffix == "Mi") exp2 = 20;
+  else if (suffix == "Gi") exp2 = 30;
+  else if (suffix == "Ti") exp2 = 40;
+  else if (suffix == "Pi") exp2 = 50;
+  else if (suffix == "Ei") exp2 = 60;
+  else if (suffix == "n") exp10 = -9;
+  else if (suffix == "u") exp10 = -6;
+  else if (suffix == "m") exp10 = -3;
+  else if (suffix == "k") exp10 = 3;
+  else if (suffix == "M") exp10 = 6;
+  else if (suffix == "G") exp10 = 9;
+  else if (suffix == "T") exp10 = 12;
+  else if (suffix == "P") exp10 = 15;
+  else if (suffix == "E") exp10 = 18;
+  else if (suffix[0] == 'e' || suffix[0] == 'E') {
+    std::string_view e = suffix.substr(1);
+    bool eneg = !e.empty() && e[0] == '-';
+    if (!e.empty() && (e[0] == '-' || e[0] == '+')) e.remove_prefix(1);
+    if (e.empty() || e.size() > 3) return bad("bad exponent");
+    for (char ch : e) {
+      if (ch < '0' || ch > '9') return bad("bad exponent");
+      exp10 = exp10 * 10 + (ch - '0');
+    }
+    if (exp10 > 40) return bad("too large");
+    if (eneg) exp10 = -exp10;
+  } else {
+    return bad("unknown suffix");
+  }
+  auto v = Scale(mantissa, decimals, exp10, exp2, text);
+  if (!v.ok()) return v;
+  return negative ? -*v : *v;
+}
+
+StatusOr<hami::Annotations> PodAnnotations(const json& pod) {
+  hami::Annotations out;
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || !meta->is_object()) return out;
+  auto annos = meta->find("annotations");
+  if (annos == meta->end() || annos->is_null()) return out;
+  if (!annos->is_object()) return InvalidArgument("metadata.annotations: want an object");
+  for (auto it = annos->begin(); it != annos->end(); ++it) {
+    if (!it.value().is_string()) return InvalidArgument("metadata.annotations[" + it.key() + "]: want a string");
+    out.emplace(it.key(), it.value().get<std::string>());
+  }
+  return out;
+}
+
+StatusOr<PodRequest> PodRequestFromJson(const json& pod) {
+  if (!pod.is_object()) return InvalidArgument("Pod: want a JSON object");
+  PodRequest r;
+  auto meta = pod.find("metadata");
+  if (meta != pod.end() && meta->is_object()) {
+    r.uid = meta->value("uid", "");
+    r.name = meta->value("name", "");
+    r.namespace_name = meta->value("namespace", "");
+  }
+  auto annos = PodAnnotations(pod);
+  if (!annos.ok()) return annos.status();
+  GS_RETURN_IF_ERROR(hami::ApplyRequestAnnotations(*annos, &r));
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return InvalidArgument("Pod " + r.name + ": no spec");
+  size_t index = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    auto cs = spec->find(list);
+    if (cs == spec->end() || cs->is_null()) continue;
+    if (!cs->is_array()) return InvalidArgument(std::string("spec.") + list + ": want an array");
+    for (const json& c : *cs) {
+      auto cr = ContainerFromJson(c, index++);
+      if (!cr.ok()) return InvalidArgument("Pod " + r.namespace_name + "/" + r.name + ": " + cr.status().message());
+      if (std::string_view(list) == "initContainers" && cr->gpus > 0)
+        return InvalidArgument("Pod " + r.namespace_name + "/" + r.name +
+                               ": init containers asking for GPUs are not supported yet");
+      r.containers.push_back(*cr);
+    }
+  }
+  GS_RETURN_IF_ERROR(ValidateRequest(r));
+  return r;
+}
+
+}  // namespace gs::scheduler

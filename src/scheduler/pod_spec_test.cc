@@ -1,0 +1,80 @@
+#include "src/scheduler/pod_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace gs::scheduler {
+namespace {
+
+using nlohmann::json;
+
+TEST(PodSpec, KubernetesQuantities) {
+  EXPECT_EQ(*ParseKubeQuantity("3000"), 3000);
+  EXPECT_EQ(*ParseKubeQuantity("3k"), 3000);
+  EXPECT_EQ(*ParseKubeQuantity("1Gi"), 1073741824);
+  EXPECT_EQ(*ParseKubeQuantity("5e3"), 5000);
+  EXPECT_EQ(*ParseKubeQuantity("1.5k"), 1500);
+  EXPECT_EQ(*ParseKubeQuantity("2000m"), 2);
+  EXPECT_FALSE(ParseKubeQuantity("500m").ok());
+  EXPECT_FALSE(ParseKubeQuantity("1.5").ok());
+  EXPECT_FALSE(ParseKubeQuantity("12q").ok());
+  EXPECT_FALSE(ParseKubeQuantity("").ok());
+  EXPECT_FALSE(ParseKubeQuantity("99E").ok()) << "overflow";
+}
+
+// The shape HAMi's examples use, as the API server serialises it (quantities as strings,
+// 3000 canonicalised to "3k").
+json ExamplePod() {
+  return json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "gpu-pod", "namespace": "default", "uid": "0b6d-11",
+                 "annotations": {"nvidia.com/use-gputype": "A100", "hami.io/vgpu-node": "forged"}},
+    "spec": {
+      "initContainers": [{"name": "init", "image": "busybox"}],
+      "containers": [
+        {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "3k", "nvidia.com/gpucores": "30"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "1"}}},
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}}},
+        {"name": "d", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+        {"name": "e", "resources": {"requests": {"nvidia.com/gpumem": "1024"}}}
+      ]}})");
+}
+
+TEST(PodSpec, ReadsEveryContainerInHamisOrderWithItsDefaults) {
+  auto r = PodRequestFromJson(ExamplePod());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->uid, "0b6d-11");
+  EXPECT_EQ(r->name, "gpu-pod");
+  EXPECT_EQ(r->namespace_name, "default");
+  ASSERT_EQ(r->containers.size(), 6u);
+  EXPECT_EQ(r->containers[0].gpus, 0) << "init container first";
+  EXPECT_EQ(r->containers[1].gpus, 2);
+  EXPECT_EQ(r->containers[1].memory_mib, 3000);
+  EXPECT_EQ(r->containers[1].cores, 30);
+  EXPECT_EQ(r->containers[2].gpus, 0);
+  EXPECT_EQ(r->containers[3].memory_percent, 50);
+  EXPECT_EQ(r->containers[3].cores, 0);
+  EXPECT_EQ(r->containers[4].cores, 100) << "a bare nvidia.com/gpu is a whole card";
+  EXPECT_EQ(r->containers[5].gpus, 1) << "gpumem alone means one GPU";
+  EXPECT_EQ(r->containers[5].memory_mib, 1024);
+  EXPECT_EQ(r->use_types, (std::vector<std::string>{"A100"}));
+}
+
+TEST(PodSpec, BadValuesAreNamed) {
+  json p = ExamplePod();
+  p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = "150";
+  auto r = PodRequestFromJson(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nvidia.com/gpucores"), std::string::npos) << r.status().message();
+  p = ExamplePod();
+  p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "lots";
+  r = PodRequestFromJson(p);
+  EXPECT_NE(r.status().message().find("limits[nvidia.com/gpumem]"), std::string::npos) << r.status().message();
+  p = ExamplePod();
+  p["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  EXPECT_NE(PodRequestFromJson(p).status().message().find("init containers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gs::scheduler
