@@ -24,6 +24,25 @@ bool Allocations::Take(HandleKind kind, uint64_t handle, Charge* out) {
   return true;
 }
 
+void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& m : maps_) {
+    for (auto it = m.begin(); it != m.end();) {
+      const Charge& c = it->second;
+      if (c.context != context || c.device < 0 || c.device >= devices) {
+        ++it;
+        continue;
+      }
+      (c.spilled ? spilled : bytes)[c.device] += c.bytes;
+      it = m.erase(it);
+    }
+  }
+}
+
+void Allocations::ForgetAll() {
+  for (auto& m : maps_) m.clear();
+}
+
 uint64_t Allocations::Total(int device) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t t = 0;

@@ -10,12 +10,13 @@
 
 namespace gs::enforcer {
 
-enum class HandleKind { kPointer, kArray, kMipmappedArray, kVmm, kGraph, kModule, kLibrary, kCount };
+enum class HandleKind { kPointer, kArray, kMipmappedArray, kVmm, kGraph, kModule, kLibrary, kContext, kContextLimit, kCount };
 
 struct Charge {
   int device = -1;
   uint64_t bytes = 0;
   bool spilled = false;  // host-backed (virtual device memory)
+  uint64_t context = 0;  // the CUcontext it lives in: destroying or resetting it frees it
 };
 
 class Allocations {
@@ -25,8 +26,16 @@ class Allocations {
   void Accumulate(HandleKind kind, uint64_t handle, int device, uint64_t bytes);
   // Removes and returns the entry; false if unknown (allocated before the enforcer saw it).
   bool Take(HandleKind kind, uint64_t handle, Charge* out);
+  // Removes every entry of a context (destroyed or reset: the driver freed them all) and
+  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
+  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
   // Total bytes held by this process on a device (for tests and views).
   uint64_t Total(int device);
+  // fork(): the child holds none of its parent's allocations. Lock in the parent before
+  // fork, unlock in both after, and Forget in the child.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+  void ForgetAll();
 
  private:
   std::mutex mu_;

@@ -1,5 +1,6 @@
 // How programs reach the driver, and how the enforcer stands in the way: direct linking
-// (the exported hooks), dlopen + dlsym (our dlsym), and cuGetProcAddress (v1 and v2,
+// (the exported hooks), dlopen + dlsym or dlvsym (ours: asking either for a hooked driver
+// function, or for dlsym/dlvsym themselves, gets ours), and cuGetProcAddress (v1 and v2,
 // every flag, _ptsz/_ptds and versioned names), which the CUDA runtime uses.
 #include <dlfcn.h>
 #include <link.h>
@@ -60,7 +61,8 @@ void* NextAfter(const void* caller, const char* symbol) {
   for (struct link_map* l = lm->l_next; l != nullptr; l = l->l_next) {
     void* h = dlopen(l->l_name[0] ? l->l_name : nullptr, RTLD_LAZY | RTLD_NOLOAD);
     if (h == nullptr) continue;
-    void* s = RealDlsym()(h, symbol);
+    DlsymFn real = RealDlsym();
+    void* s = real ? real(h, symbol) : nullptr;
     dlclose(h);
     if (s) return s;
   }
@@ -69,15 +71,55 @@ void* NextAfter(const void* caller, const char* symbol) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* symbol) {
-  DlsymFn real = RealDlsym();
+extern "C" void* dlvsym(void* handle, const char* symbol, const char* version);
+
+namespace {
+// Our function for a name the program must not get the real one of: the driver entry
+// points we hook, and the dynamic linker's own lookups (through which the real ones could
+// be reached around us). nullptr for every other name.
+void* Substitute(const char* symbol) {
   if (symbol[0] == 'c' && symbol[1] == 'u') {  // glibc declares symbol nonnull
     if (void* hook = FindCudaHook(symbol); hook && CudaReady()) return hook;
   } else if (strncmp(symbol, "nvml", 4) == 0) {
     if (void* hook = FindNvmlHook(symbol); hook && NvmlReady()) return hook;
+  } else if (strcmp(symbol, "dlsym") == 0) {
+    return reinterpret_cast<void*>(&dlsym);
+  } else if (strcmp(symbol, "dlvsym") == 0) {
+    return reinterpret_cast<void*>(&dlvsym);
   }
+  return nullptr;
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* symbol) {
+  if (void* ours = Substitute(symbol)) return ours;
   if (handle == RTLD_NEXT) return NextAfter(__builtin_return_address(0), symbol);
-  return real(handle, symbol);
+  DlsymFn real = RealDlsym();
+  return real ? real(handle, symbol) : nullptr;
+}
+
+// dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34") would otherwise hand out glibc's dlsym, and
+// with it every real driver function.
+extern "C" __attribute__((visibility("default"))) void* dlvsym(void* handle, const char* symbol, const char* version) {
+  if (void* ours = Substitute(symbol)) return ours;
+  DlvsymFn real = RealDlvsym();
+  if (real == nullptr) return nullptr;
+  if (handle == RTLD_NEXT) {
+    // As dlsym: "after the caller", not after this library.
+    Dl_info info;
+    struct link_map* lm = nullptr;
+    if (dladdr1(__builtin_return_address(0), &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) == 0 || !lm)
+      return nullptr;
+    for (struct link_map* l = lm->l_next; l != nullptr; l = l->l_next) {
+      void* h = dlopen(l->l_name[0] ? l->l_name : nullptr, RTLD_LAZY | RTLD_NOLOAD);
+      if (h == nullptr) continue;
+      void* s = real(h, symbol, version);
+      dlclose(h);
+      if (s) return s;
+    }
+    return nullptr;
+  }
+  return real(handle, symbol, version);
 }
 
 namespace {

@@ -49,18 +49,18 @@ bool ReadPercent(const char* const* vars, const char* key, Config* c, uint32_t* 
 // Applies one source (file or env) onto per-device arrays.
 void ReadSource(const char* const* vars, Config* c, uint64_t* mem, bool* mem_set, uint32_t* sm, bool* sm_set) {
   uint64_t all_mem = 0;
-  bool has_all_mem = ReadMemory(vars, "CUDA_DEVICE_MEMORY_LIMIT", c, &all_mem);
+  bool has_all_mem = ReadMemory(vars, contract::kMemoryLimit, c, &all_mem);
   uint32_t all_sm = 0;
-  bool has_all_sm = ReadPercent(vars, "CUDA_DEVICE_SM_LIMIT", c, &all_sm);
+  bool has_all_sm = ReadPercent(vars, contract::kSmLimit, c, &all_sm);
   for (int i = 0; i < kMaxDevices; ++i) {
     char key[64];
-    snprintf(key, sizeof(key), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
+    snprintf(key, sizeof(key), "%s_%d", contract::kMemoryLimit, i);
     mem_set[i] = ReadMemory(vars, key, c, &mem[i]);
     if (!mem_set[i] && has_all_mem) {
       mem[i] = all_mem;
       mem_set[i] = true;
     }
-    snprintf(key, sizeof(key), "CUDA_DEVICE_SM_LIMIT_%d", i);
+    snprintf(key, sizeof(key), "%s_%d", contract::kSmLimit, i);
     sm_set[i] = ReadPercent(vars, key, c, &sm[i]);
     if (!sm_set[i] && has_all_sm) {
       sm[i] = all_sm;
@@ -113,48 +113,60 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
       c->sm_limit[i] = env_sm[i];
     }
   }
-  // The rest: the file wins where it speaks (oversubscription and policy are the
-  // operator's decisions); the environment fills what the file leaves out.
-  auto pick = [&](const char* key) {
-    const char* v = FindVar(file_vars, key);
-    return v ? v : FindVar(env, key);
-  };
-  if (const char* v = pick("CUDA_OVERSUBSCRIBE")) c->oversubscribe = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
-  if (const char* v = pick("GPU_CORE_UTILIZATION_POLICY")) {
-    if (strcmp(v, "force") == 0 || strcmp(v, "FORCE") == 0)
+  // The rest. With the file, the operator's decisions come from it alone and the
+  // environment may only tighten; without it, the environment is the source.
+  const char* const* source = file_vars ? file_vars : env;
+  if (const char* v = FindVar(source, contract::kOversubscribe)) c->oversubscribe = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+  if (const char* v = FindVar(source, contract::kCorePolicy); v && !contract::ParseCorePolicy(v, &c->core_policy))
+    AddError(c, "%s=%s is not default, force or disable; using default", contract::kCorePolicy, v);
+  if (file_vars) {
+    // `force` is stricter than `default`; nothing else in the environment counts.
+    CorePolicy wanted = CorePolicy::kDefault;
+    if (const char* v = FindVar(env, contract::kCorePolicy); v && contract::ParseCorePolicy(v, &wanted) &&
+                                                             wanted == CorePolicy::kForce &&
+                                                             c->core_policy == CorePolicy::kDefault)
       c->core_policy = CorePolicy::kForce;
-    else if (strcmp(v, "disable") == 0 || strcmp(v, "DISABLE") == 0)
-      c->core_policy = CorePolicy::kDisable;
-    else if (strcmp(v, "default") == 0 || strcmp(v, "DEFAULT") == 0 || *v == 0)
-      c->core_policy = CorePolicy::kDefault;
-    else
-      AddError(c, "%s=%s is not default, force or disable; using default", "GPU_CORE_UTILIZATION_POLICY", v);
   }
   // A container may not lift its own priority above what the operator gave it.
-  if (const char* v = FindVar(env, "CUDA_TASK_PRIORITY")) {
+  if (const char* v = FindVar(env, contract::kPriority)) {
     uint64_t p = 0;
     if (ParseUnsigned(v, &p) && p < 1000)
       c->priority = static_cast<int>(p);
     else
-      AddError(c, "%s=%s is not a priority (0 = highest); ignored", "CUDA_TASK_PRIORITY", v);
+      AddError(c, "%s=%s is not a priority (0 = highest); ignored", contract::kPriority, v);
   }
-  if (const char* v = FindVar(file_vars, "CUDA_TASK_PRIORITY")) {
+  if (const char* v = FindVar(file_vars, contract::kPriority)) {
     uint64_t p = 0;
     if (ParseUnsigned(v, &p) && static_cast<int>(p) > c->priority) c->priority = static_cast<int>(p);
   }
-  if (const char* v = FindVar(env, "LIBCUDA_LOG_LEVEL")) {
+  if (const char* v = FindVar(env, contract::kLogLevel)) {
     uint64_t l = 0;
     if (ParseUnsigned(v, &l) && l <= 4) c->log_level = static_cast<int>(l);
   }
-  if (const char* v = pick("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
-    snprintf(c->region_path, sizeof(c->region_path), "%s", v);
-  if (const char* v = pick("GPUSLICE_CARDS_DIR")) snprintf(c->cards_dir, sizeof(c->cards_dir), "%s", v);
-  if (const char* v = pick("GPUSLICE_CONTEXT_OVERHEAD")) {
-    uint64_t b = 0;
-    if (ParseByteQuantity(v, &b))
-      c->context_overhead = b;
-    else
-      AddError(c, "%s=%s is not a size; using the default", "GPUSLICE_CONTEXT_OVERHEAD", v);
+  // Where the container's accounting lives is the operator's choice too: a process that
+  // could name its own region would get a fresh, empty one and with it a full limit.
+  if (const char* v = FindVar(source, contract::kRegionPath)) snprintf(c->region_path, sizeof(c->region_path), "%s", v);
+  if (const char* v = FindVar(source, contract::kCardsDir)) snprintf(c->cards_dir, sizeof(c->cards_dir), "%s", v);
+  for (int i = 0; file_vars && i < kMaxDevices; ++i) {
+    char key[64];
+    snprintf(key, sizeof(key), "%s_%d", contract::kDeviceUuid, i);
+    if (const char* v = FindVar(file_vars, key)) snprintf(c->device_uuid[i], sizeof(c->device_uuid[i]), "%s", v);
+  }
+  // The context charge: the file (or the default) sets it, the environment may raise it.
+  auto read_overhead = [&](const char* const* vars, uint64_t* out) {
+    const char* v = FindVar(vars, contract::kContextOverhead);
+    if (v == nullptr) return false;
+    if (ParseByteQuantity(v, out)) return true;
+    AddError(c, "%s=%s is not a size; using the default", contract::kContextOverhead, v);
+    return false;
+  };
+  uint64_t from_file = 0, from_env = 0;
+  bool file_set = read_overhead(file_vars, &from_file), env_set = read_overhead(env, &from_env);
+  if (file_vars) {
+    if (file_set) c->context_overhead = c->context_overhead_min = from_file;
+    if (env_set && from_env > c->context_overhead) c->context_overhead = c->context_overhead_min = from_env;
+  } else if (env_set) {
+    c->context_overhead = c->context_overhead_min = from_env;
   }
 }
 

@@ -1,8 +1,12 @@
-// The enforcer's configuration: HAMi-core's environment contract (ARCHITECTURE.md 3.1)
-// plus the read-only limits file the node agent mounts.
+// The enforcer's configuration: HAMi-core's environment contract (ARCHITECTURE.md 3.1,
+// names in src/common/contract.h) plus the read-only limits file the node agent mounts.
 //
-// Precedence: when the limits file exists it is authoritative and the environment can
-// only tighten a limit, never loosen it; without it the environment is the source.
+// Precedence: when the limits file exists it is authoritative: limits, policy, priority,
+// oversubscription, the region and the cards directory come from it, and the environment
+// can only tighten a limit (a lower memory limit or share, `force` instead of `default`,
+// a larger context charge, a worse priority), never loosen or redirect anything. Without
+// the file the environment is the source (standalone use, drop-in for HAMi-core), which is
+// no security boundary: whoever sets the environment can also drop the preload.
 // A value that cannot be parsed is an error that names the variable, and it never
 // loosens anything: a bad memory limit denies device memory (limit of 1 byte) rather
 // than silently running unlimited.
@@ -13,12 +17,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/contract.h"
+
 namespace gs::enforcer {
 
-inline constexpr int kMaxDevices = 16;
-inline constexpr const char* kLimitsFile = "/etc/gpuslice/limits";
+using contract::CorePolicy;
+using contract::kLimitsFile;
+using contract::kMaxDevices;
 
-enum class CorePolicy { kDefault, kForce, kDisable };
+// What a context is charged when nothing better is known: the H100's measured footprint
+// (518 MiB per context, NVML's per-process figure; ../shared/reference/real-gpu-h100.md).
+inline constexpr uint64_t kDefaultContextOverhead = 518ull << 20;
 
 struct Config {
   uint64_t memory_limit[kMaxDevices] = {};  // bytes; 0 = none
@@ -32,7 +41,14 @@ struct Config {
   // UUID, shared by all containers computing on it); empty = beside the region.
   char cards_dir[512] = {};
   bool limits_file_used = false;
-  uint64_t context_overhead = 256ull << 20;  // GPUSLICE_CONTEXT_OVERHEAD
+  // GPUSLICE_DEVICE_UUID_<i> from the limits file (never the environment): binds the
+  // i-th limits to that card; all empty when the file does not name cards.
+  char device_uuid[kMaxDevices][96] = {};
+  // GPUSLICE_CONTEXT_OVERHEAD: what a CUDA context is charged when the driver's real
+  // footprint cannot be measured (docs/enforcer.md, "Memory"), and, when set, the least it
+  // is charged even when measured. With the limits file the environment may only raise it.
+  uint64_t context_overhead = kDefaultContextOverhead;
+  uint64_t context_overhead_min = 0;
   char errors[1024] = {};                    // human-readable problems, "; "-separated
 };
 

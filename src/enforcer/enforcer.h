@@ -11,9 +11,11 @@
 // (atomics / region mutex) and the allocation registry (its own mutex).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "src/enforcer/config.h"
+#include "src/enforcer/real_dl.h"
 #include "src/platform/cuda_api.h"
 #include "src/platform/nvml_api.h"
 #include "src/region/region.h"
@@ -36,8 +38,14 @@ struct State {
   Config cfg;
   region::Region* region = nullptr;
   bool private_region = false;  // the shared one could not be opened
+  // The limits file names a shared region that cannot be used (foreign, truncated, wrong
+  // version): device memory is refused rather than limited per process (a private region
+  // per process would give each its own full limit).
+  bool region_refused = false;
   region::ProcessSlot* slot = nullptr;
+  std::atomic<int> slot_pid{0};    // the process that claimed `slot` (a forked child claims its own)
   int ordinal_to_device[64] = {};  // CUdevice -> region device index + 1; 0 unknown
+  std::atomic<bool> devices_mapped{false};
   uint64_t physical_total[region::kMaxDevices] = {};
   bool cuda_loaded = false;
   bool nvml_loaded = false;
@@ -47,17 +55,18 @@ extern State g_state;
 extern RealCuda g_cuda;
 extern RealNvml g_nvml;
 
-using DlsymFn = void* (*)(void*, const char*);
-DlsymFn RealDlsym();
 
 // Loads the real CUDA driver and joins the region; false if there is no driver (the
 // hooks then return CUDA_ERROR_NOT_INITIALIZED as a driverless system would).
 bool CudaReady();
 bool NvmlReady();
 
-// After the real cuInit succeeded: maps CUDA ordinals to region devices by UUID.
+// After the real cuInit succeeded: maps CUDA ordinals to region devices by UUID
+// (src/enforcer/limits.h says which index a card gets). Also done on first need, so a
+// program that reached the real cuInit around the hooks is still mapped.
 void MapCudaDevices();
-// Region device index of a CUDA ordinal / of the current context's device; -1 if none.
+// Region device index of a CUDA ordinal / of the current context's device; -1 if none
+// (not a device of this container, or no context).
 int DeviceOfOrdinal(CUdevice ordinal);
 int CurrentDevice();
 // Region device index for an NVML handle (by UUID); -1 if none.

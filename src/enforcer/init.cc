@@ -9,11 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 
 #include "src/common/proc_identity.h"
 #include "src/common/raw_log.h"
+#include "src/enforcer/charging.h"
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/limits.h"
 
 extern char** environ;
 
@@ -36,7 +37,7 @@ void LoadConfig() {
   // file is absent, so a container cannot point the enforcer elsewhere.
   const char* path = kLimitsFile;
   if (access(kLimitsFile, F_OK) != 0) {
-    const char* alt = getenv("GPUSLICE_LIMITS_FILE");
+    const char* alt = getenv(contract::kEnvLimitsFileOverride);
     path = alt && *alt ? alt : nullptr;
   }
   static char text[16384];
@@ -62,6 +63,7 @@ void LoadConfig() {
 
 __attribute__((constructor)) void OnLoad() {
   LoadConfig();
+  InstallForkHandlers();
 }
 
 void WriteLimits(region::Region* r) {
@@ -82,8 +84,14 @@ void JoinRegion() {
     region::OpenError err;
     char msg[512];
     r = region::OpenRegion(path, &err, msg, sizeof(msg));
-    if (r == nullptr)
+    if (r == nullptr && g_state.cfg.limits_file_used) {
+      // The operator named this region: a private one would give every process of the
+      // container its own full limit. Fail closed.
+      GS_LOG(kError, "%s; device memory is refused (the limits file names this region)", msg);
+      g_state.region_refused = true;
+    } else if (r == nullptr) {
       GS_LOG(kError, "%s; limits are enforced for this process alone (no container-wide accounting)", msg);
+    }
   }
   if (r == nullptr) {
     r = region::CreatePrivateRegion();
@@ -114,6 +122,7 @@ void JoinRegion() {
   }
   g_state.region = r;
   g_state.slot = slot;
+  g_state.slot_pid.store(pid);
 }
 
 void* OpenDriver(const char* soname) {
@@ -149,18 +158,6 @@ void LoadNvml() {
 
 }  // namespace
 
-DlsymFn RealDlsym() {
-  static DlsymFn real = [] {
-    // dlsym itself is interposed by this library, so the real one is found by version
-    // with dlvsym (not interposed): glibc >= 2.34 exports dlsym@GLIBC_2.34, older ones
-    // the architecture's base version.
-    for (const char* v : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"})
-      if (void* p = dlvsym(RTLD_NEXT, "dlsym", v)) return reinterpret_cast<DlsymFn>(p);
-    return static_cast<DlsymFn>(nullptr);
-  }();
-  return real;
-}
-
 bool CudaReady() {
   pthread_once(&g_cuda_once, LoadCuda);
   return g_state.cuda_loaded;
@@ -177,25 +174,6 @@ void FormatUuid(const CUuuid& u, char* out, size_t size) {
            b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-namespace {
-// Region device index for a UUID: the existing entry, else the ordinal's own index when
-// free (so CUDA_DEVICE_MEMORY_LIMIT_<i> means the i-th visible device, as in HAMi), else
-// the first free one. Called under g_map_mu and the region lock.
-int AssignDevice(region::Region* r, const char* uuid, int preferred) {
-  int free_idx = -1;
-  for (int i = 0; i < region::kMaxDevices; ++i) {
-    if (strcmp(r->devices[i].uuid, uuid) == 0) return i;
-    if (r->devices[i].uuid[0] == 0 && free_idx < 0) free_idx = i;
-  }
-  int idx =
-      preferred >= 0 && preferred < region::kMaxDevices && r->devices[preferred].uuid[0] == 0 ? preferred : free_idx;
-  if (idx < 0) return -1;
-  snprintf(r->devices[idx].uuid, sizeof(r->devices[idx].uuid), "%s", uuid);
-  if (static_cast<uint32_t>(idx) + 1 > r->device_count.load()) r->device_count.store(static_cast<uint32_t>(idx) + 1);
-  return idx;
-}
-}  // namespace
-
 void MapCudaDevices() {
   region::Region* r = g_state.region;
   if (r == nullptr) return;
@@ -208,17 +186,20 @@ void MapCudaDevices() {
     if (g_cuda.cuDeviceGetUuid_v2(&u, ord) != CUDA_SUCCESS) continue;
     char uuid[96];
     FormatUuid(u, uuid, sizeof(uuid));
-    int idx = AssignDevice(r, uuid, ord);
+    int idx = BindDevice(r, uuid, ord);
     g_state.ordinal_to_device[ord] = idx + 1;
     size_t total = 0;
     if (idx >= 0 && g_cuda.cuDeviceTotalMem_v2(&total, ord) == CUDA_SUCCESS) g_state.physical_total[idx] = total;
   }
+  g_state.devices_mapped.store(true);
   region::Unlock(r);
   pthread_mutex_unlock(&g_map_mu);
 }
 
 int DeviceOfOrdinal(CUdevice ordinal) {
   if (ordinal < 0 || ordinal >= 64) return -1;
+  // A program that reached the real cuInit around our hook still has its devices mapped.
+  if (!g_state.devices_mapped.load(std::memory_order_acquire) && g_state.cuda_loaded) MapCudaDevices();
   return g_state.ordinal_to_device[ordinal] - 1;
 }
 
@@ -233,7 +214,10 @@ int DeviceOfNvml(nvmlDevice_t device) {
   if (r == nullptr || g_nvml.nvmlDeviceGetUUID == nullptr) return -1;
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
   if (g_nvml.nvmlDeviceGetUUID(device, uuid, sizeof(uuid)) != NVML_SUCCESS) return -1;
-  for (int i = 0; i < region::kMaxDevices; ++i)
+  // A view only: the index CUDA bound this card to, when it did (a renamed entry only
+  // changes what this process's NVML shows, never what it may allocate).
+  bool keyed = g_state.cfg.device_uuid[0][0] != 0;
+  for (int i = 0; i < region::kMaxDevices && !keyed; ++i)
     if (strcmp(r->devices[i].uuid, uuid) == 0) return i;
   // An NVML-only process (nvidia-smi) may come before any CUDA process: register the
   // device in NVML order, which matches CUDA's default order in a container.
@@ -241,7 +225,7 @@ int DeviceOfNvml(nvmlDevice_t device) {
   if (g_nvml.nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS) return -1;
   pthread_mutex_lock(&g_map_mu);
   region::Lock(r);
-  int idx = AssignDevice(r, uuid, static_cast<int>(index));
+  int idx = BindDevice(r, uuid, static_cast<int>(index));
   region::Unlock(r);
   pthread_mutex_unlock(&g_map_mu);
   nvmlMemory_t mem;

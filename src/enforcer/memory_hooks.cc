@@ -1,79 +1,39 @@
-// Device memory: every allocation path reserves against the container's limit in the
-// region before the driver is called, then commits or rolls back (ARCHITECTURE.md 3.2).
-// A request that does not fit returns CUDA_ERROR_OUT_OF_MEMORY without calling the driver.
+// Device memory hooks: every allocation path reserves against the container's limit in
+// the region before the driver is called, then commits or rolls back (ARCHITECTURE.md
+// 3.2); what each call costs is decided in charging.h. A request that does not fit, or
+// whose device cannot be told while a limit exists, returns CUDA_ERROR_OUT_OF_MEMORY
+// without calling the driver.
 #include <algorithm>
 
 #include "src/common/quantity.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/allocations.h"
+#include "src/enforcer/charging.h"
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/limits.h"
 #include "src/platform/cuda_array.h"
 
 namespace gs::enforcer {
 namespace {
 
-constexpr uint64_t kPage = 2ull << 20;
-constexpr uint64_t kModuleEstimate = 2ull << 20;  // code and constants of one module
-
-// What an allocation costs on the card: the driver hands out large allocations in 2 MiB
-// pages and sub-allocates small ones at 512-byte granularity.
-uint64_t Footprint(uint64_t bytes) {
-  uint64_t g = bytes >= kPage ? kPage : 512;
-  return (bytes + g - 1) / g * g;
-}
-
-bool Limited(int dev) {
-  return g_state.region != nullptr && g_state.slot != nullptr && dev >= 0;
-}
-
-bool ReserveOrLog(int dev, uint64_t bytes, bool spilled, const char* api) {
-  if (region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, g_state.cfg.memory_limit[dev])) return true;
-  char want[32], used[32], limit[32];
-  const auto& d = g_state.region->devices[dev];
-  uint64_t lim = d.memory_limit.load();
-  if (g_state.cfg.memory_limit[dev] && (lim == 0 || g_state.cfg.memory_limit[dev] < lim))
-    lim = g_state.cfg.memory_limit[dev];
-  GS_LOG(kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
-         FormatBytes(bytes, want, sizeof(want)), dev, FormatBytes(d.memory_used.load(), used, sizeof(used)),
-         FormatBytes(lim, limit, sizeof(limit)));
-  return false;
-}
-
-// Reserve, call, commit or roll back. `call` returns the driver's result; on success
-// `record` stores the charge under the new handle.
-template <typename Call, typename Record>
-CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record record) {
-  if (!Limited(dev)) return call();
-  if (!ReserveOrLog(dev, bytes, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = call();
-  if (rc == CUDA_SUCCESS)
-    record(Charge{dev, bytes, false});
-  else
-    region::Unreserve(g_state.region, g_state.slot, dev, bytes, false);
-  return rc;
-}
-
-void Release(HandleKind kind, uint64_t handle) {
-  Charge c;
-  if (g_state.region && g_state.slot && TheAllocations().Take(kind, handle, &c))
-    region::Unreserve(g_state.region, g_state.slot, c.device, c.bytes, c.spilled);
-}
+// Modules and libraries: code and constants (docs/enforcer.md, "Memory").
+constexpr uint64_t kModuleEstimate = 2ull << 20;
 
 // Virtual device memory: the slice has room but the card does not. Back the allocation
 // with pinned host memory mapped into the device's address space; data stays intact and
 // kernels reach it over the bus.
 CUresult Spill(int dev, uint64_t bytes, uint64_t charge, CUdeviceptr* dptr) {
-  if (!g_state.cfg.oversubscribe || !Limited(dev)) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (!ReserveOrLog(dev, charge, true, "oversubscribed allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!g_state.cfg.oversubscribe) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Reserve(dev, charge, true, "oversubscribed allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
   void* host = nullptr;
   CUresult rc = g_cuda.cuMemHostAlloc(&host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
   if (rc == CUDA_SUCCESS) rc = g_cuda.cuMemHostGetDevicePointer_v2(dptr, host, 0);
   if (rc != CUDA_SUCCESS) {
     if (host) g_cuda.cuMemFreeHost(host);
-    region::Unreserve(g_state.region, g_state.slot, dev, charge, true);
+    Unreserve(dev, charge, true);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, true});
+  TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, true, CurrentContextId()});
   char b[32];
   GS_LOG(kDetail, "device %d is full: %s spilled to host memory", dev, FormatBytes(bytes, b, sizeof(b)));
   return CUDA_SUCCESS;
@@ -81,15 +41,16 @@ CUresult Spill(int dev, uint64_t bytes, uint64_t charge, CUdeviceptr* dptr) {
 
 CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresult (*real)(CUdeviceptr*, size_t)) {
   int dev = CurrentDevice();
-  if (!Limited(dev)) return real(dptr, bytes);
+  Gate g = CheckDevice(dev);
+  if (g == Gate::kPass) return real(dptr, bytes);
   uint64_t charge = Footprint(bytes);
-  if (!ReserveOrLog(dev, charge, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;  // the slice is full
+  if (g == Gate::kRefuse || !Reserve(dev, charge, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;  // the slice is full
   CUresult rc = real(dptr, bytes);
   if (rc == CUDA_SUCCESS) {
-    TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, false});
+    TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, false, CurrentContextId()});
     return rc;
   }
-  region::Unreserve(g_state.region, g_state.slot, dev, charge, false);
+  Unreserve(dev, charge, false);
   // The slice had room but the card did not: virtual device memory, when enabled.
   if (rc == CUDA_ERROR_OUT_OF_MEMORY && bytes > 0 && dptr) return Spill(dev, bytes, charge, dptr);
   return rc;
@@ -97,7 +58,7 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 
 CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
   Charge c;
-  bool known = g_state.region && g_state.slot && TheAllocations().Take(HandleKind::kPointer, dptr, &c);
+  bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc;
   if (known && c.spilled)
     rc = g_cuda.cuMemFreeHost(reinterpret_cast<void*>(dptr));  // UVA: same address
@@ -105,7 +66,7 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
     rc = real(dptr);
   if (known) {
     if (rc == CUDA_SUCCESS)
-      region::Unreserve(g_state.region, g_state.slot, c.device, c.bytes, c.spilled);
+      Unreserve(c.device, c.bytes, c.spilled);
     else
       TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still allocated
   }
@@ -212,11 +173,11 @@ CUresult AllocFromPool(AllocFromPoolFn real, CUdeviceptr* dptr, size_t bytes, CU
 
 CUresult FreeAsync(FreeAsyncFn real, CUdeviceptr dptr, CUstream s) {
   Charge c;
-  bool known = g_state.region && g_state.slot && TheAllocations().Take(HandleKind::kPointer, dptr, &c);
+  bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc = real(dptr, s);
   if (known) {
     if (rc == CUDA_SUCCESS)
-      region::Unreserve(g_state.region, g_state.slot, c.device, c.bytes, c.spilled);
+      Unreserve(c.device, c.bytes, c.spilled);
     else
       TheAllocations().Add(HandleKind::kPointer, dptr, c);
   }
@@ -264,7 +225,7 @@ CUresult gs_hook_cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
     return g_cuda.cuMemCreate(handle, size, prop, flags);
   int dev = DeviceOfOrdinal(prop->location.id);
   return Charged(
-      dev, size, "cuMemCreate", [&] { return g_cuda.cuMemCreate(handle, size, prop, flags); },
+      dev, Footprint(size), "cuMemCreate", [&] { return g_cuda.cuMemCreate(handle, size, prop, flags); },
       [&](Charge c) { TheAllocations().Add(HandleKind::kVmm, *handle, c); });
 }
 
@@ -347,82 +308,159 @@ GS_HOOK(cuGraphDestroy) CUresult gs_hook_cuGraphDestroy(CUgraph hGraph) {
   return rc;
 }
 
-// ---- contexts and modules: their footprint is estimated (docs/enforcer.md) ------------------
+// ---- contexts: their footprint is charged, and everything in them returned with them --------
 
 namespace {
-std::mutex g_ctx_mu;
-int g_ctx_refs[region::kMaxDevices];  // contexts this process holds per device
-
-CUresult ChargeContext(int dev) {
-  if (!Limited(dev)) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(g_ctx_mu);
-  if (g_ctx_refs[dev]++ > 0) return CUDA_SUCCESS;
-  if (ReserveOrLog(dev, g_state.cfg.context_overhead, false, "context creation")) return CUDA_SUCCESS;
-  g_ctx_refs[dev] = 0;
-  return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-void UnchargeContext(int dev, bool all) {
-  if (!Limited(dev)) return;
-  std::lock_guard<std::mutex> lock(g_ctx_mu);
-  if (g_ctx_refs[dev] == 0) return;
-  if (all) g_ctx_refs[dev] = 1;
-  if (--g_ctx_refs[dev] == 0) region::Unreserve(g_state.region, g_state.slot, dev, g_state.cfg.context_overhead, false);
-}
-
 template <typename Call>
-CUresult CreateContext(CUdevice ord, Call call) {
-  int dev = DeviceOfOrdinal(ord);
-  CUresult rc = ChargeContext(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  rc = call();
-  if (rc != CUDA_SUCCESS) UnchargeContext(dev, false);
-  return rc;
+CUresult NewContext(CUcontext* pctx, CUdevice dev, Call call) {
+  return CreateChargedContext(
+      dev, false,
+      [&](uint64_t* id) {
+        CUresult rc = call();
+        if (rc == CUDA_SUCCESS) *id = reinterpret_cast<uint64_t>(*pctx);
+        return rc;
+      },
+      [&] { g_cuda.cuCtxDestroy_v2(*pctx); });
 }
-}  // namespace
 
-GS_HOOK(cuDevicePrimaryCtxRetain) CUresult gs_hook_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  GS_NEED_CUDA();
-  return CreateContext(dev, [&] { return g_cuda.cuDevicePrimaryCtxRetain(pctx, dev); });
+CUresult RetainPrimary(CUcontext* pctx, CUdevice dev) {
+  return CreateChargedContext(
+      dev, true,
+      [&](uint64_t* id) {
+        CUresult rc = g_cuda.cuDevicePrimaryCtxRetain(pctx, dev);
+        if (rc == CUDA_SUCCESS) *id = reinterpret_cast<uint64_t>(*pctx);
+        return rc;
+      },
+      [&] { g_cuda.cuDevicePrimaryCtxRelease_v2(dev); });
 }
-GS_HOOK(cuDevicePrimaryCtxRelease_v2) CUresult gs_hook_cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  GS_NEED_CUDA();
-  CUresult rc = g_cuda.cuDevicePrimaryCtxRelease_v2(dev);
-  if (rc == CUDA_SUCCESS) UnchargeContext(DeviceOfOrdinal(dev), false);
+
+CUresult ReleasePrimary(CUdevice dev, CUresult (*real)(CUdevice)) {
+  CUresult rc = real(dev);
+  if (rc == CUDA_SUCCESS) PrimaryReleased(DeviceOfOrdinal(dev), 0);
   return rc;
 }
-GS_HOOK(cuDevicePrimaryCtxReset_v2) CUresult gs_hook_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  GS_NEED_CUDA();
-  CUresult rc = g_cuda.cuDevicePrimaryCtxReset_v2(dev);
-  if (rc == CUDA_SUCCESS) UnchargeContext(DeviceOfOrdinal(dev), true);
+
+CUresult ResetPrimary(CUdevice dev, CUresult (*real)(CUdevice)) {
+  int idx = DeviceOfOrdinal(dev);
+  uint64_t ctx = PrimaryContextOf(idx);
+  CUresult rc = real(dev);
+  // Everything the primary context held is freed by the driver: so it is by the books,
+  // and the whole slice can be allocated again.
+  if (rc == CUDA_SUCCESS) ContextGone(idx, ctx);
   return rc;
 }
-GS_HOOK(cuCtxCreate_v2) CUresult gs_hook_cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-  GS_NEED_CUDA();
-  return CreateContext(dev, [&] { return g_cuda.cuCtxCreate_v2(pctx, flags, dev); });
-}
-GS_HOOK(cuCtxCreate_v3)
-CUresult gs_hook_cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n, unsigned int flags, CUdevice dev) {
-  GS_NEED_CUDA();
-  return CreateContext(dev, [&] { return g_cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
-}
-GS_HOOK(cuCtxCreate_v4)
-CUresult gs_hook_cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
-  GS_NEED_CUDA();
-  return CreateContext(dev, [&] { return g_cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
-}
-GS_HOOK(cuCtxDestroy_v2) CUresult gs_hook_cuCtxDestroy_v2(CUcontext ctx) {
-  GS_NEED_CUDA();
+
+CUresult DestroyContext(CUcontext ctx, CUresult (*real)(CUcontext)) {
   int dev = -1;
   if (g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
     dev = CurrentDevice();
     CUcontext popped;
     g_cuda.cuCtxPopCurrent_v2(&popped);
   }
-  CUresult rc = g_cuda.cuCtxDestroy_v2(ctx);
-  if (rc == CUDA_SUCCESS) UnchargeContext(dev, false);
+  CUresult rc = real(ctx);
+  if (rc == CUDA_SUCCESS) ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
   return rc;
 }
+}  // namespace
+
+GS_HOOK(cuDevicePrimaryCtxRetain) CUresult gs_hook_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  GS_NEED_CUDA();
+  return RetainPrimary(pctx, dev);
+}
+GS_HOOK(cuDevicePrimaryCtxRelease_v2) CUresult gs_hook_cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  GS_NEED_CUDA();
+  return ReleasePrimary(dev, g_cuda.cuDevicePrimaryCtxRelease_v2);
+}
+GS_HOOK(cuDevicePrimaryCtxRelease) CUresult gs_hook_cuDevicePrimaryCtxRelease(CUdevice dev) {
+  GS_NEED_CUDA();
+  return ReleasePrimary(dev, g_cuda.cuDevicePrimaryCtxRelease ? g_cuda.cuDevicePrimaryCtxRelease
+                                                              : g_cuda.cuDevicePrimaryCtxRelease_v2);
+}
+GS_HOOK(cuDevicePrimaryCtxReset_v2) CUresult gs_hook_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  GS_NEED_CUDA();
+  return ResetPrimary(dev, g_cuda.cuDevicePrimaryCtxReset_v2);
+}
+GS_HOOK(cuDevicePrimaryCtxReset) CUresult gs_hook_cuDevicePrimaryCtxReset(CUdevice dev) {
+  GS_NEED_CUDA();
+  return ResetPrimary(dev, g_cuda.cuDevicePrimaryCtxReset ? g_cuda.cuDevicePrimaryCtxReset
+                                                          : g_cuda.cuDevicePrimaryCtxReset_v2);
+}
+GS_HOOK(cuCtxCreate) CUresult gs_hook_cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  GS_NEED_CUDA();
+  // The same call as _v2 (which replaced it for 64-bit device pointers): made as _v2, so
+  // the context is charged and destroyed by the same rules.
+  return NewContext(pctx, dev, [&] { return g_cuda.cuCtxCreate_v2(pctx, flags, dev); });
+}
+GS_HOOK(cuCtxCreate_v2) CUresult gs_hook_cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  GS_NEED_CUDA();
+  return NewContext(pctx, dev, [&] { return g_cuda.cuCtxCreate_v2(pctx, flags, dev); });
+}
+GS_HOOK(cuCtxCreate_v3)
+CUresult gs_hook_cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n, unsigned int flags, CUdevice dev) {
+  GS_NEED_CUDA();
+  return NewContext(pctx, dev, [&] { return g_cuda.cuCtxCreate_v3(pctx, params, n, flags, dev); });
+}
+GS_HOOK(cuCtxCreate_v4)
+CUresult gs_hook_cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  GS_NEED_CUDA();
+  return NewContext(pctx, dev, [&] { return g_cuda.cuCtxCreate_v4(pctx, params, flags, dev); });
+}
+GS_HOOK(cuCtxDestroy_v2) CUresult gs_hook_cuCtxDestroy_v2(CUcontext ctx) {
+  GS_NEED_CUDA();
+  return DestroyContext(ctx, g_cuda.cuCtxDestroy_v2);
+}
+GS_HOOK(cuCtxDestroy) CUresult gs_hook_cuCtxDestroy(CUcontext ctx) {
+  GS_NEED_CUDA();
+  return DestroyContext(ctx, g_cuda.cuCtxDestroy ? g_cuda.cuCtxDestroy : g_cuda.cuCtxDestroy_v2);
+}
+GS_HOOK(cuCtxSetLimit) CUresult gs_hook_cuCtxSetLimit(CUlimit limit, size_t value) {
+  GS_NEED_CUDA();
+  return ChargedSetLimit(limit, value);
+}
+
+// ---- v1 entry points (32-bit sizes and device pointers) --------------------------------------
+// Nothing current uses them; with a limit they are refused rather than counted by a second
+// set of rules. Without one they pass through.
+GS_HOOK(cuMemAlloc) CUresult gs_hook_cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  GS_NEED_CUDA();
+  if (AnyMemoryLimit()) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_cuda.cuMemAlloc(dptr, bytesize);
+}
+GS_HOOK(cuMemAllocPitch)
+CUresult gs_hook_cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int w, unsigned int h,
+                                 unsigned int e) {
+  GS_NEED_CUDA();
+  if (AnyMemoryLimit()) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_cuda.cuMemAllocPitch(dptr, pitch, w, h, e);
+}
+GS_HOOK(cuArrayCreate) CUresult gs_hook_cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
+  GS_NEED_CUDA();
+  if (AnyMemoryLimit()) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_cuda.cuArrayCreate(pHandle, desc);
+}
+GS_HOOK(cuArray3DCreate) CUresult gs_hook_cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
+  GS_NEED_CUDA();
+  if (AnyMemoryLimit()) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_cuda.cuArray3DCreate(pHandle, desc);
+}
+GS_HOOK(cuMemGetInfo) CUresult gs_hook_cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  GS_NEED_CUDA();
+  size_t f = 0, t = 0;
+  CUresult rc = gs_hook_cuMemGetInfo_v2(&f, &t);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (free) *free = static_cast<unsigned int>(std::min<size_t>(f, UINT32_MAX));
+  if (total) *total = static_cast<unsigned int>(std::min<size_t>(t, UINT32_MAX));
+  return rc;
+}
+GS_HOOK(cuDeviceTotalMem) CUresult gs_hook_cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  GS_NEED_CUDA();
+  size_t b = 0;
+  CUresult rc = gs_hook_cuDeviceTotalMem_v2(&b, dev);
+  if (rc == CUDA_SUCCESS && bytes) *bytes = static_cast<unsigned int>(std::min<size_t>(b, UINT32_MAX));
+  return rc;
+}
+
+// ---- modules and libraries -------------------------------------------------------------------
 
 namespace {
 template <typename Call>
@@ -464,7 +502,7 @@ namespace {
 template <typename Call>
 CUresult LoadLibrary(CUlibrary* library, Call call) {
   int dev = CurrentDevice();
-  if (dev < 0) dev = 0;
+  if (dev < 0) dev = DeviceOfOrdinal(0);
   return Charged(dev, kModuleEstimate, "library load", call, [&](Charge c) {
     TheAllocations().Add(HandleKind::kLibrary, reinterpret_cast<uint64_t>(*library), c);
   });
@@ -501,17 +539,9 @@ GS_HOOK(cuLibraryUnload) CUresult gs_hook_cuLibraryUnload(CUlibrary library) {
 GS_HOOK(cuMemGetInfo_v2) CUresult gs_hook_cuMemGetInfo_v2(size_t* free, size_t* total) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuMemGetInfo_v2(free, total);
-  int dev = CurrentDevice();
-  if (rc != CUDA_SUCCESS || !Limited(dev)) return rc;
-  if (g_state.region->devices[dev].memory_limit.load() == 0 && g_state.cfg.memory_limit[dev] == 0) return rc;
-  region::MemoryView v = region::ViewMemory(g_state.region, dev, *total);
-  if (g_state.cfg.memory_limit[dev] && g_state.cfg.memory_limit[dev] < v.total) {
-    v.total = g_state.cfg.memory_limit[dev];
-    v.used = std::min(v.used, v.total);
-    v.free = v.total - v.used;
-  }
-  // Never report more free than the card physically has, unless oversubscribing.
-  if (!g_state.cfg.oversubscribe) v.free = std::min<uint64_t>(v.free, *free);
+  region::MemoryView v;
+  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr || !LimitedView(CurrentDevice(), *total, *free, &v))
+    return rc;
   *free = v.free;
   *total = v.total;
   return CUDA_SUCCESS;
@@ -520,11 +550,6 @@ GS_HOOK(cuMemGetInfo_v2) CUresult gs_hook_cuMemGetInfo_v2(size_t* free, size_t* 
 GS_HOOK(cuDeviceTotalMem_v2) CUresult gs_hook_cuDeviceTotalMem_v2(size_t* bytes, CUdevice ord) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuDeviceTotalMem_v2(bytes, ord);
-  int dev = DeviceOfOrdinal(ord);
-  if (rc != CUDA_SUCCESS || !Limited(dev)) return rc;
-  uint64_t limit = g_state.region->devices[dev].memory_limit.load();
-  uint64_t own = g_state.cfg.memory_limit[dev];
-  if (own && (limit == 0 || own < limit)) limit = own;
-  if (limit) *bytes = limit;
+  if (rc == CUDA_SUCCESS && bytes && MemoryLimit(DeviceOfOrdinal(ord))) *bytes = MemoryLimit(DeviceOfOrdinal(ord));
   return rc;
 }

@@ -5,26 +5,12 @@
 #include <cstring>
 
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/limits.h"
 
 using namespace gs::enforcer;  // NOLINT: C ABI definitions below
 namespace region = gs::region;
 
 namespace {
-
-bool LimitedView(int dev, uint64_t physical_total, region::MemoryView* v) {
-  if (dev < 0 || g_state.region == nullptr) return false;
-  uint64_t limit = g_state.region->devices[dev].memory_limit.load();
-  uint64_t own = g_state.cfg.memory_limit[dev];
-  if (own && (limit == 0 || own < limit)) limit = own;
-  if (limit == 0) return false;
-  *v = region::ViewMemory(g_state.region, dev, physical_total);
-  if (own && own < v->total) {
-    v->total = own;
-    v->used = std::min(v->used, v->total);
-    v->free = v->total - v->used;
-  }
-  return true;
-}
 
 // Keeps the processes of this container (their node-visible pids are in the region) and
 // reports the memory the region charges them.
@@ -58,7 +44,7 @@ GS_HOOK(nvmlDeviceGetMemoryInfo) nvmlReturn_t gs_hook_nvmlDeviceGetMemoryInfo(nv
   GS_NEED_NVML();
   nvmlReturn_t rc = g_nvml.nvmlDeviceGetMemoryInfo(device, m);
   region::MemoryView v;
-  if (rc == NVML_SUCCESS && LimitedView(DeviceOfNvml(device), m->total, &v)) {
+  if (rc == NVML_SUCCESS && LimitedView(DeviceOfNvml(device), m->total, m->free, &v)) {
     m->total = v.total;
     m->used = v.used;
     m->free = v.free;
@@ -71,7 +57,7 @@ nvmlReturn_t gs_hook_nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_
   GS_NEED_NVML();
   nvmlReturn_t rc = g_nvml.nvmlDeviceGetMemoryInfo_v2(device, m);
   region::MemoryView v;
-  if (rc == NVML_SUCCESS && LimitedView(DeviceOfNvml(device), m->total, &v)) {
+  if (rc == NVML_SUCCESS && LimitedView(DeviceOfNvml(device), m->total, m->free, &v)) {
     m->total = v.total;
     m->reserved = 0;
     m->used = v.used;

@@ -228,12 +228,11 @@ void ReleaseSlot(Region* r, ProcessSlot* slot) {
   Unlock(r);
 }
 
-bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t own_limit) {
+bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t limit) {
   if (bytes == 0) return true;  // nothing to charge, even when over a lowered limit
   Device& d = r->devices[dev];
   Lock(r);
-  uint64_t used = d.memory_used.load(), limit = d.memory_limit.load();
-  if (own_limit != 0 && (limit == 0 || own_limit < limit)) limit = own_limit;
+  uint64_t used = d.memory_used.load();
   auto fits = [&] { return limit == 0 || (bytes <= limit && used <= limit - bytes); };
   if (!fits() && SweepDeadLocked(r, true) > 0) used = d.memory_used.load();  // a dead process may hold it
   if (!fits()) {
@@ -274,9 +273,8 @@ void Unreserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spill
   Unlock(r);
 }
 
-MemoryView ViewMemory(const Region* r, int dev, uint64_t physical_total) {
+MemoryView ViewMemory(const Region* r, int dev, uint64_t limit, uint64_t physical_total) {
   const Device& d = r->devices[dev];
-  uint64_t limit = d.memory_limit.load();
   // With oversubscription a limit may exceed the card: the virtual card is that large.
   uint64_t total = limit == 0 ? physical_total : limit;
   uint64_t used = d.memory_used.load();

@@ -21,20 +21,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/contract.h"
+
 namespace gs::region {
 
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525347ULL;  // "GSREGION"
 inline constexpr uint32_t kRegionAbiMajor = 1;
 inline constexpr uint32_t kRegionAbiMinor = 2;  // 1: priority arbitration fields; 2: card tenant id
-inline constexpr int kMaxDevices = 16;
+using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 1024;
 
-enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
+using contract::CorePolicy;  // stored as uint32_t in Region::core_policy
 
 struct Device {
   char uuid[96];                       // "GPU-..."; empty while unused
-  std::atomic<uint64_t> memory_limit;  // bytes; 0 = no limit
-  std::atomic<uint32_t> sm_limit;      // percent; 0 or >= 100 = no limit
+  std::atomic<uint64_t> memory_limit;  // bytes; 0 = no limit. For readers only: never enforced
+  std::atomic<uint32_t> sm_limit;      // percent; 0 or >= 100 = no limit. For readers only
   uint32_t reserved0;
   std::atomic<uint64_t> memory_used;  // bytes charged, all processes (= sum of slots)
   std::atomic<uint64_t> memory_peak;
@@ -135,18 +137,21 @@ void ReleaseSlot(Region* r, ProcessSlot* slot);
 // Returns memory of processes that are gone to the device totals. Returns the count.
 int SweepDead(Region* r);
 
-// Memory accounting. Reserve fails (false, nothing changed) if the device limit, or
-// own_limit when tighter (a process's environment may only tighten), would be exceeded;
-// Unreserve returns bytes. `spilled` marks host-backed bytes.
-bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t own_limit = 0);
+// Memory accounting. Reserve fails (false, nothing changed) if `limit` (bytes, 0 = none)
+// would be exceeded by the container's use of the device. The limit is the caller's: the
+// region's own memory_limit is written for readers (smi, node agent) and never trusted,
+// since every process of the container can write the region. Unreserve returns bytes.
+// `spilled` marks host-backed bytes.
+bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled, uint64_t limit);
 void Unreserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled);
 
-// Usage as the container's virtual card reports it: used clamped to total so "free" is
-// never negative or wrapped, even when usage is over a lowered limit.
+// Usage as the container's virtual card reports it: total = limit (the card's
+// physical_total when limit is 0), used clamped to total so "free" is never negative or
+// wrapped, even when usage is over a lowered limit.
 struct MemoryView {
   uint64_t total, used, free;
 };
-MemoryView ViewMemory(const Region* r, int dev, uint64_t physical_total);
+MemoryView ViewMemory(const Region* r, int dev, uint64_t limit, uint64_t physical_total);
 
 // A consistent copy for readers (node agent, smi); retries while writers are active.
 void Snapshot(const Region* r, Region* out);

@@ -29,16 +29,16 @@ class RegionTest : public ::testing::Test {
     return r;
   }
   // A child process that joins the region, tries `rounds` reservations of 1 KiB on device
-  // 0, and hands the bytes it got to done() (which ends the child).
+  // 0 under `limit`, and hands the bytes it got to done() (which ends the child).
   template <typename Done>
-  pid_t ForkReserver(int rounds, Done done) {
+  pid_t ForkReserver(int rounds, uint64_t limit, Done done) {
     pid_t pid = fork();
     if (pid == 0) {
       Region* rr = Open();
       ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
       uint64_t got = 0;
       for (int k = 0; k < rounds; ++k)
-        if (Reserve(rr, s, 0, 1024, false)) got += 1024;
+        if (Reserve(rr, s, 0, 1024, false, limit)) got += 1024;
       done(got);
       _exit(0);
     }
@@ -59,33 +59,45 @@ TEST_F(RegionTest, LayoutIsPinned) {
 
 TEST_F(RegionTest, LimitIsExactAndFreesBalance) {
   Region* r = Open();
-  r->devices[0].memory_limit = 1000;
   ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
   ASSERT_NE(s, nullptr);
-  EXPECT_TRUE(Reserve(r, s, 0, 600, false));
-  EXPECT_TRUE(Reserve(r, s, 0, 400, false));
-  EXPECT_FALSE(Reserve(r, s, 0, 1, false));
+  EXPECT_TRUE(Reserve(r, s, 0, 600, false, 1000));
+  EXPECT_TRUE(Reserve(r, s, 0, 400, false, 1000));
+  EXPECT_FALSE(Reserve(r, s, 0, 1, false, 1000));
   EXPECT_EQ(r->devices[0].memory_used.load(), 1000u);
   Unreserve(r, s, 0, 400, false);
   EXPECT_EQ(r->devices[0].memory_used.load(), 600u);
   EXPECT_EQ(r->devices[0].memory_peak.load(), 1000u);
-  EXPECT_FALSE(Reserve(r, s, 0, UINT64_MAX, false));  // no wrap-around
-  EXPECT_TRUE(Reserve(r, s, 0, 100, false, 700));     // own tighter limit: 600+100 <= 700
+  EXPECT_FALSE(Reserve(r, s, 0, UINT64_MAX, false, 1000));  // no wrap-around
+  EXPECT_TRUE(Reserve(r, s, 0, 100, false, 700));           // 600+100 <= 700
   EXPECT_FALSE(Reserve(r, s, 0, 1, false, 700));
+  CloseRegion(r);
+}
+
+// The region is writable by every process of the container: a limit written there (or
+// wiped) changes nothing, only the limit the caller passes counts.
+TEST_F(RegionTest, LimitWrittenIntoTheRegionIsNeverTrusted) {
+  Region* r = Open();
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ASSERT_NE(s, nullptr);
+  r->devices[0].memory_limit = 0;  // "unlimited", as a hostile process might write
+  EXPECT_TRUE(Reserve(r, s, 0, 1000, false, 1000));
+  EXPECT_FALSE(Reserve(r, s, 0, 1, false, 1000));
+  r->devices[0].memory_limit = 1ull << 40;
+  EXPECT_FALSE(Reserve(r, s, 0, 1, false, 1000));
+  EXPECT_EQ(ViewMemory(r, 0, 1000, 80000).total, 1000u);
   CloseRegion(r);
 }
 
 TEST_F(RegionTest, ViewNeverWrapsWhenOverALoweredLimit) {
   Region* r = Open();
   ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
-  ASSERT_TRUE(Reserve(r, s, 0, 5000, false));
-  r->devices[0].memory_limit = 3000;  // lowered under the container's use
-  MemoryView v = ViewMemory(r, 0, 80000);
+  ASSERT_TRUE(Reserve(r, s, 0, 5000, false, 0));
+  MemoryView v = ViewMemory(r, 0, 3000, 80000);  // limit lowered under the container's use
   EXPECT_EQ(v.total, 3000u);
   EXPECT_EQ(v.used, 3000u);
   EXPECT_EQ(v.free, 0u);
-  r->devices[1].memory_limit = 0;
-  v = ViewMemory(r, 1, 80000);
+  v = ViewMemory(r, 1, 0, 80000);
   EXPECT_EQ(v.total, 80000u);
   CloseRegion(r);
 }
@@ -93,10 +105,9 @@ TEST_F(RegionTest, ViewNeverWrapsWhenOverALoweredLimit) {
 TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
   Region* r = Open();
   constexpr uint64_t kLimit = 100 * 1024;
-  r->devices[0].memory_limit = kLimit;
   constexpr int kProcs = 8;
   pid_t kids[kProcs];
-  for (int i = 0; i < kProcs; ++i) kids[i] = ForkReserver(1000, [](uint64_t got) { _exit(got > kLimit ? 1 : 0); });
+  for (int i = 0; i < kProcs; ++i) kids[i] = ForkReserver(1000, kLimit, [](uint64_t got) { _exit(got > kLimit ? 1 : 0); });
   // Children stay alive until reaped, so their memory is still counted below.
   for (int i = 0; i < kProcs; ++i) {
     int st;
@@ -111,13 +122,12 @@ TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
 
 TEST_F(RegionTest, ExactlyTheLimitIsHandedOutUnderRace) {
   Region* r = Open();
-  r->devices[0].memory_limit = 64 * 1024;
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
   constexpr int kProcs = 6;
   pid_t kids[kProcs];
   for (int i = 0; i < kProcs; ++i)
-    kids[i] = ForkReserver(200, [&](uint64_t got) {
+    kids[i] = ForkReserver(200, 64 * 1024, [&](uint64_t got) {
       ssize_t unused = write(pipefd[1], &got, sizeof(got));
       (void)unused;
       pause();  // stay alive: our memory stays counted
@@ -163,18 +173,17 @@ TEST_F(RegionTest, OwnerDiedHoldingTheLockIsRepaired) {
 // always freed right away; an allocation that would fail because of it frees it first.
 TEST_F(RegionTest, MemoryOfADeadProcessIsReturnedBeforeAnAllocationFails) {
   Region* r = Open();
-  r->devices[0].memory_limit = 1000;
   // A slot whose process is gone and whose pid another live process has since taken (our
   // parent here): kill(pid, 0) says alive, only the start time tells.
   ProcessSlot* dead = ClaimSlot(r, getppid(), 1);
   ASSERT_NE(dead, nullptr);
-  ASSERT_TRUE(Reserve(r, dead, 0, 800, false));
+  ASSERT_TRUE(Reserve(r, dead, 0, 800, false, 1000));
   ProcessSlot* mine = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
   ASSERT_NE(mine, nullptr);
   EXPECT_EQ(r->devices[0].memory_used.load(), 800u);  // joining did not look that closely
-  EXPECT_TRUE(Reserve(r, mine, 0, 900, false));       // fits once the dead process's 800 are back
+  EXPECT_TRUE(Reserve(r, mine, 0, 900, false, 1000));  // fits once the dead process's 800 are back
   EXPECT_EQ(r->devices[0].memory_used.load(), 900u);
-  EXPECT_FALSE(Reserve(r, mine, 0, 200, false));  // and the limit still holds
+  EXPECT_FALSE(Reserve(r, mine, 0, 200, false, 1000));  // and the limit still holds
   CloseRegion(r);
 }
 
@@ -218,7 +227,7 @@ TEST_F(RegionTest, ForeignAndShortFilesAreRefused) {
 TEST_F(RegionTest, SnapshotIsConsistent) {
   Region* r = Open();
   ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
-  Reserve(r, s, 2, 12345, true);
+  Reserve(r, s, 2, 12345, true, 0);
   auto* copy = static_cast<Region*>(operator new (sizeof(Region), std::align_val_t{alignof(Region)}));
   Snapshot(r, copy);
   EXPECT_EQ(copy->devices[2].memory_used.load(), 12345u);

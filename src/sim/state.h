@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/contract.h"
 #include "src/sim/timeline.h"
 
 namespace gs::sim {
@@ -23,7 +24,7 @@ namespace gs::sim {
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
 inline constexpr uint32_t kSimAbiMajor = 2;                   // 2: time-sliced timeline
 inline constexpr uint32_t kSimAbiMinor = 0;
-inline constexpr int kMaxDevices = 16;
+using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
 inline constexpr int kMaxEvents = 128;
 inline constexpr int64_t kNever = INT64_MAX;

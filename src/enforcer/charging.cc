@@ -1,0 +1,247 @@
+#include "src/enforcer/charging.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "src/common/proc_identity.h"
+#include "src/common/quantity.h"
+#include "src/common/raw_log.h"
+#include "src/enforcer/limits.h"
+
+namespace gs::enforcer {
+namespace {
+
+// This process's own ledger per device (see the header: a bound the region cannot undo).
+std::atomic<uint64_t> g_own[kMaxDevices];
+
+std::mutex g_ctx_mu;
+int g_primary_refs[kMaxDevices];        // primary-context references this process holds
+uint64_t g_primary_ctx[kMaxDevices];    // the primary context's handle, while referenced
+
+pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// A forked child (or a process whose region was joined before a fork) claims its own slot:
+// sharing the parent's would free the child's memory from the books when the parent exits.
+void ClaimOwnSlot() {
+  pthread_mutex_lock(&g_slot_mu);
+  pid_t pid = getpid();
+  if (g_state.slot_pid.load() != pid) {
+    region::ProcessSlot* slot = region::ClaimSlot(g_state.region, pid, ProcessStartTime(pid));
+    if (slot == nullptr) {
+      GS_LOG(kError, "the region has no free process slot for forked child %d; its allocations are refused", pid);
+    } else {
+      slot->priority.store(g_state.cfg.priority);
+      slot->host_pid.store(static_cast<uint32_t>(pid));
+    }
+    g_state.slot = slot;
+    g_state.slot_pid.store(pid);
+  }
+  pthread_mutex_unlock(&g_slot_mu);
+}
+
+void BeforeFork() {
+  TheAllocations().LockForFork();
+}
+void AfterForkInParent() {
+  TheAllocations().UnlockAfterFork();
+}
+void AfterForkInChild() {
+  // Nothing the parent holds is the child's: its books start empty, its slot is claimed
+  // on its first charge (most children exec at once and never need one).
+  TheAllocations().UnlockAfterFork();
+  TheAllocations().ForgetAll();
+  for (auto& o : g_own) o.store(0);
+  for (int d = 0; d < kMaxDevices; ++d) g_primary_refs[d] = 0, g_primary_ctx[d] = 0;
+  g_state.slot = nullptr;
+}
+
+// Driver defaults of the per-context limits (CUDA driver API documentation): what every
+// context already has, included in its measured footprint.
+constexpr uint64_t kDefaultStack = 1024, kDefaultPrintfFifo = 1ull << 20, kDefaultMallocHeap = 8ull << 20;
+
+}  // namespace
+
+uint64_t Footprint(uint64_t bytes) {
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
+Gate CheckDevice(int dev) {
+  bool limited = AnyMemoryLimit();
+  if (g_state.region_refused) return limited ? Gate::kRefuse : Gate::kPass;
+  if (g_state.region != nullptr && g_state.slot_pid.load(std::memory_order_relaxed) != getpid()) ClaimOwnSlot();
+  if (g_state.region == nullptr || g_state.slot == nullptr || dev < 0 || dev >= kMaxDevices)
+    return limited ? Gate::kRefuse : Gate::kPass;
+  return Gate::kCharge;
+}
+
+bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api) {
+  uint64_t limit = MemoryLimit(dev);
+  bool own_fits = limit == 0 || (bytes <= limit && g_own[dev].load() <= limit - bytes);
+  if (own_fits && region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) {
+    g_own[dev].fetch_add(bytes);
+    return true;
+  }
+  char want[32], used[32], lim[32];
+  GS_LOG(kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
+         FormatBytes(bytes, want, sizeof(want)), dev,
+         FormatBytes(own_fits ? g_state.region->devices[dev].memory_used.load() : g_own[dev].load(), used,
+                     sizeof(used)),
+         FormatBytes(limit, lim, sizeof(lim)));
+  return false;
+}
+
+void Unreserve(int dev, uint64_t bytes, bool spilled) {
+  if (g_state.region == nullptr || g_state.slot == nullptr || dev < 0 || dev >= kMaxDevices) return;
+  region::Unreserve(g_state.region, g_state.slot, dev, bytes, spilled);
+  uint64_t own = g_own[dev].load();
+  while (!g_own[dev].compare_exchange_weak(own, own > bytes ? own - bytes : 0)) {
+  }
+}
+
+uint64_t CurrentContextId() {
+  CUcontext ctx = nullptr;
+  if (g_cuda.cuCtxGetCurrent == nullptr || g_cuda.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) return 0;
+  return reinterpret_cast<uint64_t>(ctx);
+}
+
+void Release(HandleKind kind, uint64_t handle) {
+  Charge c;
+  if (TheAllocations().Take(kind, handle, &c)) Unreserve(c.device, c.bytes, c.spilled);
+}
+
+// ---- contexts ------------------------------------------------------------------------------
+
+namespace internal {
+
+uint64_t OwnDeviceUse(int dev) {
+  if (dev < 0 || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return 0;
+  static const bool init_ok = g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
+  if (!init_ok) return 0;
+  char uuid[sizeof(g_state.region->devices[0].uuid)];
+  memcpy(uuid, g_state.region->devices[dev].uuid, sizeof(uuid));
+  uuid[sizeof(uuid) - 1] = 0;
+  nvmlDevice_t device;
+  if (g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return 0;
+  nvmlProcessInfo_t procs[128];
+  unsigned int n = 128;
+  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return 0;
+  // NVML reports the node's pids: ours, unless in a PID namespace (then the node agent's
+  // host pid, once it has written it).
+  uint32_t me = static_cast<uint32_t>(getpid());
+  uint32_t host = g_state.slot ? g_state.slot->host_pid.load() : 0;
+  for (unsigned i = 0; i < n && i < 128; ++i)
+    if ((procs[i].pid == me || (host && procs[i].pid == host)) && procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
+      return procs[i].usedGpuMemory;
+  return 0;
+}
+
+Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before) {
+  std::lock_guard<std::mutex> lock(g_ctx_mu);
+  if (primary && g_primary_refs[dev]++ > 0) return Gate::kCharge;  // charged with the first reference
+  // The truth on hardware: what NVML says the context added to this process. The
+  // configured overhead stands in when that cannot be measured (PID namespace without
+  // the node agent's host pid, no NVML) and is the least charged when set.
+  uint64_t after = OwnDeviceUse(dev);
+  uint64_t measured = after > measured_before ? after - measured_before : 0;
+  uint64_t charge = measured ? std::max(measured, g_state.cfg.context_overhead_min) : g_state.cfg.context_overhead;
+  charge = Footprint(charge);
+  if (charge && !Reserve(dev, charge, false, "context creation")) {
+    if (primary) --g_primary_refs[dev];
+    return Gate::kRefuse;
+  }
+  if (primary) g_primary_ctx[dev] = ctx;
+  TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
+  char b[32];
+  GS_LOG(kDetail, "context on device %d charged %s (%s)", dev, FormatBytes(charge, b, sizeof(b)),
+         measured ? "measured by NVML" : "configured");
+  return Gate::kCharge;
+}
+
+}  // namespace internal
+
+void ContextGone(int dev, uint64_t ctx) {
+  if (ctx == 0) return;
+  uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {};
+  TheAllocations().TakeContext(ctx, bytes, spilled, kMaxDevices);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (bytes[d]) Unreserve(d, bytes[d], false);
+    if (spilled[d]) Unreserve(d, spilled[d], true);
+  }
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(g_ctx_mu);
+    if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
+  }
+}
+
+void PrimaryReleased(int dev, uint64_t ctx) {
+  if (dev < 0 || dev >= kMaxDevices) return;
+  {
+    std::lock_guard<std::mutex> lock(g_ctx_mu);
+    if (g_primary_refs[dev] == 0 || --g_primary_refs[dev] > 0) return;
+    if (ctx == 0) ctx = g_primary_ctx[dev];
+  }
+  ContextGone(dev, ctx);
+}
+
+uint64_t PrimaryContextOf(int dev) {
+  std::lock_guard<std::mutex> lock(g_ctx_mu);
+  return dev >= 0 && dev < kMaxDevices ? g_primary_ctx[dev] : 0;
+}
+
+// ---- cuCtxSetLimit ---------------------------------------------------------------------------
+
+CUresult ChargedSetLimit(CUlimit limit, size_t value) {
+  uint64_t per_unit = 0, baseline = 0;
+  CUdevice ord = 0;
+  bool known = g_cuda.cuCtxGetDevice && g_cuda.cuCtxGetDevice(&ord) == CUDA_SUCCESS;
+  if (limit == CU_LIMIT_STACK_SIZE) {
+    // The stack is reserved for every thread the device can hold at once: raising it to
+    // 64 KiB took 16,632 MiB on the H100 (132 SMs x 2048 threads, real-gpu-h100.md).
+    int sms = 0, threads = 0;
+    if (known && g_cuda.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ord) == CUDA_SUCCESS &&
+        g_cuda.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ord) ==
+            CUDA_SUCCESS)
+      per_unit = static_cast<uint64_t>(sms) * static_cast<uint64_t>(threads);
+    else
+      known = false;
+    baseline = kDefaultStack;
+  } else if (limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE) {
+    // Free until a kernel uses them (measured), then the whole size: charged up front.
+    per_unit = 1;
+    baseline = limit == CU_LIMIT_MALLOC_HEAP_SIZE ? kDefaultMallocHeap : kDefaultPrintfFifo;
+  } else {
+    return g_cuda.cuCtxSetLimit(limit, value);  // no device memory
+  }
+  int dev = known ? DeviceOfOrdinal(ord) : -1;
+  Gate g = CheckDevice(dev);
+  if (g == Gate::kPass) return g_cuda.cuCtxSetLimit(limit, value);
+  if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t ctx = CurrentContextId();
+  uint64_t want = value > baseline ? Footprint((value - baseline) * per_unit) : 0;
+  if (per_unit && value > baseline && (value - baseline) > UINT64_MAX / per_unit) return CUDA_ERROR_OUT_OF_MEMORY;
+  Charge old;
+  uint64_t handle = ctx + static_cast<uint64_t>(limit);  // contexts are aligned: no collision
+  bool had = TheAllocations().Take(HandleKind::kContextLimit, handle, &old);
+  uint64_t held = had ? old.bytes : 0;
+  if (want > held && !Reserve(dev, want - held, false, "cuCtxSetLimit")) {
+    if (had) TheAllocations().Add(HandleKind::kContextLimit, handle, old);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult rc = g_cuda.cuCtxSetLimit(limit, value);
+  uint64_t keep = rc == CUDA_SUCCESS ? want : held;
+  if (want > held && rc != CUDA_SUCCESS) Unreserve(dev, want - held, false);
+  if (want < held && rc == CUDA_SUCCESS) Unreserve(dev, held - want, false);
+  if (keep) TheAllocations().Add(HandleKind::kContextLimit, handle, Charge{dev, keep, false, ctx});
+  return rc;
+}
+
+void InstallForkHandlers() {
+  pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
+}
+
+}  // namespace gs::enforcer

@@ -1,0 +1,105 @@
+// What each driver call costs the container's slice, and the books that record it: the
+// reserve -> driver call -> commit/roll back sequence every allocating hook goes through
+// (ARCHITECTURE.md 3.2), what contexts, stack/heap limits and modules are charged, and
+// how a destroyed or reset context gives everything back. The hooks
+// (memory_hooks.cc) only say which device and how many bytes.
+//
+// Fail closed: when any device has a memory limit, a call whose device cannot be told,
+// or that runs while the limits file's region is unusable, is refused, never let through
+// uncounted. A forked child charges its own process slot (claimed on its first charge).
+// Besides the region (which every process of the container can write), the process keeps
+// its own ledger per device and never holds more than the limit by it, so a process that
+// forges the region's totals still gets nothing past its limit itself.
+//
+// Thread-safety: every function is safe from any thread (region mutex, the allocation
+// table's mutex, atomics). Cost: one region lock per charge; nothing on the launch path.
+#pragma once
+
+#include <cstdint>
+
+#include "src/enforcer/allocations.h"
+#include "src/enforcer/enforcer.h"
+
+namespace gs::enforcer {
+
+inline constexpr uint64_t kPage = 2ull << 20;
+
+// What an allocation of `bytes` costs on the card: the driver hands out device memory in
+// 2 MiB pages (a 1 MiB cuMemAlloc took 2 MiB on the H100, real-gpu-h100.md).
+uint64_t Footprint(uint64_t bytes);
+
+enum class Gate { kPass, kCharge, kRefuse };
+// Whether a call on region device `dev` (-1: unknown) passes uncounted, is charged, or is
+// refused. Claims this process's own slot first when it is a forked child.
+Gate CheckDevice(int dev);
+
+// Reserves bytes on dev against its limit; false (logged, nothing changed) if they do not
+// fit. Unreserve gives them back.
+bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api);
+void Unreserve(int dev, uint64_t bytes, bool spilled);
+
+// The current context, as charges record it (0 when none).
+uint64_t CurrentContextId();
+
+// Reserve, call, commit or roll back. `call` returns the driver's result; on success
+// `record` stores the charge under the new handle.
+template <typename Call, typename Record>
+CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record record) {
+  Gate g = CheckDevice(dev);
+  if (g == Gate::kPass) return call();
+  if (g == Gate::kRefuse || !Reserve(dev, bytes, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = call();
+  if (rc == CUDA_SUCCESS)
+    record(Charge{dev, bytes, false, CurrentContextId()});
+  else
+    Unreserve(dev, bytes, false);
+  return rc;
+}
+
+// Gives back what the handle was charged, if anything.
+void Release(HandleKind kind, uint64_t handle);
+
+// ---- contexts ----------------------------------------------------------------------------
+// A context's own footprint (docs/enforcer.md, "Memory"): charged when it is created,
+// with everything charged inside it returned when it is destroyed, reset, or its last
+// primary reference released. `create` makes the context and returns its handle in *ctx;
+// `undo` destroys it again when its footprint does not fit.
+template <typename Create, typename Undo>
+CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Undo undo);
+// The context ctx on device dev is gone (destroyed, reset, last primary release).
+void ContextGone(int dev, uint64_t ctx);
+// cuDevicePrimaryCtxRelease: the primary context lives until its last reference goes.
+void PrimaryReleased(int dev, uint64_t ctx);
+// The primary context of dev while this process references it; 0 otherwise.
+uint64_t PrimaryContextOf(int dev);
+
+// cuCtxSetLimit: the memory a new stack size, malloc heap or printf FIFO takes on the
+// current context's device is charged (or the call refused) before the driver is asked.
+CUresult ChargedSetLimit(CUlimit limit, size_t value);
+
+// Called from the library constructor: fork handlers.
+void InstallForkHandlers();
+
+// ---- implementation of the template above -------------------------------------------------
+namespace internal {
+Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before);
+uint64_t OwnDeviceUse(int dev);  // what NVML says this process holds on dev; 0 unknown
+}  // namespace internal
+
+template <typename Create, typename Undo>
+CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Undo undo) {
+  int dev = DeviceOfOrdinal(ordinal);
+  Gate g = CheckDevice(dev);
+  if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t before = g == Gate::kCharge ? internal::OwnDeviceUse(dev) : 0;
+  uint64_t ctx = 0;
+  CUresult rc = create(&ctx);
+  if (rc != CUDA_SUCCESS || g == Gate::kPass) return rc;
+  if (internal::ChargeContextFootprint(dev, primary, ctx, before) == Gate::kRefuse) {
+    undo();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace gs::enforcer

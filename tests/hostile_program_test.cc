@@ -1,0 +1,147 @@
+// Security claims of the enforcer's memory limit, each tested by a real hostile process
+// (tests/programs/hostile_program.cc) against the simulator with the enforcer preloaded:
+// reaching the real driver through dlvsym, loosening the environment, forging the
+// region, forking after joining it, the v1 entry points, context resets and per-context
+// limits. Each attack gets 0 bytes past the limit.
+//
+// The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
+// figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
+// gets 23 pieces of 64 MiB (1472 MiB) and not one more; any attack that worked would
+// show as more.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/harness.h"
+
+namespace gs::testing {
+namespace {
+
+constexpr const char* kH100 = "context_memory: 518Mi\ngpus: [H100-80GB]\n";
+constexpr int kFillUnder2g = 1472;  // (2048 - 518) MiB in 64 MiB pieces
+constexpr int kFillUnder4g = 3520;  // (4096 - 518) MiB in 64 MiB pieces
+
+std::string HostileBin() {
+  return BuildDir() + "/tests/hostile_program";
+}
+
+int Filled(const Result& r, size_t i = 0) {
+  auto f = Lines(r.out, "fill ");
+  return i < f.size() ? std::stoi(f[i].substr(5)) : -1;
+}
+
+// The limits file the node agent would mount, naming the container's region.
+Env WithLimitsFile(const SimNode& node, const std::string& limits) {
+  std::string file = node.root() + "/limits";
+  std::ofstream(file) << "# written by gpuslice node\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" << node.region_path() << "\n"
+                      << limits;
+  Env env = node.enforced({});
+  env.erase("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  env["GPUSLICE_LIMITS_FILE"] = file;
+  return env;
+}
+
+TEST(HostileProgram, GlibcDlsymFromDlvsymStillGetsTheHooks) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "dlvsym", "init", "fill", "64"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_SUCCESS");
+  EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;
+}
+
+TEST(HostileProgram, EnvironmentCannotLoosenTheLimitTheContextChargeOrTheRegion) {
+  SimNode node(kH100);
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=2g\n");
+  env["CUDA_DEVICE_MEMORY_LIMIT"] = "64g";
+  env["GPUSLICE_CONTEXT_OVERHEAD"] = "0";
+  env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = node.root() + "/my-own-fresh-region";
+  Process holder({HostileBin(), "init", "fill", "16", "sleep", "20000"}, env);
+  ASSERT_TRUE(holder.WaitForOutput("fill")) << holder.out();
+  EXPECT_EQ(Lines(holder.out(), "fill")[0], "fill 1024");
+  // A second process shares the file's region whatever its environment says: 2048 - 518 -
+  // 1024 leaves no room for its own 518 MiB context.
+  Result r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
+  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
+  EXPECT_EQ(Filled(r), 0);
+}
+
+TEST(HostileProgram, GarbageRegionIsRefusedNotReplacedByAFreshOne) {
+  SimNode node(kH100);
+  std::ofstream(node.region_path()) << std::string(1 << 20, 'z');
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=2g\n");
+  Result r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
+  EXPECT_NE(r.err.find("device memory is refused"), std::string::npos) << r.err;
+  EXPECT_EQ(Filled(r), 0) << r.out;
+  // Truncated: the same.
+  std::ofstream(node.region_path(), std::ios::trunc) << std::string(100, 0);
+  r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
+  EXPECT_EQ(Filled(r), 0) << r.out << r.err;
+}
+
+TEST(HostileProgram, RenamedRegionDeviceDoesNotGiveAFreshLimit) {
+  SimNode node(kH100);
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=4g\n");
+  Process holder({HostileBin(), "init", "fill", "16", "sleep", "20000"}, env);
+  ASSERT_TRUE(holder.WaitForOutput("fill")) << holder.out();
+  {
+    // devices[0].uuid is the first field of the first device, at offset 128.
+    std::fstream region(node.region_path(), std::ios::in | std::ios::out | std::ios::binary);
+    region.seekp(128);
+    region.write("GPU-00000000-0000-0000-0000-000000000000", 41);
+  }
+  Result r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
+  EXPECT_EQ(Filled(r), 1984) << r.out << r.err;  // 4096 - 2 x 518 - 1024 = 2036, in 64 MiB pieces
+}
+
+TEST(HostileProgram, ChildForkedAfterJoiningIsChargedInItsOwnSlot) {
+  SimNode node(kH100);
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=4g\n");
+  // The parent joins the region, forks and exits; the child allocates 1 GiB and stays.
+  Process p({HostileBin(), "touch", "fork", "1000", "init", "fill", "16", "sleep", "6000"}, env);
+  ASSERT_TRUE(p.WaitForOutput("fill")) << p.out();
+  EXPECT_NE(p.out().find("fill 1024"), std::string::npos) << p.out();
+  ASSERT_EQ(p.Wait().code, 0);
+  // The parent is gone (and reaped); the child's 518 + 1024 MiB still count.
+  Result r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
+  EXPECT_EQ(Filled(r), 1984) << r.out << r.err;  // not the 3520 of a fresh slice
+}
+
+TEST(HostileProgram, V1EntryPointsAreRefusedOrCharged) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "ctxv1", "v1alloc", "v1array", "fill", "64"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "ctxv1")[0], "ctxv1 CUDA_SUCCESS");
+  EXPECT_EQ(Lines(r.out, "v1alloc")[0], "v1alloc CUDA_ERROR_NOT_SUPPORTED");
+  EXPECT_EQ(Lines(r.out, "v1array")[0], "v1array CUDA_ERROR_NOT_SUPPORTED");
+  EXPECT_EQ(Filled(r), kFillUnder2g);  // the v1 context was charged like any other
+}
+
+TEST(HostileProgram, ContextResetGivesTheWholeSliceBack) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "init", "fill", "64", "reset", "init", "fill", "64"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "reset")[0], "reset CUDA_SUCCESS");
+  EXPECT_EQ(Filled(r, 0), kFillUnder2g);
+  EXPECT_EQ(Filled(r, 1), kFillUnder2g) << r.out << r.err;
+}
+
+TEST(HostileProgram, PerContextLimitsAreChargedOrRefused) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  // 64 KiB of stack for each of the H100's 132 x 2048 threads: 16,632 MiB more on the
+  // real card. An 8 GiB malloc heap: 8 GiB as soon as a kernel uses it.
+  Result r = RunProcess({HostileBin(), "init", "stack", "64", "heap", "8192", "heap", "264", "fill", "64"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "stack")[0], "stack CUDA_ERROR_OUT_OF_MEMORY");
+  auto heap = Lines(r.out, "heap");
+  ASSERT_EQ(heap.size(), 2u);
+  EXPECT_EQ(heap[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(heap[1], "heap CUDA_SUCCESS");         // 256 MiB above the 8 MiB default: charged
+  EXPECT_EQ(Filled(r), kFillUnder2g - 256) << r.out;  // and not a byte more
+}
+
+}  // namespace
+}  // namespace gs::testing

@@ -1,0 +1,135 @@
+// A hostile program for tests/hostile_program_test.cc: it tries the ways around the
+// enforcer's memory limit that an in-process enforcer must close. It reaches the driver
+// by dlopen (no link-time libcuda) and runs its steps in order, one output line each:
+//   dlvsym       resolve every later driver function through glibc's dlsym, obtained with
+//                dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34") (or the base version)
+//   init         cuInit, retain and make current the primary context of device 0
+//   ctxv1        create a context with the v1 cuCtxCreate and make it current
+//   fill N       allocate 64 MiB pieces with cuMemAlloc_v2 until refused or N pieces;
+//                prints "fill <MiB allocated>"
+//   v1alloc      one 64 MiB cuMemAlloc (v1): prints "v1alloc <result>"
+//   v1array      one cuArrayCreate (v1), 4096 x 4096 x 4 bytes: "v1array <result>"
+//   stack KIB    cuCtxSetLimit(CU_LIMIT_STACK_SIZE, KIB KiB): "stack <result>"
+//   heap MIB     cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, MIB MiB): "heap <result>"
+//   reset        cuDevicePrimaryCtxReset_v2(0): "reset <result>"
+//   touch        cuDriverGetVersion only: the enforcer joins the region, CUDA stays
+//                uninitialised
+//   fork MS      fork; the parent exits after MS, the child goes on with the next steps
+//   sleep MS     sleep
+// Exit code 0 unless a step could not run at all.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "src/platform/cuda_api.h"
+
+namespace {
+
+using DlsymFn = void* (*)(void*, const char*);
+void* g_libcuda = nullptr;
+DlsymFn g_lookup = dlsym;
+
+template <typename Fn>
+Fn Get(const char* name) {
+  void* p = g_lookup(g_libcuda, name);
+  if (p == nullptr) {
+    fprintf(stderr, "hostile: %s not found\n", name);
+    exit(2);
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
+const char* Name(CUresult rc) {
+  const char* s = nullptr;
+  auto fn = reinterpret_cast<CUresult (*)(CUresult, const char**)>(dlsym(g_libcuda, "cuGetErrorName"));
+  if (fn == nullptr || fn(rc, &s) != CUDA_SUCCESS || s == nullptr) return "CUDA_ERROR_UNKNOWN";
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (g_libcuda == nullptr) {
+    fprintf(stderr, "hostile: no libcuda.so.1: %s\n", dlerror());
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const char* step = argv[i];
+    const char* arg = i + 1 < argc ? argv[i + 1] : "0";
+    if (strcmp(step, "dlvsym") == 0) {
+      void* p = dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
+      if (p == nullptr) p = dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
+      if (p == nullptr) return 2;
+      g_lookup = reinterpret_cast<DlsymFn>(p);
+      printf("dlvsym ok\n");
+    } else if (strcmp(step, "init") == 0) {
+      CUresult rc = Get<CUresult (*)(unsigned)>("cuInit")(0);
+      CUcontext ctx = nullptr;
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&ctx, 0);
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+      printf("init %s\n", Name(rc));
+    } else if (strcmp(step, "ctxv1") == 0) {
+      CUresult rc = Get<CUresult (*)(unsigned)>("cuInit")(0);
+      CUcontext ctx = nullptr;
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate")(&ctx, 0, 0);
+      printf("ctxv1 %s\n", Name(rc));
+    } else if (strcmp(step, "fill") == 0) {
+      auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+      long n = atol(arg), got = 0;
+      for (; got < n; ++got) {
+        CUdeviceptr p;
+        if (alloc(&p, 64ull << 20) != CUDA_SUCCESS) break;
+      }
+      printf("fill %ld\n", got * 64);
+      ++i;
+    } else if (strcmp(step, "v1alloc") == 0) {
+      auto alloc = Get<CUresult (*)(CUdeviceptr_v1*, unsigned)>("cuMemAlloc");
+      CUdeviceptr_v1 p = 0;
+      printf("v1alloc %s\n", Name(alloc(&p, 64u << 20)));
+    } else if (strcmp(step, "v1array") == 0) {
+      auto create = Get<CUresult (*)(CUarray*, const CUDA_ARRAY_DESCRIPTOR_v1*)>("cuArrayCreate");
+      CUDA_ARRAY_DESCRIPTOR_v1 d{};
+      d.Width = 4096;
+      d.Height = 4096;
+      d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+      d.NumChannels = 4;
+      CUarray a = nullptr;
+      printf("v1array %s\n", Name(create(&a, &d)));
+    } else if (strcmp(step, "stack") == 0 || strcmp(step, "heap") == 0) {
+      bool stack = strcmp(step, "stack") == 0;
+      size_t value = static_cast<size_t>(atol(arg)) << (stack ? 10 : 20);
+      CUresult rc = Get<CUresult (*)(CUlimit, size_t)>("cuCtxSetLimit")(
+          stack ? CU_LIMIT_STACK_SIZE : CU_LIMIT_MALLOC_HEAP_SIZE, value);
+      printf("%s %s\n", step, Name(rc));
+      ++i;
+    } else if (strcmp(step, "reset") == 0) {
+      printf("reset %s\n", Name(Get<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxReset_v2")(0)));
+    } else if (strcmp(step, "touch") == 0) {
+      int v = 0;
+      printf("touch %s\n", Name(Get<CUresult (*)(int*)>("cuDriverGetVersion")(&v)));
+    } else if (strcmp(step, "fork") == 0) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid < 0) return 2;
+      if (pid > 0) {  // the parent leaves after MS; the child carries on
+        std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
+        _exit(0);
+      }
+      ++i;
+    } else if (strcmp(step, "sleep") == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
+      ++i;
+    } else {
+      fprintf(stderr, "hostile: unknown step %s\n", step);
+      return 2;
+    }
+    fflush(stdout);
+  }
+  return 0;
+}
