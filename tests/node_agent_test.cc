@@ -3,17 +3,21 @@
 // with the returned edits held to its slice, health from injected XIDs, metrics with pod
 // labels, kubelet and agent restarts.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,29 +45,30 @@ class NodeAgentTest : public ::testing::Test {
   }
   void StartAgent() {
     std::filesystem::remove(state_dir_ + "/metrics.port");
-    agent_ = std::make_unique<Process>(std::vector<std::string>{GpusliceBin(),
-                                                                "node",
-                                                                "--driver-root",
-                                                                node_->root(),
-                                                                "--kubelet-dir",
-                                                                kubelet_dir_,
-                                                                "--state-dir",
-                                                                state_dir_,
-                                                                "--device-split-count",
-                                                                "4",
-                                                                "--metrics-addr",
-                                                                "127.0.0.1:0",
-                                                                "--sweep-seconds",
-                                                                "1",
-                                                                "--healthy-recovery-seconds",
-                                                                "2",
-                                                                "--cleanup-grace-seconds",
-                                                                "2",
-                                                                "--enforcer",
-                                                                EnforcerLib(),
-                                                                "--cdi-spec-dir",
-                                                                node_->root() + "/cdi"},
-                                       Env{});
+    std::vector<std::string> args{GpusliceBin(),
+                                  "node",
+                                  "--driver-root",
+                                  node_->root(),
+                                  "--kubelet-dir",
+                                  kubelet_dir_,
+                                  "--state-dir",
+                                  state_dir_,
+                                  "--device-split-count",
+                                  "4",
+                                  "--metrics-addr",
+                                  "127.0.0.1:0",
+                                  "--sweep-seconds",
+                                  "1",
+                                  "--healthy-recovery-seconds",
+                                  "2",
+                                  "--cleanup-grace-seconds",
+                                  "2",
+                                  "--enforcer",
+                                  EnforcerLib(),
+                                  "--cdi-spec-dir",
+                                  node_->root() + "/cdi"};
+    args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
+    agent_ = std::make_unique<Process>(args, Env{});
   }
   void StopAgent() {
     if (!agent_) return;
@@ -93,16 +98,19 @@ class NodeAgentTest : public ::testing::Test {
   Env ContainerEnv(const v1beta1::ContainerAllocateResponse& resp) {
     Env e = node_->env();
     for (const auto& [k, v] : resp.envs()) e[k] = v;
-    std::string limits, shared;
+    std::string limits, shared, cards;
     for (const auto& m : resp.mounts()) {
       if (m.container_path() == "/etc/gpuslice/limits") limits = m.host_path();
       if (m.container_path() == "/var/run/gpuslice") shared = m.host_path();
+      if (m.container_path() == "/var/run/gpuslice-cards") cards = m.host_path();
       if (m.container_path().find("/usr/lib/gpuslice/") == 0) e["LD_PRELOAD"] = m.host_path();
     }
     std::ifstream in(limits);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (auto at = text.find("/var/run/gpuslice/"); at != std::string::npos; at = text.find("/var/run/gpuslice/"))
       text.replace(at, 17, shared);
+    if (auto at = text.find("=/var/run/gpuslice-cards\n"); at != std::string::npos && !cards.empty())
+      text.replace(at + 1, 23, cards);
     std::string copy = shared + "-limits";
     std::ofstream(copy) << text;
     e["GPUSLICE_LIMITS_FILE"] = copy;
@@ -124,6 +132,7 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<KubeletDouble> kubelet_;
   std::unique_ptr<Process> agent_;
   std::string agent_log_;
+  std::vector<std::string> agent_flags_;  // added to the agent's command line
 };
 
 TEST_F(NodeAgentTest, RegistersAndListsEverySliceWithTopology) {
@@ -306,8 +315,6 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
 // with CUDA_TASK_PRIORITY=2 (a container may lower its priority, never raise it past the
 // limits file's 1) yields while the other computes, and the other takes what it gives up.
 TEST_F(NodeAgentTest, HigherPriorityContainerTakesComputeFromALowerOne) {
-  GTEST_SKIP() << "NOT RUN: the node agent's containers do not share a cards directory yet and CUDA_TASK_PRIORITY "
-                  "is not honoured by the card turns (issue 11 open)";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
   std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
   kubelet_->SetPods(
@@ -328,6 +335,149 @@ TEST_F(NodeAgentTest, HigherPriorityContainerTakesComputeFromALowerOne) {
   std::cout << "priority 1: " << BurnUtil(rh.out) << "%, priority 2: " << BurnUtil(rl.out) << "%\n";
   EXPECT_GT(BurnUtil(rh.out), 70) << rh.out << rh.err;  // 25 % without priorities
   EXPECT_LT(BurnUtil(rl.out), 15) << rl.out << rl.err;
+}
+
+// Containers the agent allocates on one GPU share its card region: with shares of 30 %
+// and 60 % (policy default, both computing flat out) they take turns in proportion,
+// 33/67 of the card. Without the shared cards directory each container coordinates only
+// its own processes and the card time-slices 50/50.
+TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory) {
+  StopAgent();
+  agent_flags_ = {"--device-cores-scaling", "2.4"};  // 60 % per slice of 4
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods(
+      {{"a", "ml", "main", "nvidia.com/gpu", {gpu0 + "::0"}}, {"b", "ml", "main", "nvidia.com/gpu", {gpu0 + "::1"}}});
+  // The cards directory is the agent's (containers cannot add files to it) and holds one
+  // card file per GPU, ready for every container's enforcer to map.
+  std::string cards = state_dir_ + "/cards";
+  struct stat st;
+  ASSERT_EQ(stat(cards.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(stat((cards + "/" + gpu0).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666u);
+  auto start = [&](const std::string& id, const std::string& tighter_share) {
+    v1beta1::ContainerAllocateResponse resp;
+    EXPECT_TRUE(kubelet_->Allocate({id}, &resp).ok());
+    std::map<std::string, v1beta1::Mount> mounts;
+    for (const auto& m : resp.mounts()) mounts[m.container_path()] = m;
+    EXPECT_EQ(mounts["/var/run/gpuslice-cards"].host_path(), cards);
+    EXPECT_FALSE(mounts["/var/run/gpuslice-cards"].read_only());
+    EXPECT_EQ(resp.envs().at("GPUSLICE_CARDS_DIR"), "/var/run/gpuslice-cards");
+    std::ifstream in(mounts["/etc/gpuslice/limits"].host_path());
+    std::string limits((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(limits.find("\nGPUSLICE_CARDS_DIR=/var/run/gpuslice-cards\n"), std::string::npos) << limits;
+    Env e = ContainerEnv(resp);
+    EXPECT_EQ(e["CUDA_DEVICE_SM_LIMIT_0"], "60");
+    if (!tighter_share.empty()) e["CUDA_DEVICE_SM_LIMIT_0"] = tighter_share;  // a container may only tighten
+    return std::make_unique<Process>(
+        std::vector<std::string>{GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6"}, e);
+  };
+  auto a = start(gpu0 + "::0", "30");
+  auto b = start(gpu0 + "::1", "");
+  // The metrics read each container's GPU time from the card region: two scrapes 2 s apart
+  // while both compute.
+  ASSERT_TRUE(a->WaitForOutput("t=1s")) << a->out();
+  Metrics();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::string m = Metrics();
+  auto util = [&](const std::string& pod) {
+    std::string key = "gpuslice_slice_sm_utilization_ratio{namespace=\"ml\",pod=\"" + pod + "\"";
+    auto at = m.find(key);
+    if (at == std::string::npos) return -1.0;
+    std::string line = m.substr(at, m.find('\n', at) - at);
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  };
+  std::cout << "metrics: a " << util("a") << ", b " << util("b") << "\n";
+  EXPECT_NEAR(util("a"), 1.0 / 3, 0.1) << m;
+  EXPECT_NEAR(util("b"), 2.0 / 3, 0.1) << m;
+  Result ra = a->Wait(), rb = b->Wait();
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  std::cout << "shares 30 and 60: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
+  EXPECT_NEAR(BurnUtil(ra.out), 100.0 / 3, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 200.0 / 3, 5) << rb.out << rb.err;
+}
+
+// A hostile container attacks its own region while the agent reads it: truncates the
+// file and writes it back, holds its file lock, forges the robust mutex as held by a
+// process that never unlocks (init) and keeps the seqlock odd, writes UUIDs without a
+// terminating NUL and out-of-range pids. The agent reads regions only as private copies
+// and takes no lock of theirs: it keeps serving metrics and health, its loop keeps
+// running (it re-registers after a kubelet restart), and Allocate works.
+TEST_F(NodeAgentTest, AContainerAttackingItsRegionCannotStallOrCrashTheAgent) {
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  auto ids = AllIds();
+  kubelet_->SetPods({{"evil", "ns", "c", "nvidia.com/gpu", {ids[0]}}, {"good", "ns", "c", "nvidia.com/gpu", {ids[5]}}});
+  v1beta1::ContainerAllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate({ids[0]}, &resp).ok());
+  Env e = ContainerEnv(resp);
+  Result made = RunProcess({GpusliceBin(), "burn", "--memory", "64m", "--seconds", "0.2"}, e);
+  ASSERT_EQ(made.code, 0) << made.out << made.err;  // the container's first process made its region
+  std::string region;
+  for (const auto& m : resp.mounts())
+    if (m.container_path() == "/var/run/gpuslice") region = m.host_path() + "/region";
+  ASSERT_TRUE(std::filesystem::is_regular_file(region)) << region;
+  std::string good;
+  {
+    std::ifstream in(region, std::ios::binary);
+    good.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(good.size(), 8192u);
+  // Offsets of the region layout (src/region/region.h, pinned there by static_assert).
+  constexpr off_t kSeq = 40, kMutex = 48, kFirstUuid = 128, kDeviceSize = 256, kSlots = 128 + 16 * 256;
+  pid_t hostile = fork();
+  if (hostile == 0) {
+    int fd = open(region.c_str(), O_RDWR);
+    if (fd < 0) _exit(2);
+    flock(fd, LOCK_EX);
+    uint32_t init_owns_it = 1;
+    uint64_t odd = 1;
+    char unterminated[96];
+    memset(unterminated, 'G', sizeof(unterminated));
+    uint32_t huge_pid = 0xFFFFFFFF;
+    for (unsigned i = 0;; ++i) {
+      if (i % 3 == 0) (void)!ftruncate(fd, 0);
+      if (i % 3 == 1) (void)!ftruncate(fd, 4096);
+      if (i % 3 == 2) {
+        (void)!pwrite(fd, good.data(), good.size(), 0);
+        (void)!pwrite(fd, unterminated, sizeof(unterminated), kFirstUuid + kDeviceSize);
+        (void)!pwrite(fd, &huge_pid, sizeof(huge_pid), kSlots + 7 * 280);
+      }
+      (void)!pwrite(fd, &init_owns_it, sizeof(init_owns_it), kMutex);  // every state: "locked by pid 1"
+      (void)!pwrite(fd, &odd, sizeof(odd), kSeq);
+      usleep(300);
+    }
+  }
+  ASSERT_GT(hostile, 0);
+  int port = MetricsPort();
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(2, 0);
+  int scrapes = 0;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(4); std::chrono::steady_clock::now() < end;) {
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics) << "the agent stopped answering";
+    EXPECT_EQ(metrics->status, 200);
+    EXPECT_EQ(metrics->body.find("GGGGGGGG"), std::string::npos);  // the garbled UUID never reaches a label
+    auto health = c.Get("/healthz");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+    ++scrapes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::cout << scrapes << " scrapes during the attack\n";
+  // The loop that sweeps and resolves host pids every second is the one that re-registers.
+  kubelet_->Restart();
+  EXPECT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 5000)) << "the agent's loop is stuck";
+  v1beta1::ContainerAllocateResponse other;
+  EXPECT_TRUE(kubelet_->Allocate({ids[5]}, &other).ok());
+  kill(hostile, SIGKILL);
+  int status = 0;
+  waitpid(hostile, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the hostile process stopped early";
+  EXPECT_EQ(kill(agent_->pid(), 0), 0);
+  EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
 }
 
 int FreePort() {

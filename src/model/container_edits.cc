@@ -1,36 +1,31 @@
 #include "src/model/container_edits.h"
 
+#include "src/common/contract.h"
+
 namespace gs::model {
-namespace {
-const char* PolicyName(CorePolicy p) {
-  switch (p) {
-    case CorePolicy::kForce:
-      return "force";
-    case CorePolicy::kDisable:
-      return "disable";
-    default:
-      return "default";
-  }
-}
-}  // namespace
 
 std::string FormatMemoryLimit(uint64_t bytes) {
   if (bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "m";
   return std::to_string(bytes);
 }
 
-std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path) {
+std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path,
+                                                  const std::string& cards_dir) {
   std::map<std::string, std::string> env;
   for (size_t i = 0; i < a.devices.size(); ++i) {
     const DeviceGrant& d = a.devices[i];
     if (d.memory_limit) env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = FormatMemoryLimit(d.memory_limit);
     if (d.sm_share > 0 && d.sm_share < 100)
       env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(d.sm_share);
+    // Binds these limits to the card itself, not to its position: a container that
+    // reorders CUDA_VISIBLE_DEVICES cannot move a card under another card's limits.
+    if (!d.uuid.empty()) env[std::string(contract::kDeviceUuid) + "_" + std::to_string(i)] = d.uuid;
   }
   if (!region_path.empty()) env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_path;
+  if (!cards_dir.empty()) env["GPUSLICE_CARDS_DIR"] = cards_dir;
   env["CUDA_OVERSUBSCRIBE"] = a.oversubscribe ? "true" : "false";
   env["CUDA_TASK_PRIORITY"] = std::to_string(a.priority);
-  env["GPU_CORE_UTILIZATION_POLICY"] = PolicyName(a.core_policy);
+  env["GPU_CORE_UTILIZATION_POLICY"] = contract::CorePolicyName(a.core_policy);
   return env;
 }
 
@@ -39,12 +34,12 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   std::string uuids;
   for (const auto& d : a.devices) uuids += (uuids.empty() ? "" : ",") + d.uuid;
   if (o.standalone) {
-    e.env = LimitVariables(a, o.region_host_dir.empty() ? "" : o.region_host_dir + "/region");
+    e.env = LimitVariables(a, o.region_host_dir.empty() ? "" : o.region_host_dir + "/region", o.cards_host_dir);
     e.env["CUDA_VISIBLE_DEVICES"] = uuids;
     e.env["LD_PRELOAD"] = o.enforcer_host_path + (o.existing_ld_preload.empty() ? "" : ":" + o.existing_ld_preload);
     return e;
   }
-  e.env = LimitVariables(a, o.region_container_dir + "/region");
+  e.env = LimitVariables(a, o.region_container_dir + "/region", o.cards_host_dir.empty() ? "" : o.cards_container_dir);
   e.env["NVIDIA_VISIBLE_DEVICES"] = uuids.empty() ? "void" : uuids;
   for (const auto& d : a.devices)
     e.devices.push_back(
@@ -55,6 +50,7 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   e.mounts.push_back({o.preload_file_host_path, "/etc/ld.so.preload", true});
   if (!o.limits_file_host_path.empty()) e.mounts.push_back({o.limits_file_host_path, "/etc/gpuslice/limits", true});
   if (!o.region_host_dir.empty()) e.mounts.push_back({o.region_host_dir, o.region_container_dir, false});
+  if (!o.cards_host_dir.empty()) e.mounts.push_back({o.cards_host_dir, o.cards_container_dir, false});
   return e;
 }
 

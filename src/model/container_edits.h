@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "src/common/contract.h"
+
 namespace gs::model {
 
 // One physical GPU's share, as granted to a container.
@@ -20,7 +22,7 @@ struct DeviceGrant {
   unsigned sm_share = 0;      // percent; 0 or >= 100 = no compute limit
 };
 
-enum class CorePolicy { kDefault, kForce, kDisable };
+using contract::CorePolicy;  // src/common/contract.h: one definition for writer and enforcer
 
 struct Allocation {
   std::vector<DeviceGrant> devices;  // in the order the container will see them
@@ -56,6 +58,11 @@ struct EditOptions {
   std::string limits_file_host_path;    // read-only limits (authoritative)
   std::string region_host_dir;          // per-container, read-write
   std::string region_container_dir = "/var/run/gpuslice";
+  // The node's card regions (one file per GPU, src/region/card.h), shared read-write by
+  // every container so their enforcers take turns on a card; "" = none (each container
+  // then coordinates only its own processes). Named by GPUSLICE_CARDS_DIR.
+  std::string cards_host_dir;
+  std::string cards_container_dir = "/var/run/gpuslice-cards";
   std::string dev_root = "/dev";    // where the host's device nodes are
   std::string existing_ld_preload;  // standalone: kept after the enforcer
 };
@@ -64,8 +71,10 @@ struct EditOptions {
 // whole MiB; otherwise in bytes.
 std::string FormatMemoryLimit(uint64_t bytes);
 
-// The limit variables of ARCHITECTURE.md 3.1 for an allocation (also the limits file).
-std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path);
+// The limit variables of ARCHITECTURE.md 3.1 for an allocation (also the limits file),
+// with GPUSLICE_CARDS_DIR when cards_dir is not empty.
+std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path,
+                                                  const std::string& cards_dir = "");
 
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o);
 

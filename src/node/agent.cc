@@ -2,29 +2,29 @@
 
 #include <malloc.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
-#include "src/cli/arbiter.h"
 #include "src/cli/paths.h"
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/container/cdi.h"
+#include "src/node/card_files.h"
 #include "src/node/config.h"
 #include "src/node/device_plugin.h"
+#include "src/node/durable_file.h"
 #include "src/node/health.h"
 #include "src/node/host_pids.h"
 #include "src/node/http_server.h"
 #include "src/node/metrics.h"
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
-#include "src/region/region.h"
+#include "src/node/stale_allocations.h"
 
 namespace gs::node {
 namespace {
@@ -34,37 +34,30 @@ void OnSignal(int) {
   g_stop = true;
 }
 
-// Frees slots of dead processes in every region, and removes the directories of
-// allocations whose containers the kubelet no longer lists (after a grace period: a
-// container is listed only once admitted).
-void Sweep(const Config& cfg, SliceBook* book, ContainerDirs* dirs, std::vector<ContainerDevices>* pods_cache) {
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Removes the directories of allocations whose containers the kubelet has not listed for
+// the grace period (StaleAllocations: counted from when each was last listed). Regions are
+// not swept here: freeing a dead process's slot needs the region's lock, which a container
+// can hold or forge, and its pids are of the container's PID namespace. The enforcer frees
+// them itself (when a process joins, and before refusing an allocation).
+void Sweep(const Config& cfg, SliceBook* book, ContainerDirs* dirs, StaleAllocations* stale,
+           std::vector<ContainerDevices>* pods_cache) {
   auto pods = ListPodResources(cfg.pod_resources_socket(), cfg.resource_name);
   if (pods.ok()) *pods_cache = *pods;
-  int64_t now =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (const auto& rec : book->Records()) {
-    std::string dir = book->ContainerDir(rec.id);
-    region::OpenError err;
-    char msg[256];
-    std::string region_path = book->RegionFile(rec.id);  // created by the container's first process
-    if (access(region_path.c_str(), F_OK) != 0) {
-    } else if (region::Region* r = region::OpenRegion(region_path.c_str(), &err, msg, sizeof(msg))) {
-      region::SweepDead(r);
-      region::CloseRegion(r);
-    }
-    if (!pods.ok() || now - rec.created_unix < cfg.cleanup_grace_seconds) continue;
-    bool listed = false;
-    for (const auto& p : *pods)
-      for (const auto& id : p.device_ids)
-        listed |= std::find(rec.device_ids.begin(), rec.device_ids.end(), id) != rec.device_ids.end();
-    if (listed) continue;
-    GS_LOG(kInfo, "allocation %s: no container holds its slices any more; removing %s", rec.id.c_str(), dir.c_str());
-    book->Remove(rec.id);
-    dirs->Discard(rec.id);
+  if (!pods.ok()) return;  // a failed List says nothing about the containers
+  for (const auto& id : stale->Observe(book->Records(), *pods, UnixNow())) {
+    GS_LOG(kInfo, "allocation %s: no container has held its slices for %d s; removing %s", id.c_str(),
+           cfg.cleanup_grace_seconds, book->ContainerDir(id).c_str());
+    book->Remove(id);
+    dirs->Discard(id);
   }
 }
 
-// Writes the CDI spec of the GPUs that are healthy now (atomically: write, then rename).
+// Writes the CDI spec of the GPUs that are healthy now (durably: a runtime never reads a
+// torn spec, even after a crash or with a full disk).
 void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::EnforcerInstall& enforcer) {
   if (cfg.cdi_spec_dir.empty()) return;
   std::vector<model::Gpu> healthy;
@@ -86,9 +79,8 @@ void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::Enf
     GS_LOG(kError, "CDI spec: %s", spec.status().message().c_str());
     return;
   }
-  std::ofstream(path + ".tmp") << spec->dump(2) << "\n";
-  std::filesystem::rename(path + ".tmp", path, ec);
-  if (ec) GS_LOG(kError, "cannot write %s: %s", path.c_str(), ec.message().c_str());
+  if (Status s = WriteFileDurably(path, spec->dump(2) + "\n"); !s.ok())
+    GS_LOG(kError, "CDI spec: %s", s.message().c_str());
 }
 
 }  // namespace
@@ -137,9 +129,14 @@ int RunNode(const std::vector<std::string>& args) {
   if (!enforcer.ok()) return fail(enforcer.status().message());
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);
-  if (Status s = book.Load(); !s.ok()) GS_LOG(kError, "%s; starting with no allocation records", s.message().c_str());
+  if (Status s = PrepareCardFiles(book.CardsDir(), gpus); !s.ok()) return fail(s.message());
+  Status loaded = book.Load();
+  if (!loaded.ok())
+    GS_LOG(kError, "%s; records may be missing: keeping every container directory under %s", loaded.message().c_str(),
+           book.ContainersDir().c_str());
   ContainerDirs dirs(&book);
-  dirs.Start();
+  dirs.Start(/*keep_unrecorded=*/!loaded.ok());
+  StaleAllocations stale(cfg.cleanup_grace_seconds, UnixNow());
   DevicePluginService service(cfg, &book, &dirs, *enforcer);
   PluginServer server(cfg, &service);
   server.Start();
@@ -152,6 +149,7 @@ int RunNode(const std::vector<std::string>& args) {
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
   HttpServer http;
+  SmUseMeter sm_use;
   http.Handle("/metrics", [&] {
     std::vector<ContainerDevices> snapshot;
     {
@@ -159,7 +157,7 @@ int RunNode(const std::vector<std::string>& args) {
       snapshot = pods;
     }
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                        CollectMetrics(driver->get(), book, snapshot, service.allocate_latency())};
+                        CollectMetrics(driver->get(), book, snapshot, service.allocate_latency(), &sm_use)};
   });
   http.Handle("/healthz", [&] {
     bool ok = server.registered();
@@ -176,7 +174,6 @@ int RunNode(const std::vector<std::string>& args) {
     }
   }
 
-  cli::PriorityArbiter arbiter(driver->get());
   int64_t next_sweep = 0, next_pids = 0;
   std::string cdi_health;  // the healthy set the spec was last written for
   while (!g_stop) {
@@ -195,14 +192,13 @@ int RunNode(const std::vector<std::string>& args) {
       ResolveHostPids(regions);
       next_pids = now + 1'000'000'000;
     }
-    arbiter.Step(regions);  // CUDA_TASK_PRIORITY between containers sharing a card
     if (now >= next_sweep) {
       std::vector<ContainerDevices> fresh;
       {
         std::lock_guard<std::mutex> l(pods_mu);
         fresh = pods;
       }
-      Sweep(cfg, &book, &dirs, &fresh);
+      Sweep(cfg, &book, &dirs, &stale, &fresh);
       {
         std::lock_guard<std::mutex> l(pods_mu);
         pods = fresh;

@@ -155,7 +155,7 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   f.String("packing", &packing, "spread or binpack slices over GPUs", "GPUSLICE_PACKING");
   f.String("ignored-xids", &ignored, "comma list of XIDs that do not make a GPU unhealthy", "DP_IGNORED_XIDS");
   f.Int("healthy-recovery-seconds", &recovery, "seconds without errors before a GPU is healthy again", 1, 86400);
-  f.Int("sweep-seconds", &sweep, "seconds between region sweeps", 1, 3600);
+  f.Int("sweep-seconds", &sweep, "seconds between cleanups of allocations no container holds", 1, 3600);
   f.Int("cleanup-grace-seconds", &grace, "seconds before an allocation no container holds is removed", 0, 86400);
   f.String("enforcer", &c.enforcer_path, "libgpuslice.so to install for containers", "GPUSLICE_ENFORCER");
   std::vector<std::string> rest;

@@ -27,7 +27,7 @@ struct Config {
   model::PackingPolicy packing = model::PackingPolicy::kSpread;
   std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};  // application errors
   int healthy_recovery_seconds = 60;                            // a GPU quiet this long after an XID is healthy again
-  int sweep_seconds = 30;                                       // dead-process sweep and stale-region cleanup period
+  int sweep_seconds = 30;                                       // period of the cleanup of stale allocations
   int cleanup_grace_seconds = 60;  // an allocation no container holds is removed after this
   std::string enforcer_path;       // libgpuslice.so to install (default: next to gpuslice)
   std::string config_file;

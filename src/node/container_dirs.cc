@@ -35,13 +35,14 @@ ContainerDirs::~ContainerDirs() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ContainerDirs::Start() {
+void ContainerDirs::Start(bool keep_unrecorded) {
   std::set<std::string> recorded;
   for (const auto& r : book_->Records()) recorded.insert(r.id);
   std::error_code ec;
   std::filesystem::create_directories(book_->ContainersDir(), ec);
-  for (const auto& e : std::filesystem::directory_iterator(book_->ContainersDir(), ec))
-    if (!recorded.count(e.path().filename().string())) std::filesystem::remove_all(e.path(), ec);
+  if (!keep_unrecorded)
+    for (const auto& e : std::filesystem::directory_iterator(book_->ContainersDir(), ec))
+      if (!recorded.count(e.path().filename().string())) std::filesystem::remove_all(e.path(), ec);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -51,6 +52,22 @@ Status MakeSharedDir(const std::string& dir) {
   std::string shared = dir + "/shared";
   if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
   chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
+  return Status::Ok();
+}
+
+// Replaces the limits file with a new, empty inode (made beside it, renamed over it): a
+// container still running from this directory keeps its file, unchanged. Take()'s owner
+// then writes the new one in place.
+Status FreshLimitsFile(const std::string& dir) {
+  std::string limits = dir + "/limits", fresh = dir + "/limits.new";
+  int fd = open(fresh.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot create " + fresh + ": " + strerror(errno));
+  close(fd);
+  if (rename(fresh.c_str(), limits.c_str()) != 0) {
+    Status s = Internal("cannot replace " + limits + ": " + strerror(errno));
+    unlink(fresh.c_str());
+    return s;
+  }
   return Status::Ok();
 }
 
@@ -72,9 +89,7 @@ std::string ContainerDirs::Recycle(const std::string& id) {
   // Whatever the container left in shared/ (files, links, directories) goes with it;
   // remove_all never follows a link.
   std::filesystem::remove_all(dir + "/shared", ec);
-  // The limits file keeps its old text until Take()'s owner overwrites it (never truncated
-  // to zero: see WriteLimits in device_plugin.cc).
-  if (ec || !MakeSharedDir(dir).ok()) return "";
+  if (ec || !MakeSharedDir(dir).ok() || !FreshLimitsFile(dir).ok()) return "";
   std::string fresh = RandomId();  // an id is never handed out twice
   if (rename(dir.c_str(), book_->ContainerDir(fresh).c_str()) != 0) return "";
   return fresh;

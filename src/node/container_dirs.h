@@ -4,8 +4,9 @@
 // recently freed inodes), so a background thread keeps a few ready (spares: directories
 // in place that no record names yet): Allocate only takes one and fills its limits file.
 // A discarded directory is recycled under a new id: its `shared/` (which the container
-// could write) is removed and made anew; the directory and limits file (which it could
-// not) are reused.
+// could write) is removed and made anew, and its limits file is replaced by a new, empty
+// one (a new inode: a container that is still running keeps the old file mounted, and
+// must never see its limits rewritten for the next one); the directory itself is reused.
 //
 // Thread-safe.
 #pragma once
@@ -30,10 +31,12 @@ class ContainerDirs {
   ContainerDirs& operator=(const ContainerDirs&) = delete;
 
   // Removes directories no allocation record names (spares and leftovers of a previous
-  // run; call after the book is loaded), then starts the background thread.
-  void Start();
-  // A fresh directory, now at book->ContainerDir(*id), with a `limits` file for the caller
-  // to overwrite (empty, or a recycled one's old text) and an empty `shared/` (mode 0777: container processes run as
+  // run; call after the book is loaded) unless keep_unrecorded (the book's load failed:
+  // they may be running containers' whose records are lost), then starts the background
+  // thread.
+  void Start(bool keep_unrecorded = false);
+  // A fresh directory, now at book->ContainerDir(*id), with an empty `limits` file (a
+  // new inode) for the caller to write and an empty `shared/` (mode 0777: container processes run as
   // any user). Made on the spot when no spare is ready.
   Status Take(std::string* id);
   // The container is gone: its directory is recycled or removed in the background.

@@ -20,10 +20,10 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-// Overwrites the spare's limits file in place. Not with O_TRUNC: ext4 flushes a file that
-// was truncated to zero and rewritten when it is closed (auto_da_alloc), a disk write on
-// the Allocate path; shrinking to the written length afterwards does not, and is only
-// needed when the old text (of a recycled directory) was longer.
+// Writes the spare's limits file (a new, empty inode no container has mounted:
+// ContainerDirs) in place. Not with O_TRUNC: ext4 flushes a file that was truncated to
+// zero and rewritten when it is closed (auto_da_alloc), a disk write on the Allocate path;
+// shrinking to the written length is only a safeguard should the file not be empty.
 Status WriteLimits(const std::string& path, const std::string& text) {
   int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Internal("cannot open " + path + ": " + strerror(errno));
@@ -114,9 +114,10 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   o.preload_file_host_path = enforcer_.preload_file;
   o.limits_file_host_path = dir + "/limits";
   o.region_host_dir = book_->SharedDir(rec.id);
+  o.cards_host_dir = book_->CardsDir();
   o.dev_root = cfg_.driver_root == "/" ? "/dev" : cfg_.driver_root + "/dev";
   std::string limits = "# written by gpuslice node for allocation " + rec.id + "; authoritative, mounted read-only\n";
-  for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region"))
+  for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region", o.cards_container_dir))
     limits += k + "=" + v + "\n";
   if (Status s = WriteLimits(o.limits_file_host_path, limits); !s.ok()) {
     dirs_->Discard(rec.id);

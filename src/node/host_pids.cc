@@ -1,7 +1,6 @@
 #include "src/node/host_pids.h"
 
 #include <dirent.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -10,7 +9,7 @@
 #include <utility>
 
 #include "src/common/proc_identity.h"
-#include "src/region/region.h"
+#include "src/host/region_reader.h"
 
 namespace gs::node {
 namespace {
@@ -49,25 +48,16 @@ int ResolveHostPids(const std::vector<std::string>& region_paths) {
   bool scanned = false;
   int updated = 0;
   for (const auto& path : region_paths) {
-    if (access(path.c_str(), F_OK) != 0) continue;
-    region::OpenError err;
-    char msg[256];
-    region::Region* r = region::OpenRegion(path.c_str(), &err, msg, sizeof(msg));
-    if (r == nullptr) continue;
-    for (auto& slot : r->procs) {
-      uint32_t pid = slot.pid.load();
-      if (pid == 0) continue;
+    auto r = host::ContainerRegion::Open(path);  // a private copy: missing, damaged or foreign files are skipped
+    if (!r.ok()) continue;
+    for (const auto& p : r->processes()) {
       if (!scanned) {
         procs = NamespacedProcesses();
         scanned = true;
       }
-      auto it = procs.find({pid, slot.start_time});
-      if (it != procs.end() && slot.host_pid.load() != it->second) {
-        slot.host_pid.store(it->second);
-        ++updated;
-      }
+      auto it = procs.find({p.pid, p.start_time});
+      if (it != procs.end() && p.host_pid != it->second && r->WriteHostPid(p.slot, p.pid, it->second).ok()) ++updated;
     }
-    region::CloseRegion(r);
   }
   return updated;
 }

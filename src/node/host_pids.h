@@ -2,7 +2,9 @@
 // of the node does not use: NVML reports host pids. The node agent, which sees the host's
 // /proc, writes each region slot's host pid, matching (innermost pid from NSpid, start
 // time). The enforcer's compute controller and NVML process filtering rely on it.
-// Reads /proc; writes only host_pid fields of regions. Not thread-safe (agent loop only).
+// Reads /proc and private copies of the regions (src/host/region_reader.h: a container
+// cannot fault or block it); writes only host_pid fields, one pwrite each. Not
+// thread-safe (agent loop only).
 #pragma once
 
 #include <string>

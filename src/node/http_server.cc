@@ -1,17 +1,19 @@
 #include "src/node/http_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -20,8 +22,26 @@ namespace gs::node {
 namespace {
 
 constexpr size_t kMaxRequest = 8192;
-constexpr int kRequestTimeoutMs = 5000;
-constexpr int kMaxConnections = 16;
+// After the answer, what the client still sends is drained this long at most (inside the
+// connection's deadline), so it receives the answer instead of a reset.
+constexpr int64_t kLingerNs = 500'000'000;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits until fd is ready for `events` or the deadline passes (false).
+bool WaitReady(int fd, short events, int64_t deadline_ns) {
+  for (;;) {
+    int64_t left_ns = deadline_ns - NowNs();
+    if (left_ns <= 0) return false;
+    pollfd p{fd, events, 0};
+    int n = poll(&p, 1, static_cast<int>((left_ns + 999'999) / 1'000'000));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
 
 const char* Reason(int status) {
   switch (status) {
@@ -44,35 +64,37 @@ const char* Reason(int status) {
   }
 }
 
-void WriteAll(int fd, const std::string& data) {
+// Sends all of data before the deadline; stops early when the client goes away or reads
+// too slowly to take it in time.
+void WriteAll(int fd, const std::string& data, int64_t deadline_ns) {
   for (size_t off = 0; off < data.size();) {
-    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the client went away or stalled past SO_SNDTIMEO
-    off += static_cast<size_t>(n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitReady(fd, POLLOUT, deadline_ns)) continue;
+    return;
   }
 }
 
-void Respond(int fd, const HttpResponse& r, bool head) {
+void Respond(int fd, const HttpResponse& r, bool head, int64_t deadline_ns) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + Reason(r.status) +
                     "\r\nContent-Type: " + r.content_type + "\r\nContent-Length: " + std::to_string(r.body.size()) +
                     "\r\nConnection: close\r\n\r\n";
   if (!head) out += r.body;
-  WriteAll(fd, out);
+  WriteAll(fd, out, deadline_ns);
 }
 
 // Reads up to the end of the headers; 0 on success, else the status to answer with.
-int ReadRequest(int fd, std::string* req) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs);
+int ReadRequest(int fd, std::string* req, int64_t deadline_ns) {
   char buf[2048];
   while (req->find("\r\n\r\n") == std::string::npos) {
     if (req->size() > kMaxRequest) return 431;
-    int left = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, left) <= 0) return 408;
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
+    if (!WaitReady(fd, POLLIN, deadline_ns)) return 408;
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) return 400;
     req->append(buf, static_cast<size_t>(n));
   }
@@ -81,18 +103,35 @@ int ReadRequest(int fd, std::string* req) {
 
 // Closing with unread request bytes makes the kernel reset the connection, and the client
 // may then lose the answer (a 431 for an oversized request): finish sending, then read
-// what is left for a moment before closing.
-void LingeringClose(int fd) {
+// what is left for a moment (never past the connection's deadline) before closing.
+void LingeringClose(int fd, int64_t deadline_ns) {
   shutdown(fd, SHUT_WR);
+  int64_t until = std::min(deadline_ns, NowNs() + kLingerNs);
   char buf[4096];
   size_t drained = 0;
-  pollfd p{fd, POLLIN, 0};
-  while (drained < (64u << 10) && poll(&p, 1, 200) > 0) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+  while (drained < (64u << 10) && WaitReady(fd, POLLIN, until)) {
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) break;
     drained += static_cast<size_t>(n);
   }
   close(fd);
+}
+
+// The peer's address without its port; an IPv4 address reached through an IPv6 socket
+// (::ffff:a.b.c.d) counts as the IPv4 address.
+std::string PeerKey(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, text, sizeof(text));
+  } else if (a.ss_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&v6))
+      inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof(text));
+    else
+      inet_ntop(AF_INET6, &v6, text, sizeof(text));
+  }
+  return text;
 }
 
 }  // namespace
@@ -148,12 +187,15 @@ void HttpServer::Serve() {
   struct Worker {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
+    std::string peer;
   };
   std::vector<Worker> workers;
+  std::map<std::string, int> per_peer;  // live connections per peer address (this thread only)
   auto reap = [&](bool all) {
     for (auto it = workers.begin(); it != workers.end();) {
       if (all || it->done->load()) {
         it->thread.join();
+        if (--per_peer[it->peer] == 0) per_peer.erase(it->peer);
         it = workers.erase(it);
       } else {
         ++it;
@@ -162,49 +204,58 @@ void HttpServer::Serve() {
   };
   while (true) {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
+    // While connections are open, wake now and then to reap the finished ones, so their
+    // peers' counts go down even when nobody new connects.
+    if (poll(p, 2, workers.empty() ? -1 : 100) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (p[1].revents) break;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
     reap(false);
-    if (workers.size() >= kMaxConnections) {
-      close(fd);  // busy: the client retries (Prometheus at its next scrape)
+    if (!(p[0].revents & POLLIN)) continue;
+    sockaddr_storage peer_addr{};
+    socklen_t peer_len = sizeof(peer_addr);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer_addr), &peer_len, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    int64_t deadline = NowNs() + static_cast<int64_t>(options_.deadline_ms) * 1'000'000;
+    std::string peer = PeerKey(peer_addr);
+    if (static_cast<int>(workers.size()) >= options_.max_connections ||
+        (per_peer.count(peer) && per_peer[peer] >= options_.max_per_peer)) {
+      close(fd);  // busy: the client retries (Prometheus at its next scrape, the kubelet at its next probe)
       continue;
     }
-    timeval tv{kRequestTimeoutMs / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ++per_peer[peer];
     auto done = std::make_shared<std::atomic<bool>>(false);
-    workers.push_back({std::thread([this, fd, done] {
-                         Answer(fd);
-                         LingeringClose(fd);
+    workers.push_back({std::thread([this, fd, done, deadline] {
+                         Answer(fd, deadline);
+                         LingeringClose(fd, deadline);
                          *done = true;
                        }),
-                       done});
+                       done, peer});
   }
   reap(true);
 }
 
-void HttpServer::Answer(int fd) {
+void HttpServer::Answer(int fd, int64_t deadline_ns) {
   std::string req;
-  if (int status = ReadRequest(fd, &req); status != 0) {
-    if (status != 400) Respond(fd, {status, "text/plain; charset=utf-8", std::string(Reason(status)) + "\n"}, false);
+  if (int status = ReadRequest(fd, &req, deadline_ns); status != 0) {
+    if (status != 400)
+      Respond(fd, {status, "text/plain; charset=utf-8", std::string(Reason(status)) + "\n"}, false, deadline_ns);
     return;
   }
   // Request line: METHOD SP target SP HTTP/1.x
   std::string line = req.substr(0, req.find("\r\n"));
   auto sp1 = line.find(' '), sp2 = line.rfind(' ');
   if (sp1 == std::string::npos || sp2 == sp1 || line.compare(sp2 + 1, 5, "HTTP/") != 0)
-    return Respond(fd, {400, "text/plain; charset=utf-8", "malformed request line\n"}, false);
+    return Respond(fd, {400, "text/plain; charset=utf-8", "malformed request line\n"}, false, deadline_ns);
   std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   bool head = method == "HEAD";
-  if (method != "GET" && !head) return Respond(fd, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false);
+  if (method != "GET" && !head)
+    return Respond(fd, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false, deadline_ns);
   std::string path = target.substr(0, target.find('?'));
   auto h = handlers_.find(path);
-  if (h == handlers_.end()) return Respond(fd, {404, "text/plain; charset=utf-8", "not found\n"}, head);
-  Respond(fd, h->second(), head);
+  if (h == handlers_.end()) return Respond(fd, {404, "text/plain; charset=utf-8", "not found\n"}, head, deadline_ns);
+  Respond(fd, h->second(), head, deadline_ns);
 }
 
 void HttpServer::Stop() {

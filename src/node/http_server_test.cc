@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace gs::node {
 namespace {
@@ -79,6 +85,200 @@ TEST_F(HttpServerTest, ASilentClientDoesNotHoldUpOthers) {
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK", 0), 0u);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   close(silent);
+}
+
+// --- A hostile client, as a real process: a pod on the node that can reach the endpoint.
+
+// A TCP connection to 127.0.0.1:port from `from` (another loopback address is another
+// peer); -1 when it cannot connect.
+int ConnectFrom(const char* from, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, from, &src.sin_addr);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Runs `attack` in a child process (exit code: what it returns); the parent gets its pid.
+pid_t Hostile(const std::function<int()>& attack) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(attack());
+  return pid;
+}
+
+int ExitCode(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The kubelet's probe: /healthz answered, and how long it took.
+double ProbeSeconds(int port, std::string* answer) {
+  auto t0 = std::chrono::steady_clock::now();
+  *answer = Exchange(port, "GET /healthz HTTP/1.1\r\n\r\n");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  static constexpr int kDeadlineMs = 1000;
+  void Start(HttpServer::Options o) {
+    server_ = std::make_unique<HttpServer>(o);
+    server_->Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });
+    // Large enough that a client which does not read blocks the server's writes.
+    server_->Handle("/metrics", [] { return HttpResponse{200, "text/plain", std::string(16 << 20, 'm')}; });
+    auto port = server_->Bind(":0");
+    ASSERT_TRUE(port.ok()) << port.status().message();
+    port_ = *port;
+    thread_ = std::thread([this] { server_->Serve(); });
+    int probe = ConnectFrom("127.0.0.2", port_);
+    if (probe < 0) GTEST_SKIP() << "NOT RUN: cannot connect from 127.0.0.2 (no second loopback address here)";
+    close(probe);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the probe's slot is reaped
+  }
+  void TearDown() override {
+    if (!server_) return;
+    server_->Stop();
+    thread_.join();
+  }
+  // Whether 127.0.0.2 gets an answer now (its slots free).
+  bool PeerServed() {
+    int fd = ConnectFrom("127.0.0.2", port_);
+    if (fd < 0) return false;
+    std::string req = "GET /healthz HTTP/1.1\r\n\r\n", out;
+    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[256];
+    for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return out.rfind("HTTP/1.1 200 OK", 0) == 0;
+  }
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// A client sending its request a byte every 150 ms (forever, unless cut) is cut at the
+// connection's deadline, and /healthz answers at once meanwhile.
+TEST_F(HostileClientTest, ATricklingClientIsCutAtTheDeadline) {
+  Start({kDeadlineMs, 32, 1});
+  int port = port_;
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t attacker = Hostile([port] {
+    int fd = ConnectFrom("127.0.0.2", port);
+    if (fd < 0) return 2;
+    const char* req =
+        "GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    for (int i = 0;; ++i) {
+      if (send(fd, req + (i % 60), 1, MSG_NOSIGNAL) != 1) return 0;  // cut
+      usleep(150'000);
+      if (i > 200) return 1;  // 30 s and never cut
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string answer;
+  EXPECT_LT(ProbeSeconds(port_, &answer), 0.5);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+  EXPECT_EQ(ExitCode(attacker), 0) << "the trickling client was never cut";
+  double cut = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(cut, kDeadlineMs / 1000.0 + 1.0);  // the send after the server closed fails
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(PeerServed());  // its slot is free again
+}
+
+// A client that asks for a large answer and never reads it holds its slot only until the
+// deadline.
+TEST_F(HostileClientTest, AClientThatDoesNotReadLosesItsSlotAtTheDeadline) {
+  Start({kDeadlineMs, 32, 1});
+  int port = port_;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t attacker = Hostile([port, ready] {
+    int fd = ConnectFrom("127.0.0.2", port);
+    if (fd < 0) return 2;
+    std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    char c = 1;
+    (void)!write(ready[1], &c, 1);
+    sleep(4);  // holds the connection, reading nothing
+    return 0;
+  });
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(PeerServed());  // its one slot is taken
+  std::string answer;
+  EXPECT_LT(ProbeSeconds(port_, &answer), 0.5);  // another peer is served meanwhile
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kDeadlineMs + 300));
+  EXPECT_TRUE(PeerServed());  // cut at the deadline while the client still holds its end
+  kill(attacker, SIGKILL);
+  ExitCode(attacker);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+// One peer opening many connections gets only its share of slots; the rest are closed at
+// once, and the kubelet's probe from another address keeps being answered.
+TEST_F(HostileClientTest, OnePeerCannotTakeEveryConnection) {
+  Start({5000, 16, 4});
+  int port = port_;
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  pid_t attacker = Hostile([port, report] {
+    std::vector<int> fds;
+    for (int i = 0; i < 40; ++i) fds.push_back(ConnectFrom("127.0.0.2", port));
+    usleep(300'000);
+    int closed = 0;
+    for (int fd : fds) {
+      char b;
+      closed += fd < 0 || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+    }
+    (void)!write(report[1], &closed, sizeof(closed));
+    sleep(3);  // keeps the others open, sending nothing
+    return 0;
+  });
+  int closed = -1;
+  ASSERT_EQ(read(report[0], &closed, sizeof(closed)), static_cast<ssize_t>(sizeof(closed)));
+  EXPECT_EQ(closed, 36);  // all but its 4
+  for (int i = 0; i < 10; ++i) {
+    std::string answer;
+    EXPECT_LT(ProbeSeconds(port_, &answer), 0.5);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+  }
+  kill(attacker, SIGKILL);
+  ExitCode(attacker);
+  close(report[0]);
+  close(report[1]);
+}
+
+// An oversized request still gets its 431, and a client that keeps sending after it is cut
+// at the deadline (the lingering close is bounded by it).
+TEST_F(HostileClientTest, LingeringAfterAnAnswerIsBoundedByTheDeadline) {
+  Start({kDeadlineMs, 32, 1});
+  int port = port_;
+  pid_t attacker = Hostile([port] {
+    int fd = ConnectFrom("127.0.0.2", port);
+    if (fd < 0) return 2;
+    std::string big = "GET /healthz HTTP/1.1\r\nX: " + std::string(9000, 'a');
+    send(fd, big.data(), big.size(), MSG_NOSIGNAL);
+    for (int i = 0; i < 200; ++i) {
+      if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) return 0;
+      usleep(150'000);
+    }
+    return 1;
+  });
+  EXPECT_EQ(ExitCode(attacker), 0) << "the client was never cut";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(PeerServed());
 }
 
 TEST(HttpServer, BadAddressesAreNamed) {

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <charconv>
-#include <memory>
-#include <new>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <string_view>
 
+#include "src/common/clock.h"
+#include "src/host/card_reader.h"
+#include "src/host/region_reader.h"
 #include "src/model/slices.h"
-#include "src/region/region.h"
 
 namespace gs::node {
 namespace {
@@ -106,7 +108,9 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
   w.Family("gpuslice_slice_memory_spilled_bytes",
            "Of the used memory, bytes backed by host memory (virtual device memory).");
   for (const auto& s : slices) w.Sample("gpuslice_slice_memory_spilled_bytes", sl(s), static_cast<double>(s.spilled));
-  w.Family("gpuslice_slice_sm_utilization_ratio", "The container's SM utilisation on the GPU, last limiter period.");
+  w.Family("gpuslice_slice_sm_utilization_ratio",
+           "The container's share of the GPU's time (its turns on the card) since the previous scrape at least 1 s "
+           "earlier.");
   for (const auto& s : slices) w.Sample("gpuslice_slice_sm_utilization_ratio", sl(s), s.sm_util / 100.0);
   w.Family("gpuslice_slice_sm_share_ratio", "The container's compute share of the GPU (1 = no limit).");
   for (const auto& s : slices) w.Sample("gpuslice_slice_sm_share_ratio", sl(s), s.sm_share ? s.sm_share / 100.0 : 1.0);
@@ -132,8 +136,32 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
   return w.str();
 }
 
+unsigned SmUseMeter::Percent(const std::string& key, uint64_t used_ns, int64_t now_ns) {
+  constexpr int64_t kStepNs = 1'000'000'000, kForgetNs = 600'000'000'000;
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = keys_.begin(); it != keys_.end();)
+    it = now_ns - it->second.seen_ns > kForgetNs ? keys_.erase(it) : std::next(it);
+  auto [it, fresh] = keys_.try_emplace(key);
+  Baseline& b = it->second;
+  b.seen_ns = now_ns;
+  if (fresh || used_ns < b.used_ns) {  // new, or a new tenant under the same key
+    b.used_ns = used_ns;
+    b.at_ns = now_ns;
+    b.percent = 0;
+    return 0;
+  }
+  if (now_ns - b.at_ns >= kStepNs) {
+    double pct = 100.0 * static_cast<double>(used_ns - b.used_ns) / static_cast<double>(now_ns - b.at_ns);
+    b.percent = static_cast<unsigned>(std::min(100.0, pct) + 0.5);
+    b.used_ns = used_ns;
+    b.at_ns = now_ns;
+  }
+  return b.percent;
+}
+
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
-                           const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate) {
+                           const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
+                           SmUseMeter* sm_use) {
   auto known = book.Gpus();
   auto in_use = book.InUse();
   std::vector<GpuUsage> gpus;
@@ -149,10 +177,12 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
     g.healthy = known[i].healthy;
     gpus.push_back(g);
   }
+  // Each GPU's card region, read once per collection.
+  std::map<std::string, std::vector<host::CardTenantUse>> cards;
+  for (const auto& g : known)
+    if (auto tenants = host::ReadCardTenants(book.CardsDir() + "/" + g.uuid); tenants.ok()) cards[g.uuid] = *tenants;
+  const int64_t now = MonotonicNowNs();
   std::vector<SliceUsage> slices;
-  auto snap = std::unique_ptr<region::Region, void (*)(region::Region*)>(
-      static_cast<region::Region*>(operator new (sizeof(region::Region), std::align_val_t{alignof(region::Region)})),
-      [](region::Region* r) { operator delete (r, std::align_val_t{alignof(region::Region)}); });
   for (const auto& rec : book.Records()) {
     const ContainerDevices* owner = nullptr;
     for (const auto& p : pods)
@@ -160,13 +190,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
         if (std::find(rec.device_ids.begin(), rec.device_ids.end(), id) != rec.device_ids.end()) owner = &p;
     auto alloc = model::AllocationFor(known, book.policy(), rec.device_ids);
     if (!alloc.ok()) continue;
-    region::OpenError err;
-    char msg[256];
-    region::Region* r = region::OpenRegionReadOnly(book.RegionFile(rec.id).c_str(), &err, msg, sizeof(msg));
-    if (r) {
-      region::Snapshot(r, snap.get());
-      region::CloseRegion(r);
-    }
+    auto region = host::ContainerRegion::Open(book.RegionFile(rec.id));  // absent until the container computes
     for (const auto& grant : alloc->devices) {
       SliceUsage s;
       if (owner) {
@@ -178,15 +202,17 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
       s.uuid = grant.uuid;
       for (const auto& g : known)
         if (g.uuid == grant.uuid) s.model = g.name;
-      s.limit = grant.memory_limit;
+      s.limit = grant.memory_limit;  // from the agent's records, never from the region
       s.sm_share = grant.sm_share;
-      if (r)
-        for (const auto& d : snap->devices)
-          if (grant.uuid == d.uuid) {
-            s.used = d.memory_used.load();
-            s.spilled = d.spilled.load();
-            s.sm_util = d.measured_util.load();
-          }
+      if (region.ok())
+        for (const auto& d : region->devices()) {
+          if (d.uuid != grant.uuid) continue;
+          s.used = d.memory_used;
+          s.spilled = d.spilled;
+          for (const auto& t : cards[grant.uuid])
+            if (d.card_tenant_id != 0 && t.id == d.card_tenant_id)
+              s.sm_util = sm_use->Percent(rec.id + "/" + grant.uuid, t.used_ns, now);
+        }
       slices.push_back(s);
     }
   }

@@ -5,6 +5,9 @@
 // function; Collect gathers the inputs.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,8 +34,31 @@ struct SliceUsage {
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
                           const LatencyHistogram::Snapshot& allocate);
 
-// Gathers from the driver, the book, the regions and pod-resources.
+// A container's SM utilisation from the card regions: each tenant's turns add up its GPU
+// time (src/region/card.h), so the share of wall time it took between two collections is
+// its utilisation. Keys are the caller's (allocation and GPU); a key not seen for 10
+// minutes is forgotten. Thread-safe (scrapes run concurrently).
+class SmUseMeter {
+ public:
+  // Percent (0..100) of wall time the tenant's turns took since this key's baseline, which
+  // moves on once at least a second old (so close scrapes see the same figure); 0 for a
+  // key seen for the first time.
+  unsigned Percent(const std::string& key, uint64_t used_ns, int64_t now_ns);
+
+ private:
+  struct Baseline {
+    uint64_t used_ns = 0;
+    int64_t at_ns = 0, seen_ns = 0;
+    unsigned percent = 0;
+  };
+  std::mutex mu_;
+  std::map<std::string, Baseline> keys_;
+};
+
+// Gathers from the driver, the book, private copies of the regions and card regions
+// (src/host: a container cannot fault or block a scrape), and pod-resources.
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
-                           const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate);
+                           const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
+                           SmUseMeter* sm_use);
 
 }  // namespace gs::node

@@ -63,5 +63,19 @@ TEST(Metrics, AllocateLatencyIsACumulativeHistogramWithFailures) {
             std::string::npos);
 }
 
+// GPU time a tenant's turns took, over wall time between scrapes at least a second apart.
+TEST(SmUseMeter, UtilisationIsGpuTimeOverWallTimeBetweenScrapes) {
+  SmUseMeter m;
+  constexpr int64_t kS = 1'000'000'000;
+  EXPECT_EQ(m.Percent("a/GPU-1", 5 * kS, 10 * kS), 0u);                          // first sight: no baseline yet
+  EXPECT_EQ(m.Percent("a/GPU-1", 5 * kS + kS / 10, 10 * kS + kS / 2), 0u);       // under a second: unchanged
+  EXPECT_EQ(m.Percent("a/GPU-1", 5 * kS + 3 * kS / 10, 11 * kS), 30u);           // 0.3 s of 1 s
+  EXPECT_EQ(m.Percent("a/GPU-1", 5 * kS + 4 * kS / 10, 11 * kS + kS / 2), 30u);  // close scrape: same figure
+  EXPECT_EQ(m.Percent("a/GPU-1", 9 * kS, 12 * kS), 100u);  // more than the wall time (forged): capped
+  EXPECT_EQ(m.Percent("a/GPU-1", 1 * kS, 13 * kS), 0u);    // went backwards: a new tenant, new baseline
+  EXPECT_EQ(m.Percent("b/GPU-1", 0, 13 * kS), 0u);
+  EXPECT_EQ(m.Percent("b/GPU-1", kS, 15 * kS), 50u);
+}
+
 }  // namespace
 }  // namespace gs::node

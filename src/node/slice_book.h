@@ -2,9 +2,14 @@
 // handed out (which slices, which per-container directory). ListAndWatch streams wait on
 // it for changes. Records persist so a restart of the agent keeps running containers'
 // directories: a snapshot (<state_dir>/allocations.json) plus a journal
-// (allocations.log, one JSON line per change, appended with one write(2)), folded into a
-// new snapshot at load and every kCompactEvery changes. An Allocate then costs an append,
-// not a rewrite of every record.
+// (allocations.log, one JSON line per change, appended with one checked write(2) before
+// the change counts; not fsync'ed, see AppendLocked), folded into a new snapshot at load and every kCompactEvery
+// changes. An Allocate then costs an append, not a rewrite of every record.
+//
+// Crash safety: a failed append (full disk, I/O error) is cut back, so it never leaves half
+// a line, and the book stays as it was; a line torn by a crash is cut at load; compaction
+// writes a temporary file, syncs it, renames it and syncs the directory, and a failure
+// there loses nothing (the journal still holds every change).
 //
 // Thread-safe: one mutex; Wait() blocks on a condition variable.
 #pragma once
@@ -12,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -55,10 +61,14 @@ class SliceBook {
   uint64_t Wait(uint64_t seen, std::chrono::milliseconds timeout) const;
 
   // Allocation records. Load replays snapshot and journal (missing files: empty; a torn
-  // last journal line from a crash is ignored), then compacts.
+  // last journal line from a crash is cut, with a log line), then compacts. An error means
+  // damage (a snapshot that does not parse, a damaged line inside the journal): records
+  // may be missing, so the caller must not remove directories no record names. What could
+  // be read is loaded all the same, and the damaged files are kept as *.damaged.
   Status Load();
   // Adds r; older records sharing one of its slices belong to containers that are gone:
-  // they are dropped and their IDs returned in *dropped (the caller removes their directories).
+  // they are dropped and their IDs appended to *dropped (the caller removes their
+  // directories). On an error (the journal could not take it) nothing changed.
   Status Add(const AllocationRecord& r, std::vector<std::string>* dropped);
   void Remove(const std::string& id);
   std::vector<AllocationRecord> Records() const;
@@ -69,12 +79,19 @@ class SliceBook {
   // writable directory, so a container can never reach it through a writable mount.
   std::string ContainerDir(const std::string& id) const;
   std::string ContainersDir() const;  // where every ContainerDir is
+  // <state_dir>/cards: one card region per GPU (src/node/card_files.h), shared by every
+  // container on the node so their enforcers take turns on a card.
+  std::string CardsDir() const { return state_dir_ + "/cards"; }
   std::string SharedDir(const std::string& id) const { return ContainerDir(id) + "/shared"; }
   std::string RegionFile(const std::string& id) const { return SharedDir(id) + "/region"; }
 
  private:
   Status CompactLocked();
+  // Records a change (journal lines) on disk, then applies it to records_; on an error
+  // nothing changed.
+  Status CommitLocked(const std::string& lines, const std::function<void()>& apply);
   Status AppendLocked(const std::string& lines);
+  void MaybeCompactLocked();
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

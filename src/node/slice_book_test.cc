@@ -1,11 +1,16 @@
 #include "src/node/slice_book.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 
 #include "src/node/container_dirs.h"
 #include "tests/temp_dir.h"
@@ -77,6 +82,142 @@ std::string Numbered(const char* prefix, int i) {
   std::string s = prefix;
   s += std::to_string(i);
   return s;
+}
+
+// A crash mid-append leaves half a line at the end of the journal: the next start cuts it
+// off, so what is appended after it starts a line of its own and a later start reads
+// every record.
+TEST_F(SliceBookTest, ATornTailIsCutSoLaterAppendsStayReadable) {
+  {
+    auto b = Book();
+    std::vector<std::string> dropped;
+    ASSERT_TRUE(b->Add({"r1", {"GPU-a::0"}, 1}, &dropped).ok());
+  }
+  // Compaction at this start must fail, so the journal is appended to, not emptied.
+  auto torn = std::string("{\"add\":{\"id\":\"r2\",\"dev");
+  std::ofstream(dir_ + "/allocations.log", std::ios::app) << torn;
+  fs::create_directories(dir_ + "/allocations.json.tmp");
+  {
+    auto b = Book();  // Load() succeeds: a torn tail is not damage
+    EXPECT_EQ(Ids(*b), std::set<std::string>{"r1"});
+    std::vector<std::string> dropped;
+    ASSERT_TRUE(b->Add({"r3", {"GPU-a::3"}, 3}, &dropped).ok());
+  }
+  std::ifstream in(dir_ + "/allocations.log");
+  std::string journal((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(journal.find("\"r2\""), std::string::npos) << journal;
+  fs::remove(dir_ + "/allocations.json.tmp");
+  EXPECT_EQ(Ids(*Book()), (std::set<std::string>{"r1", "r3"}));
+}
+
+// A full disk mid-append (here: the file size limit) fails the Add, leaves the book as it
+// was and no half line behind; the next Add and a restart see a consistent journal.
+TEST_F(SliceBookTest, AFailedAppendLeavesNoHalfLineAndChangesNothing) {
+  auto b = Book();
+  std::vector<std::string> dropped;
+  ASSERT_TRUE(b->Add({"r1", {"GPU-a::0"}, 1}, &dropped).ok());
+  off_t size = static_cast<off_t>(fs::file_size(dir_ + "/allocations.log"));
+  struct rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails (EFBIG) or is short
+  struct rlimit small = old_limit;
+  small.rlim_cur = static_cast<rlim_t>(size + 10);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status s = b->Add({"r2", {"GPU-a::0", "GPU-b::0"}, 2}, &dropped);  // would drop r1
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allocations.log"), std::string::npos) << s.message();
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(Ids(*b), std::set<std::string>{"r1"});                                // r1 not dropped, r2 not added
+  EXPECT_EQ(static_cast<off_t>(fs::file_size(dir_ + "/allocations.log")), size);  // cut back
+  ASSERT_TRUE(b->Add({"r3", {"GPU-a::2"}, 3}, &dropped).ok());
+  b.reset();
+  model::SplitPolicy p;
+  SliceBook again({}, p, dir_);
+  EXPECT_TRUE(again.Load().ok());
+  EXPECT_EQ(Ids(again), (std::set<std::string>{"r1", "r3"}));
+}
+
+// Compaction that cannot write its snapshot loses nothing: the journal keeps every change
+// and the old snapshot stays.
+TEST_F(SliceBookTest, AFailedCompactionLosesNoRecord) {
+  {
+    auto b = Book();
+    std::vector<std::string> dropped;
+    ASSERT_TRUE(b->Add({"r0", {"GPU-a::3"}, 1}, &dropped).ok());
+  }
+  Book();                                                  // r0 folded into the snapshot
+  fs::create_directories(dir_ + "/allocations.json.tmp");  // the next snapshot cannot be written
+  {
+    auto b = Book();
+    std::vector<std::string> dropped;
+    for (int i = 0; i < SliceBook::kCompactEvery + 5; ++i)
+      ASSERT_TRUE(b->Add({Numbered("r", i + 1), {Numbered("GPU-a::", i % 3)}, i}, &dropped).ok());
+    EXPECT_GT(fs::file_size(dir_ + "/allocations.log"), 2000u);  // not emptied: nothing was folded in
+  }
+  fs::remove(dir_ + "/allocations.json.tmp");
+  auto n = std::to_string(SliceBook::kCompactEvery + 5);
+  auto ids = Ids(*Book());
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids.count("r0"), 1u);
+  EXPECT_EQ(ids.count("r" + n), 1u);
+}
+
+// A damaged snapshot is an error the agent must not answer by deleting directories: the
+// container directories stay, the snapshot is kept aside for the operator.
+TEST_F(SliceBookTest, ADamagedSnapshotKeepsEveryContainerDirectory) {
+  {
+    auto b = Book();
+    std::vector<std::string> dropped;
+    ASSERT_TRUE(b->Add({"running", {"GPU-a::0"}, 1}, &dropped).ok());
+    fs::create_directories(b->SharedDir("running"));
+  }
+  Book();
+  std::ofstream(dir_ + "/allocations.json") << "{\"allocations\": [{\"id\": \"runn";  // torn by a bad disk
+  model::SplitPolicy p;
+  p.split_count = 4;
+  SliceBook b({{"GPU-a", 0, "T4", 16ull << 30, 0, 0, true}}, p, dir_);
+  Status s = b.Load();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allocations.json is damaged"), std::string::npos) << s.message();
+  EXPECT_TRUE(fs::exists(dir_ + "/allocations.json.damaged"));
+  ContainerDirs dirs(&b, 2);
+  dirs.Start(/*keep_unrecorded=*/!s.ok());
+  dirs.Settle();
+  EXPECT_TRUE(fs::exists(b.SharedDir("running")));
+}
+
+// A recycled directory's limits file is a new inode: a container still running from the
+// directory keeps reading its own limits, never the next container's.
+TEST_F(SliceBookTest, ARecycledDirectoryGetsANewLimitsInode) {
+  auto b = Book();
+  ContainerDirs dirs(b.get(), 1);
+  dirs.Start();
+  dirs.Settle();
+  std::string id;
+  ASSERT_TRUE(dirs.Take(&id).ok());
+  std::string limits = b->ContainerDir(id) + "/limits";
+  std::ofstream(limits) << "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n";
+  struct stat before;
+  ASSERT_EQ(stat(limits.c_str(), &before), 0);
+  int held = open(limits.c_str(), O_RDONLY);  // as the container's bind mount holds it
+  ASSERT_GE(held, 0);
+  dirs.Discard(id);
+  dirs.Settle();
+  std::string next;
+  ASSERT_TRUE(dirs.Take(&next).ok());
+  // The discarded directory was recycled (spares wanted, nothing else to reuse).
+  std::string next_limits = b->ContainerDir(next) + "/limits";
+  struct stat after;
+  ASSERT_EQ(stat(next_limits.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_size, 0);
+  std::ofstream(next_limits) << "CUDA_DEVICE_MEMORY_LIMIT_0=2g\n";
+  char buf[64] = {};
+  ASSERT_GT(pread(held, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_STREQ(buf, "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n");
+  close(held);
 }
 
 TEST_F(SliceBookTest, CompactsAfterManyChangesAndKeepsEveryRecord) {
