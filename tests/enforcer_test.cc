@@ -199,7 +199,7 @@ TEST(Enforcer, ForeignRegionFileIsRefusedWithAClearError) {
 TEST(Enforcer, LimitsFileIsAuthoritativeAgainstTheEnvironment) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");
   std::string file = node.root() + "/limits";
-  std::ofstream(file) << "# from the node agent\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n";
+  std::ofstream(file) << "# from the node agent\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nGPUSLICE_CONTEXT_OVERHEAD=0\n";
   Env env = node.enforced(
       {{"CUDA_DEVICE_MEMORY_LIMIT", "8g"}, {"GPUSLICE_LIMITS_FILE", file}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g", "alloc", "mem", "1g"}, env);
@@ -231,43 +231,111 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
 }
 
-TEST(EnforcerCompute, OneContainerAloneIsHeldToItsShareWithPolicyForce) {
-  SimNode node("gpus: [H100-80GB]\n");
+// `gpuslice run` with a compute share around `gpuslice burn` at 100 % for `seconds`.
+std::vector<std::string> BurnRun(const std::string& cores, const std::string& policy, int seconds,
+                                 std::vector<std::string> burn_flags = {}) {
+  std::vector<std::string> argv{GpusliceBin(), "run",        "--cores",  cores, "--policy", policy, "--",
+                                GpusliceBin(), "burn",       "--memory", "0",   "--util",   "100",  "--seconds",
+                                std::to_string(seconds)};
+  argv.insert(argv.end(), burn_flags.begin(), burn_flags.end());
+  return argv;
+}
+
+// The issue's goal scenarios, at both NVML sample periods the simulator is calibrated for
+// (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card and reads
+// no NVML utilisation, so the period must not matter; these prove it.
+class EnforcerComputeAtSamplePeriod : public ::testing::TestWithParam<int> {
+ protected:
+  std::string Scenario() const {
+    return "gpus: [H100-80GB]\nsample_period_ms: " + std::to_string(GetParam()) + "\n";
+  }
+};
+
+TEST_P(EnforcerComputeAtSamplePeriod, OneContainerAloneIsHeldToItsShareWithPolicyForce) {
+  SimNode node(Scenario());
   for (const char* share : {"30", "60"}) {
-    Result r = RunProcess({GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(), "burn", "--memory", "0",
-                           "--util", "100", "--seconds", "6"},
-                          node.env());
+    Result r = RunProcess(BurnRun(share, "force", 6), node.env());
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_NEAR(BurnUtil(r.out), std::stod(share), 5.0) << r.out;
   }
 }
 
-TEST(EnforcerCompute, CompetingContainersGetTheirShares) {
-  SimNode node("gpus: [H100-80GB]\n");
-  Process a({GpusliceBin(), "run", "--cores", "20", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
-             "--seconds", "6"},
-            node.env());
-  Process b({GpusliceBin(), "run", "--cores", "50", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
-             "--seconds", "6"},
-            node.env());
+// 30/70 under policy default: each within 5 points of its share, together >= 90 % of the
+// card (a lone container under default takes > 90 %: DefaultPolicyLetsALoneContainer...).
+TEST_P(EnforcerComputeAtSamplePeriod, TwoContainersGetTheirSharesAndKeepTheCardBusy) {
+  SimNode node(Scenario());
+  Process a(BurnRun("30", "default", 6), node.env());
+  Process b(BurnRun("70", "default", 6), node.env());
   Result ra = a.Wait(), rb = b.Wait();
-  EXPECT_NEAR(BurnUtil(ra.out), 20, 5) << ra.out << ra.err;
-  EXPECT_NEAR(BurnUtil(rb.out), 50, 5) << rb.out << rb.err;
+  std::cout << "30/70: " << BurnUtil(ra.out) << " / " << BurnUtil(rb.out) << "\n";
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
+  EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90) << ra.out << rb.out;
 }
 
-TEST(EnforcerCompute, ThreeContainersShareOneCard) {
-  SimNode node("gpus: [H100-80GB]\n");
+TEST_P(EnforcerComputeAtSamplePeriod, ThreeContainersShareOneCard) {
+  SimNode node(Scenario());
   std::vector<std::unique_ptr<Process>> ps;
-  for (const char* share : {"15", "25", "40"})
-    ps.push_back(
-        std::make_unique<Process>(std::vector<std::string>{GpusliceBin(), "run", "--cores", share, "--", GpusliceBin(),
-                                                           "burn", "--memory", "0", "--util", "100", "--seconds", "6"},
-                                  node.env()));
-  double want[] = {15, 25, 40};
+  const double want[] = {20, 30, 50};
+  for (double share : want) ps.push_back(std::make_unique<Process>(BurnRun(std::to_string(int(share)), "default", 6), node.env()));
   for (int i = 0; i < 3; ++i) {
     Result r = ps[i]->Wait();
     EXPECT_NEAR(BurnUtil(r.out), want[i], 5) << r.out << r.err;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Period, EnforcerComputeAtSamplePeriod, ::testing::Values(200, 100),
+                         [](const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ms"; });
+
+// Kernels from 5 us to 50 ms: a 30 % share (policy force) holds within 5 points of what the
+// same workload gets alone. Short kernels are where turn changes cost the most (each one
+// drains the queue) and where a launch count learned wrongly holds a container far below
+// its share (measured before the fix: 5 us kernels got 0.1 %, 100 us 2.1 %).
+TEST(EnforcerCompute, SharesHoldForKernelsFrom5usTo50ms) {
+  SimNode node("gpus: [H100-80GB]\n");
+  for (const char* kernel_us : {"5", "100", "2000", "50000"}) {
+    Result alone = RunProcess({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "2",
+                               "--kernel-us", kernel_us},
+                              node.env());
+    Result held = RunProcess(BurnRun("30", "force", 4, {"--kernel-us", kernel_us}), node.env());
+    ASSERT_EQ(held.code, 0) << held.out << held.err;
+    double relative = 100 * BurnUtil(held.out) / BurnUtil(alone.out);
+    std::cout << kernel_us << " us kernels: alone " << BurnUtil(alone.out) << " %, at 30 %: " << BurnUtil(held.out)
+              << " % = " << relative << " % of alone\n";
+    EXPECT_NEAR(relative, 30, 5) << kernel_us << " us\n" << held.out << held.err;
+  }
+}
+
+// Many threads, each on a stream of its own, launching through cuLaunchKernelEx fetched
+// with cuGetProcAddress (the CUDA runtime's way, and so cuBLAS's and cuDNN's), and
+// cuLaunchKernelEx itself: one process's threads share its container's one budget.
+TEST(EnforcerCompute, ThreadsStreamsAndTheRuntimesLaunchPathShareOneBudget) {
+  SimNode node("gpus: [H100-80GB]\n");
+  for (std::vector<std::string> how : {std::vector<std::string>{"--threads", "4", "--launch", "proc"},
+                                       std::vector<std::string>{"--threads", "8", "--kernel-us", "1000"},
+                                       std::vector<std::string>{"--launch", "ex", "--kernel-us", "500"}}) {
+    Result r = RunProcess(BurnRun("30", "force", 4, how), node.env());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NEAR(BurnUtil(r.out), 30, 5) << how[0] << " " << how[1] << "\n" << r.out << r.err;
+  }
+}
+
+// Two processes in one container (one gpuslice run) share its 40 %: together 40, not 80.
+TEST(EnforcerCompute, ProcessesOfOneContainerShareItsBudget) {
+  SimNode node("gpus: [H100-80GB]\n");
+  const std::string burn = GpusliceBin() + " burn --memory 0 --util 100 --seconds 5";
+  Result r = RunProcess({GpusliceBin(), "run", "--cores", "40", "--policy", "force", "--", "/bin/sh", "-c",
+                         burn + " & " + burn + "; wait"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  double total = 0;
+  int runs = 0;
+  for (const std::string& line : Lines(r.out, "burn: done")) {
+    total += BurnUtil(line);
+    ++runs;
+  }
+  ASSERT_EQ(runs, 2) << r.out;
+  EXPECT_NEAR(total, 40, 5) << r.out;
 }
 
 // One container with two GPUs and a different share on each: each device is held to its own.
@@ -301,8 +369,6 @@ TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
 // card keeps only a small share and the priority-0 one may take what it gives up, beyond
 // its own 30 % (policy default). Without priorities they would get 60 % and 30 %.
 TEST(EnforcerCompute, HigherPriorityTakesComputeFromLowerWhileActive) {
-  GTEST_SKIP() << "NOT RUN: CUDA_TASK_PRIORITY is not yet honoured by the card turns (issue 11 open; measured "
-                  "50/50 instead of >75/<20)";
   SimNode node("gpus: [H100-80GB]\n");
   auto run = [&](const char* cores, const char* priority) {
     return std::make_unique<Process>(
@@ -315,8 +381,8 @@ TEST(EnforcerCompute, HigherPriorityTakesComputeFromLowerWhileActive) {
   Result rl = low->Wait(), rh = high->Wait();
   ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
   std::cout << "priority 0: " << BurnUtil(rh.out) << "%, priority 1: " << BurnUtil(rl.out) << "%\n";
-  EXPECT_GT(BurnUtil(rh.out), 75) << rh.out << rh.err;
-  EXPECT_LT(BurnUtil(rl.out), 20) << rl.out << rl.err;
+  EXPECT_GT(BurnUtil(rh.out), 85) << rh.out << rh.err;  // measured 93
+  EXPECT_LT(BurnUtil(rl.out), 10) << rl.out << rl.err;  // its 5 %, no idle capacity
 }
 
 TEST(EnforcerCompute, DefaultPolicyLetsALoneContainerUseIdleCapacity) {

@@ -69,7 +69,7 @@ TEST(Docs, ConfigurationReferenceListsEveryFlagOfEverySubcommand) {
   }
   const std::vector<std::string> commands = {
       "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",       "sim env",
-      "sim inject", "node", "cdi generate", "cdi list", "hook",     "runtime configure"};
+      "sim inject", "node", "cdi generate", "cdi list", "hook",     "runtime configure", "scheduler"};
   static const std::regex flag_line(R"(^  --([a-z0-9-]+))");
   for (const auto& command : commands) {
     ASSERT_TRUE(sections.count(command)) << "docs/configuration.md has no section '## gpuslice " << command << "'";

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "src/common/clock.h"
@@ -28,6 +32,87 @@ struct Cuda {
   }
 };
 
+using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+
+// What the launching threads share. Each thread runs its own duty cycle: per period of
+// kPeriodNs, busy_ns of kernels (kernel_ns each, one block per SM so a kernel of ns keeps
+// every SM busy for ns), then a synchronisation and idle until the period ends. The GPU
+// time obtained is counted as kernels completed x their length.
+struct Work {
+  const platform::CudaApi* api = nullptr;
+  CUcontext ctx = nullptr;
+  CUfunction spin = nullptr;
+  LaunchExFn launch_ex = nullptr;  // null: cuLaunchKernel
+  unsigned blocks = 1;
+  int64_t busy_ns = 0, kernel_ns = 0, start = 0, end = 0;
+  bool own_stream = false;  // each thread on a stream of its own
+  long long device = 0;     // for the report lines
+  double target = 0;
+  const char* memory_text = "";
+  std::atomic<int64_t> work_ns{0}, second_work{0};
+  std::mutex mu;  // guards the first error
+  CUresult error = CUDA_SUCCESS;
+  const char* failed_call = nullptr;
+  void Fail(CUresult rc, const char* what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error == CUDA_SUCCESS) {
+      error = rc;
+      failed_call = what;
+    }
+  }
+};
+
+CUresult Launch(const Work& w, CUstream stream, unsigned long long ns) {
+  void* params[] = {&ns};
+  if (w.launch_ex == nullptr)
+    return w.api->cuLaunchKernel(w.spin, w.blocks, 1, 1, 128, 1, 1, 0, stream, params, nullptr);
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = w.blocks;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 128;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.hStream = stream;
+  return w.launch_ex(&cfg, w.spin, params, nullptr);
+}
+
+// One thread's duty cycle until w->end; the reporting thread prints once a second.
+void BurnLoop(Work* w, bool reports) {
+  const platform::CudaApi& c = *w->api;
+  if (CUresult rc = c.cuCtxSetCurrent(w->ctx); rc != CUDA_SUCCESS) return w->Fail(rc, "cuCtxSetCurrent");
+  CUstream stream = nullptr;
+  if (w->own_stream)
+    if (CUresult rc = c.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); rc != CUDA_SUCCESS)
+      return w->Fail(rc, "cuStreamCreate");
+  const int64_t per_period = w->busy_ns > 0 ? std::max<int64_t>(1, w->busy_ns / std::max<int64_t>(1, w->kernel_ns)) : 0;
+  int64_t second_start = w->start, next_period = w->start;
+  while (MonotonicNowNs() < w->end && w->error == CUDA_SUCCESS) {
+    for (int64_t k = 0; k < per_period; ++k)
+      if (CUresult rc = Launch(*w, stream, static_cast<unsigned long long>(w->kernel_ns)); rc != CUDA_SUCCESS)
+        return w->Fail(rc, w->launch_ex ? "cuLaunchKernelEx" : "cuLaunchKernel");
+    if (per_period > 0) {
+      CUresult rc = w->own_stream ? c.cuStreamSynchronize(stream) : c.cuCtxSynchronize();
+      if (rc != CUDA_SUCCESS) return w->Fail(rc, "synchronize");
+      w->work_ns.fetch_add(per_period * w->kernel_ns);
+      w->second_work.fetch_add(per_period * w->kernel_ns);
+    }
+    next_period += kPeriodNs;
+    int64_t now = MonotonicNowNs();
+    if (next_period > now)
+      SleepUntilNs(next_period);
+    else
+      next_period = now;  // running late (the GPU is shared or throttled): no catching up
+    now = MonotonicNowNs();
+    if (reports && now - second_start >= 1'000'000'000) {
+      double achieved = 100.0 * static_cast<double>(w->second_work.exchange(0)) / static_cast<double>(now - second_start);
+      printf("burn: t=%.0fs device=%lld util=%.1f%% (target %.0f%%) memory=%s\n",
+             static_cast<double>(now - w->start) / 1e9, w->device, achieved, w->target, w->memory_text);
+      fflush(stdout);
+      second_start = now;
+    }
+  }
+  if (stream) c.cuStreamDestroy_v2(stream);
+}
+
 #define BURN_CHECK(call, what)                                                                     \
   do {                                                                                             \
     CUresult rc_ = (call);                                                                         \
@@ -46,8 +131,9 @@ uint32_t Pattern(uint64_t word, uint32_t seed) {
 
 int BurnCommand(const std::vector<std::string>& args) {
   uint64_t memory = 256ull << 20, verify_bytes = 64ull << 20;
-  double util = 50, seconds = 10;
-  int64_t device = 0;
+  double util = 50, seconds = 10, kernel_us = 0;
+  int64_t device = 0, threads = 1;
+  std::string launch_path = "plain";
   std::string driver_root = "/";
   bool json = false;
   FlagSet flags("burn", "Allocates and verifies device memory, then keeps the GPU busy at a duty cycle.");
@@ -56,6 +142,11 @@ int BurnCommand(const std::vector<std::string>& args) {
   flags.Double("util", &util, "target GPU utilisation in percent", 0, 100);
   flags.Double("seconds", &seconds, "how long to run", 0, 86400);
   flags.Int("device", &device, "CUDA device ordinal", 0, 63);
+  flags.Double("kernel-us", &kernel_us, "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)",
+               0, 50000);
+  flags.Int("threads", &threads, "launching threads, each on a stream of its own when more than one", 1, 64);
+  flags.String("launch", &launch_path, "launch path: plain (cuLaunchKernel), ex (cuLaunchKernelEx), proc "
+                                       "(cuLaunchKernelEx through cuGetProcAddress, as the CUDA runtime)");
   flags.String("driver-root", &driver_root, "where libcuda.so.1 is ('/' = the loader's search path)");
   flags.Bool("json", &json, "print the final summary as one JSON line");
   std::vector<std::string> rest;
@@ -127,37 +218,50 @@ int BurnCommand(const std::vector<std::string>& args) {
   int sms = 1;
   c.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
 
-  // One block per SM, so a kernel of `ns` keeps every SM busy for ns (one wave).
-  const int64_t busy_ns = static_cast<int64_t>(kPeriodNs * util / 100.0);
-  const int64_t start = MonotonicNowNs(), end = start + static_cast<int64_t>(seconds * 1e9);
-  int64_t work_ns = 0, second_work = 0, second_start = start, next_period = start;
-  while (MonotonicNowNs() < end) {
-    if (busy_ns > 0) {
-      unsigned long long ns = static_cast<unsigned long long>(busy_ns);
-      void* params[] = {&ns};
-      BURN_CHECK(c.cuLaunchKernel(spin, static_cast<unsigned>(sms), 1, 1, 128, 1, 1, 0, nullptr, params, nullptr),
-                 "cuLaunchKernel");
-      BURN_CHECK(c.cuCtxSynchronize(), "cuCtxSynchronize");
-      work_ns += busy_ns;
-      second_work += busy_ns;
-    }
-    next_period += kPeriodNs;
-    int64_t now = MonotonicNowNs();
-    if (next_period > now)
-      SleepUntilNs(next_period);
-    else
-      next_period = now;  // running late (the GPU is shared or throttled): no catching up
-    now = MonotonicNowNs();
-    if (now - second_start >= 1'000'000'000) {
-      double achieved = 100.0 * static_cast<double>(second_work) / static_cast<double>(now - second_start);
-      printf("burn: t=%.0fs device=%lld util=%.1f%% (target %.0f%%) memory=%s\n",
-             static_cast<double>(now - start) / 1e9, static_cast<long long>(device), achieved, util,
-             FormatBytes(memory, mem_s, sizeof(mem_s)));
-      fflush(stdout);
-      second_work = 0;
-      second_start = now;
-    }
+  // How the kernels are launched: plain cuLaunchKernel, cuLaunchKernelEx, or
+  // cuLaunchKernelEx fetched through cuGetProcAddress as the CUDA runtime (and through it
+  // cuBLAS and cuDNN) does.
+  LaunchExFn launch_ex = nullptr;
+  if (launch_path == "ex") {
+    launch_ex = c.cuLaunchKernelEx;
+  } else if (launch_path == "proc") {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found{};
+    BURN_CHECK(c.cuGetProcAddress_v2("cuLaunchKernelEx", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found),
+               "cuGetProcAddress(cuLaunchKernelEx)");
+    launch_ex = reinterpret_cast<LaunchExFn>(fn);
+  } else if (launch_path != "plain") {
+    std::cerr << "gpuslice burn: --launch: '" << launch_path << "' is not one of plain, ex, proc\n";
+    return 2;
   }
+  if (launch_path != "plain" && launch_ex == nullptr) {
+    std::cerr << "gpuslice burn: the driver has no cuLaunchKernelEx\n";
+    return 1;
+  }
+
+  Work w;
+  w.api = &c;
+  w.ctx = ctx;
+  w.spin = spin;
+  w.launch_ex = launch_ex;
+  w.blocks = static_cast<unsigned>(sms);
+  w.busy_ns = static_cast<int64_t>(kPeriodNs * util / 100.0);
+  w.kernel_ns = kernel_us > 0 ? static_cast<int64_t>(kernel_us * 1000.0) : w.busy_ns;
+  w.start = MonotonicNowNs();
+  w.end = w.start + static_cast<int64_t>(seconds * 1e9);
+  w.own_stream = threads > 1;
+  w.device = static_cast<long long>(device);
+  w.target = util;
+  w.memory_text = FormatBytes(memory, mem_s, sizeof(mem_s));
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < threads; ++i) pool.emplace_back([&w] { BurnLoop(&w, false); });
+  BurnLoop(&w, true);
+  for (std::thread& t : pool) t.join();
+  if (w.error != CUDA_SUCCESS) {
+    fprintf(stderr, "burn: %s failed: %s (%d)\n", w.failed_call, cuda.Error(w.error), static_cast<int>(w.error));
+    return 1;
+  }
+  const int64_t start = w.start, work_ns = w.work_ns.load();
   double elapsed = static_cast<double>(MonotonicNowNs() - start) / 1e9;
   double avg = elapsed > 0 ? 100.0 * static_cast<double>(work_ns) / (elapsed * 1e9) : 0;
   if (buf) c.cuMemFree_v2(buf);

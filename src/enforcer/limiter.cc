@@ -15,6 +15,7 @@
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/limits.h"
 #include "src/region/card.h"
 
 namespace gs::enforcer {
@@ -24,10 +25,22 @@ namespace rg = gs::region;
 
 // A process that launched nothing for this long is idle: its part of the turn ends.
 constexpr int64_t kIdleNs = 1'000'000;
+// After draining, how long the controller waits for a thread of this process to ask for
+// the card again before leaving the turn. A loop that synchronises after each kernel
+// (burn, inference with a sync per step) asks again within microseconds of its sync
+// returning; without this wait the controller, woken by the same completion, hands the
+// card on first and that tenant is never seen waiting when the next holder is chosen, so
+// turns just alternate whatever the shares and priorities say.
+constexpr int64_t kRelaunchNs = 300'000;
 // The controller looks at a held turn this often.
 constexpr int64_t kPollNs = 250'000;
-// No launch waits longer than this for its turn, whatever the card region says.
-constexpr int64_t kMaxWaitNs = 1'000'000'000;
+// A launch goes ahead unlimited when the card made no progress (no turn changed hands)
+// for this long while it waited: a broken or hostile card region must not hang the
+// program. A live card never stalls a waiter that long: turns last at most kTurnMaxNs plus
+// a drain, and a tenant alone waits at most 100 ms for a turn's credit (card.h, kTurnGoodNs).
+// (Not a bound on a launch's wait: many threads of one container, each launching long
+// kernels under a small share, legitimately wait longer, turn after turn.)
+constexpr int64_t kMaxWaitNs = 2'000'000'000;
 // What a launch is assumed to cost before this process has measured one.
 constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn until measured
 
@@ -44,6 +57,7 @@ struct Local {
   int64_t joined_ns = 0;
   uint64_t launches_at_join = 0;
   std::atomic<int> part{static_cast<int>(Part::kOut)};
+  std::atomic<int> asking{0};  // threads of this process waiting in WaitForTurn
   uint32_t seq = 0;  // the turn this process is part of
   std::atomic<CUcontext> ctx{nullptr};
   // Joined lazily on the first slow-path launch (under g_join_mu).
@@ -60,6 +74,10 @@ Local g_local[rg::kMaxDevices];
 pthread_mutex_t g_join_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_turn_mu = PTHREAD_MUTEX_INITIALIZER;  // joining a turn, per process
 std::atomic<bool> g_controller_started{false};
+// The controller sleeps on this word between looks; a launch refused because its turn's
+// launches are spent wakes it at once, so the turn goes on without an idle gap and the
+// time the launches took is seen when they took it (not up to kPollNs later).
+std::atomic<uint32_t> g_kick{0};
 std::atomic<int> g_captures{0};
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
@@ -85,13 +103,6 @@ int LaunchDevice() {
   return t_dev;
 }
 
-unsigned ShareOf(int dev) {
-  region::Device& d = g_state.region->devices[dev];
-  unsigned limit = d.sm_limit.load(std::memory_order_relaxed);
-  unsigned own = g_state.cfg.sm_limit[dev];
-  if (own && (limit == 0 || own < limit)) limit = own;  // the environment may only tighten
-  return limit;
-}
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
   timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
@@ -152,7 +163,7 @@ bool Join(int dev) {
       L.card = rg::OpenCard(nullptr, msg, sizeof(msg));
     }
     if (L.card) {
-      L.tenant = rg::JoinCard(L.card, TenantId(dev), ShareOf(dev), g_state.cfg.core_policy == CorePolicy::kForce,
+      L.tenant = rg::JoinCard(L.card, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
                               g_state.cfg.priority, MonotonicNowNs());
       if (L.tenant < 0) GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
     }
@@ -257,6 +268,12 @@ void WaitForTurn(int dev) {
   rg::Card* c = L.card;
   const uint32_t me = static_cast<uint32_t>(L.tenant);
   int64_t start = MonotonicNowNs();
+  uint32_t start_seq = rg::TurnSeq(c->turn.load());
+  struct Asking {
+    std::atomic<int>& n;
+    explicit Asking(std::atomic<int>& a) : n(a) { n.fetch_add(1); }
+    ~Asking() { n.fetch_sub(1); }
+  } asking(L.asking);
   for (;;) {
     int64_t now = MonotonicNowNs();
     uint32_t futex = c->turn_futex.load();
@@ -265,6 +282,10 @@ void WaitForTurn(int dev) {
     bool deadline_known = c->deadline_seq.load() == seq;
     int64_t deadline = c->deadline_ns.load();
     c->tenants[me].seen_ns.store(now);
+    if (seq != start_seq) {  // the card is alive: the wait limit counts from its last hand-over
+      start_seq = seq;
+      start = now;
+    }
     if (holder == me && L.part.load() == static_cast<int>(Part::kOut)) {
       bool expired = deadline_known && now >= deadline;
       if (!expired && TryJoinTurn(L, w, now)) return;
@@ -272,7 +293,8 @@ void WaitForTurn(int dev) {
       if (expired && rg::TurnActive(w) == 0) HandOver(L, w, now);
     } else if (holder == me && L.open.load()) {
       if (L.in_turn.fetch_add(1) < L.budget.load()) return;
-      // The turn's launches are spent: wait for it to end (the controller sees us idle).
+      // The turn's launches are spent: the controller drains them, then goes on or hands over.
+      FutexWakeAll(&g_kick);
     } else if (holder == rg::kNoHolder) {
       c->tenants[me].wants_ns.store(now);
       uint32_t next = rg::PickNext(c, me, now);
@@ -284,27 +306,74 @@ void WaitForTurn(int dev) {
         FutexWakeAll(&c->turn_futex);
         continue;
       }
-    } else if (holder != me) {
-      c->tenants[me].wants_ns.store(now);
-      // A holder far past its deadline is stuck (or hostile): take the card from it.
-      if (deadline_known && now > deadline + rg::kStuckGraceNs &&
-          c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
-        GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
-               static_cast<long long>((now - deadline) / 1'000'000));
-        FutexWakeAll(&c->turn_futex);
-        continue;
-      }
     }
+    // A holder far past its deadline is stuck, dead or hostile: take the card from it. That
+    // includes a dead process of a tenant whose slot we have since taken over (then the
+    // holder is "us", but no process of ours is in the turn).
+    bool ours_inside = holder == me && L.part.load() != static_cast<int>(Part::kOut);
+    if (holder != rg::kNoHolder && !ours_inside && deadline_known && now > deadline + rg::kStuckGraceNs &&
+        c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
+      GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
+             static_cast<long long>((now - deadline) / 1'000'000));
+      FutexWakeAll(&c->turn_futex);
+      continue;
+    }
+    // Whatever the turn's state (ours ending, another's, none), we want the card: the
+    // next holder is chosen among the tenants seen wanting it.
+    c->tenants[me].wants_ns.store(now);
     if (now - start > kMaxWaitNs) {
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
-        GS_LOG(kWarn, "compute limiter: a launch on device %d waited %lld ms for its turn; letting it through", dev,
+        GS_LOG(kWarn, "compute limiter: the card of device %d made no progress for %lld ms; a launch goes ahead", dev,
                static_cast<long long>((now - start) / 1'000'000));
       return;
     }
     // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
     FutexWait(&c->turn_futex, futex, std::min<int64_t>(rg::kWantFreshNs / 2, 1'000'000));
   }
+}
+
+// The card ran only our container's work since we joined: learn what one launch costs in
+// GPU time, so the next turn admits about as many launches as fit in it. When the drain
+// had to wait, the card was busy with our launches until it returned: an exact sample,
+// taken up at once (an under-estimate lets a deep queue overrun the turn) and down by
+// halves. When the drain found nothing queued, the work ended before the gate closed, so
+// (closed - joined) / launches is only an upper bound: it may lower the estimate, never
+// raise it. The gate closes as soon as a launch is refused (g_kick), so short launches
+// are not taken for as long as the controller's poll.
+void LearnLaunchCost(Local& L, int64_t closed, int64_t drained) {
+  uint64_t n = L.launches.load() - L.launches_at_join;
+  if (n == 0) return;
+  if (drained - closed > 20'000) {  // the card was busy with our launches until `drained`
+    int64_t sample = std::max<int64_t>(1, (drained - L.joined_ns) / static_cast<int64_t>(n));
+    L.cost_ns = (L.cost_ns == 0 || sample > L.cost_ns) ? sample : (L.cost_ns + sample) / 2;
+    return;
+  }
+  // The work was done before the gate closed: what it took is at most this, so it may
+  // only lower the estimate.
+  int64_t bound = std::max<int64_t>(1, (closed - L.joined_ns) / static_cast<int64_t>(n));
+  if (L.cost_ns == 0 || bound < L.cost_ns) L.cost_ns = L.cost_ns == 0 ? bound : (L.cost_ns + bound) / 2;
+}
+
+// Called by the controller after draining, when a thread of ours asked for the card again
+// before the turn's deadline: this process takes part in the turn again (the turn word
+// still counts it). False when the turn is no longer ours.
+bool ReopenTurn(Local& L, int64_t now) {
+  rg::Card* c = L.card;
+  uint64_t w = c->turn.load();
+  if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) return false;
+  int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now;
+  if (deadline <= now) return false;
+  L.seen_launches = L.launches.load();
+  L.launches_at_join = L.seen_launches;
+  L.last_change_ns = now;
+  L.joined_ns = now;
+  L.in_turn.store(0);
+  L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+  L.part.store(static_cast<int>(Part::kIn));
+  L.open.store(true, std::memory_order_release);
+  FutexWakeAll(&c->turn_futex);  // our waiting threads sleep on it
+  return true;
 }
 
 // Ends this process's part of a turn when its time is up or it stopped launching.
@@ -348,21 +417,27 @@ void* ControllerMain(void*) {
         }
         if (may) continue;  // another process of ours extended it
       }
-      if (!expired && !idle) continue;
+      // A launch was refused because the turn's launches are spent: drain now and go on
+      // with a fresh count (or hand over), rather than after kIdleNs of an idle card.
+      bool spent = L.in_turn.load() > L.budget.load();
+      if (!expired && !idle && !spent) continue;
       // Close the gate, let our queued work finish, then leave the turn.
       L.part.store(static_cast<int>(Part::kLeaving));
       L.open.store(false);
+      int64_t closed = MonotonicNowNs();
       if (CUcontext ctx = L.ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
         g_cuda.cuCtxSynchronize();
-      // The card ran only our container's work since we joined: learn what a launch costs
-      // (up at once, down slowly: an under-estimate lets a deep queue overrun the turn).
-      if (uint64_t n = L.launches.load() - L.launches_at_join; n > 0) {
-        int64_t sample = (MonotonicNowNs() - L.joined_ns) / static_cast<int64_t>(n);
-        L.cost_ns = (L.cost_ns == 0 || sample > L.cost_ns) ? sample : (L.cost_ns * 3 + sample) / 4;
+      int64_t drained = MonotonicNowNs();
+      LearnLaunchCost(L, closed, drained);
+      while (L.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs) SleepUntilNs(MonotonicNowNs() + 20'000);
+      now = MonotonicNowNs();
+      if (L.asking.load() > 0) {
+        if (now < deadline && ReopenTurn(L, now)) continue;  // asked again in time: the turn goes on
+        c->tenants[L.tenant].wants_ns.store(now);  // chosen among the waiters when handing over
       }
       Leave(L);
     }
-    SleepUntilNs(MonotonicNowNs() + (any ? kPollNs : 2'000'000));
+    FutexWait(&g_kick, g_kick.load(), any ? kPollNs : 2'000'000);
   }
   return nullptr;
 }
@@ -408,7 +483,7 @@ void Limiter::Gate(CUstream stream) {
         capture != CU_STREAM_CAPTURE_STATUS_NONE)
       return;
   }
-  if (ShareOf(dev) == 0) return;
+  if (SmShare(dev) == 0) return;
   WaitForTurn(dev);
   L.launches.fetch_add(1, std::memory_order_relaxed);
 }

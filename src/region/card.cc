@@ -109,8 +109,11 @@ unsigned EffectiveShare(const Card* c, int tenant, int64_t now) {
   const CardTenant& me = c->tenants[tenant];
   unsigned share = me.share.load();
   int prio = me.priority.load();
+  uint32_t holder = TurnHolder(c->turn.load());
+  // A tenant of better priority is active while it waits for the card or holds it.
   for (int i = 0; i < kCardTenants; ++i)
-    if (i != tenant && Waiting(c->tenants[i], now) && c->tenants[i].priority.load() < prio)
+    if (i != tenant && c->tenants[i].priority.load() < prio &&
+        (Waiting(c->tenants[i], now) || (holder == static_cast<uint32_t>(i) && c->tenants[i].id.load() != 0)))
       return std::min(share, kYieldShare);
   return share;
 }
@@ -144,7 +147,9 @@ uint32_t PickNext(const Card* c, uint32_t after, int64_t now) {
     if (!Waiting(t, now)) continue;
     unsigned share = std::max(1u, EffectiveShare(c, static_cast<int>(i), now));
     int64_t credit = CreditAt(t, share, now);
-    if (credit > 0 && (best == kNoHolder || credit > best_credit)) {
+    // A turn's worth of credit (kTurnGoodNs); below it, only idle capacity (fallback).
+    int64_t enough = t.force.load() != 0 ? std::min(kTurnGoodNs, kBurstNs * share / 100) : 1;
+    if (credit >= enough && (best == kNoHolder || credit > best_credit)) {
       best = i;
       best_credit = credit;
     }
@@ -163,11 +168,17 @@ void LendIdle(Card* c, uint32_t next, int64_t now) {
   unsigned next_share = EffectiveShare(c, static_cast<int>(next), now);
   int64_t credit = CreditAt(c->tenants[next], next_share, now);
   if (credit > 0 || next_share == 0) return;
-  int64_t lag = (kTurnMinNs - credit) * 100 / next_share;  // time until it would have a turn's worth
+  // Lent: what brings `next` just out of debt, to the others in proportion to their
+  // shares. (Lending a whole turn's worth at once would favour small shares whenever
+  // kernels are longer than a turn: the larger credit then hits its cap.)
+  int64_t lag = (kTurnMinNs - credit) * 100 / next_share;
   for (int i = 0; i < kCardTenants; ++i) {
     CardTenant& t = c->tenants[i];
     if (t.force.load() != 0 || (static_cast<uint32_t>(i) != next && !Waiting(t, now))) continue;
     unsigned share = EffectiveShare(c, i, now);
+    // A tenant yielding to a better priority gets no idle capacity beside `next`: it keeps
+    // its small share, the better one takes the rest.
+    if (static_cast<uint32_t>(i) != next && share < t.share.load()) continue;
     int64_t cap = kBurstNs * share / 100;
     t.credit_ns.store(std::min(cap, CreditAt(t, share, now) + lag * share / 100));
     t.credit_at_ns.store(now);
@@ -184,7 +195,9 @@ int64_t TurnLength(const Card* c, int tenant, int64_t now) {
   const CardTenant& t = c->tenants[tenant];
   if (t.force.load() == 0 && !OthersWait(c, tenant, now)) return kTurnMaxNs;
   int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now), now);
-  return std::clamp(credit, kTurnMinNs, kTurnMaxNs);
+  // At least a good turn even with less credit: the debt is paid back before the next one,
+  // so the share holds, and short kernels do not spend the card on hand-overs.
+  return std::clamp(credit, kTurnGoodNs, kTurnMaxNs);
 }
 
 }  // namespace gs::region
