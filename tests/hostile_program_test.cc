@@ -2,7 +2,8 @@
 // (tests/programs/hostile_program.cc) against the simulator with the enforcer preloaded:
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets and per-context
-// limits. Each attack gets 0 bytes past the limit.
+// limits. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file
+// shared with other containers cannot kill their programs.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
@@ -10,7 +11,10 @@
 // show as more.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/harness.h"
 
@@ -141,6 +145,35 @@ TEST(HostileProgram, PerContextLimitsAreChargedOrRefused) {
   EXPECT_EQ(heap[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(heap[1], "heap CUDA_SUCCESS");         // 256 MiB above the 8 MiB default: charged
   EXPECT_EQ(Filled(r), kFillUnder2g - 256) << r.out;  // and not a byte more
+}
+
+}  // namespace
+}  // namespace gs::testing
+
+namespace gs::testing {
+namespace {
+
+// Card regions are files every tenant of a GPU maps read-write. A tenant that shrinks the
+// card file (here `truncate`, a real process, while the victim computes) must not kill the
+// other tenants' programs with SIGBUS: the victim's enforcer maps a private card over the
+// lost one, logs it, and its program runs to the end still held to its share (force).
+TEST(HostileCard, ShrunkCardFileDoesNotKillAnotherTenant) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Process victim({GpusliceBin(), "run", "--cores", "30", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
+                  "--seconds", "4"},
+                 node.env());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::vector<std::string> cards;
+  for (const auto& e : std::filesystem::directory_iterator(node.root() + "/runs/cards")) cards.push_back(e.path());
+  ASSERT_FALSE(cards.empty()) << "the run made no card file";
+  for (const std::string& card : cards) {
+    Result t = RunProcess({"truncate", "-s", "0", card});
+    ASSERT_EQ(t.code, 0) << t.err;
+  }
+  Result r = victim.Wait();
+  EXPECT_EQ(r.code, 0) << "the victim died: " << r.out << r.err;
+  EXPECT_NE(r.err.find("was shrunk under us"), std::string::npos) << r.err;
+  EXPECT_NEAR(BurnUtil(r.out), 30, 5) << r.out;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
+#include "src/enforcer/card_guard.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limits.h"
 #include "src/region/card.h"
@@ -166,6 +167,9 @@ bool Join(int dev) {
       L.tenant = rg::JoinCard(L.card, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
                               g_state.cfg.priority, MonotonicNowNs());
       if (L.tenant < 0) GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
+      if (shared && L.tenant >= 0)
+        GuardCard(dev, L.card, L.tenant, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
+                  g_state.cfg.priority);
     }
     if (L.card && L.tenant >= 0)
       L.joined.store(true, std::memory_order_release);
@@ -267,6 +271,9 @@ void WaitForTurn(int dev) {
   if (!Join(dev)) return;  // no card: not enforced (logged once in Join)
   rg::Card* c = L.card;
   const uint32_t me = static_cast<uint32_t>(L.tenant);
+  if (TakeCardLost(dev))
+    GS_LOG(kError, "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
+           "coordinated within this process only", dev);
   int64_t start = MonotonicNowNs();
   uint32_t start_seq = rg::TurnSeq(c->turn.load());
   struct Asking {

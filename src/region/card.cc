@@ -22,7 +22,9 @@ bool Waiting(const CardTenant& t, int64_t now) {
   return t.id.load() != 0 && Fresh(t.wants_ns.load(), now, kWantFreshNs);
 }
 
-void Init(Card* c) {
+}  // namespace
+
+void InitCard(Card* c) {
   memset(static_cast<void*>(c), 0, sizeof(Card));
   c->abi_major = kCardAbiMajor;
   c->size = sizeof(Card);
@@ -30,13 +32,11 @@ void Init(Card* c) {
   c->magic = kCardMagic;  // last: a reader that sees it sees the rest
 }
 
-}  // namespace
-
 Card* OpenCard(const char* path, char* msg, size_t msg_size) {
   if (path == nullptr) {
     void* p = mmap(nullptr, sizeof(Card), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    Init(static_cast<Card*>(p));
+    InitCard(static_cast<Card*>(p));
     return static_cast<Card*>(p);
   }
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
@@ -65,7 +65,7 @@ Card* OpenCard(const char* path, char* msg, size_t msg_size) {
   // two first processes do not both do it.
   if (c->magic != kCardMagic) {
     flock(fd, LOCK_EX);
-    if (c->magic == 0 && c->size == 0) Init(c);
+    if (c->magic == 0 && c->size == 0) InitCard(c);
     flock(fd, LOCK_UN);
   }
   close(fd);

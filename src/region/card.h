@@ -95,6 +95,8 @@ constexpr uint32_t TurnActive(uint64_t t) {
 // a message when it cannot be used. An anonymous card for one process when path is null.
 Card* OpenCard(const char* path, char* msg, size_t msg_size);
 void CloseCard(Card* c);
+// Writes an empty card (no tenant, nobody holding it) over c. Async-signal-safe.
+void InitCard(Card* c);
 
 // Finds the tenant with this id or claims a free (or long unseen) entry; -1 when full.
 // Publishes share, policy and priority for it.

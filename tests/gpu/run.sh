@@ -93,6 +93,23 @@ awk -v a="$ua" -v b="$ub" 'BEGIN { exit !(a >= 15 && a <= 25 && b >= 45 && b <= 
   ok "competing shares 20/50: achieved $ua/$ub" || bad "competing shares 20/50: achieved $ua/$ub"
 row "burn (util), competing 20/50" "20" "${ua:-?}" "-"
 row "burn (util), competing 20/50" "50" "${ub:-?}" "-"
+# Kernel lengths from 5 us to 2 ms at 30 % (force), as a share of the same burn alone.
+burn_util() { sed -n 's/.*average util \([0-9.]*\)%.*/\1/p'; }
+for us in 5 100 2000; do
+  alone=$("$G" burn --memory 64m --util 100 --seconds 5 --kernel-us $us | burn_util)
+  held=$("$G" run --cores 30 -- "$G" burn --memory 64m --util 100 --seconds 10 --kernel-us $us | burn_util)
+  rel=$(awk -v h="$held" -v a="$alone" 'BEGIN { if (a > 0) printf "%.1f", 100 * h / a; else print "?" }')
+  awk -v r="$rel" 'BEGIN { exit !(r >= 25 && r <= 35) }' && ok "compute share 30% with ${us} us kernels: $rel% of alone" ||
+    bad "compute share 30% with ${us} us kernels: $held% vs $alone% alone = $rel%"
+  row "burn ${us} us kernels (% of alone)" 30 "$rel" "$alone% util"
+done
+# CUDA_TASK_PRIORITY: priority 0 at 30 % against priority 1 at 60 % (policy default).
+"$G" run --cores 60 --policy default --priority 1 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/lo" &
+"$G" run --cores 30 --policy default --priority 0 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/hi"
+wait
+uh=$(burn_util <"$region/hi") ul=$(burn_util <"$region/lo")
+awk -v h="$uh" -v l="$ul" 'BEGIN { exit !(h > 85 && l < 10) }' && ok "priority 0 vs 1: $uh/$ul" || bad "priority 0 vs 1: $uh/$ul (want > 85 / < 10)"
+row "burn, priority 0 (30 %) vs priority 1 (60 %)" "30 / 60" "$uh / $ul" "-"
 
 # 4. PyTorch under a slice.
 have_torch=0
