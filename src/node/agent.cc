@@ -24,6 +24,7 @@
 #include "src/node/metrics.h"
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
+#include "src/node/progress.h"
 #include "src/node/stale_allocations.h"
 
 namespace gs::node {
@@ -143,8 +144,13 @@ int RunNode(const std::vector<std::string>& args) {
   GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
          gpus.size() * static_cast<size_t>(cfg.split.split_count), cfg.resource_name.c_str(), cfg.split.split_count);
 
+  // What /healthz checks besides registration: the main loop beats every 200 ms (a sweep
+  // may take a while: 60 s allowed), the health watcher every ~1 s (30 s allowed).
+  Progress progress;
+  const int main_loop = progress.Register("main loop", 60'000'000'000, MonotonicNowNs());
+  const int health_loop = progress.Register("health watcher", 30'000'000'000, MonotonicNowNs());
   HealthWatcher health(cfg, driver->get(), &book);
-  std::thread health_thread([&] { health.Run(g_stop); });
+  std::thread health_thread([&] { health.Run(g_stop, [&] { progress.Beat(health_loop, MonotonicNowNs()); }); });
 
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
@@ -160,8 +166,10 @@ int RunNode(const std::vector<std::string>& args) {
                         CollectMetrics(driver->get(), book, snapshot, service.allocate_latency(), &sm_use)};
   });
   http.Handle("/healthz", [&] {
-    bool ok = server.registered();
-    return HttpResponse{ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "ok\n" : "not registered\n"};
+    if (!server.registered()) return HttpResponse{503, "text/plain; charset=utf-8", "not registered\n"};
+    std::string stalled = progress.Stalled(MonotonicNowNs());
+    if (!stalled.empty()) return HttpResponse{503, "text/plain; charset=utf-8", "stalled: " + stalled + "\n"};
+    return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
   });
   std::thread metrics_thread;
   if (!cfg.metrics_addr.empty()) {
@@ -177,6 +185,7 @@ int RunNode(const std::vector<std::string>& args) {
   int64_t next_sweep = 0, next_pids = 0;
   std::string cdi_health;  // the healthy set the spec was last written for
   while (!g_stop) {
+    progress.Beat(main_loop, MonotonicNowNs());
     server.Keep();
     int64_t now = MonotonicNowNs();
     std::string health;
@@ -188,7 +197,8 @@ int RunNode(const std::vector<std::string>& args) {
     std::vector<std::string> regions;
     for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
     if (now >= next_pids) {
-      // New container processes need their host pid quickly: the compute limiter measures by it.
+      // New container processes need their host pid quickly: the enforcer measures its
+      // context's footprint through NVML by it.
       ResolveHostPids(regions);
       next_pids = now + 1'000'000'000;
     }

@@ -30,9 +30,10 @@ void HealthWatcher::Check() {
   }
 }
 
-void HealthWatcher::Run(const std::atomic<bool>& stop) {
+void HealthWatcher::Run(const std::atomic<bool>& stop, const std::function<void()>& beat) {
   int64_t next_check = 0;
   while (!stop) {
+    beat();
     auto ev = driver_->WaitXid(500);
     if (!ev.ok()) {
       // The event set itself failed: like NVIDIA's plugin, every GPU is suspect.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -17,7 +18,8 @@ namespace gs::node {
 class HealthWatcher {
  public:
   HealthWatcher(const Config& cfg, platform::GpuDriver* driver, SliceBook* book);
-  void Run(const std::atomic<bool>& stop);
+  // Until stop; calls beat() once per iteration (at least every ~1.5 s while it runs).
+  void Run(const std::atomic<bool>& stop, const std::function<void()>& beat);
 
  private:
   void Check();
