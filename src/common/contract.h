@@ -1,6 +1,6 @@
 // The contract between what grants a slice (the model, the node agent, `gpuslice run`)
 // and what enforces it (the enforcer, the region, the simulator): the names of the
-// environment variables and limits-file keys (ARCHITECTURE.md 3.1), where the limits file
+// environment variables and limits-file keys (docs/configuration.md), where the limits file
 // is, how many devices one container may see, and the compute-share policies. Written
 // once here so a writer and a reader can never drift apart (tested end to end by
 // src/enforcer/limits_contract_test.cc).

@@ -1,6 +1,6 @@
 // What each driver call costs the container's slice, and the books that record it: the
 // reserve -> driver call -> commit/roll back sequence every allocating hook goes through
-// (ARCHITECTURE.md 3.2), what contexts, stack/heap limits and modules are charged, and
+// (docs/enforcer.md, "Memory"), what contexts, stack/heap limits and modules are charged, and
 // how a destroyed or reset context gives everything back. The hooks
 // (memory_hooks.cc) only say which device and how many bytes.
 //

@@ -1,4 +1,4 @@
-// The enforcer's configuration: HAMi-core's environment contract (ARCHITECTURE.md 3.1,
+// The enforcer's configuration: HAMi-core's environment contract (docs/configuration.md,
 // names in src/common/contract.h) plus the read-only limits file the node agent mounts.
 //
 // Precedence: when the limits file exists it is authoritative: limits, policy, priority,

@@ -1,6 +1,6 @@
 // Device memory hooks: every allocation path reserves against the container's limit in
-// the region before the driver is called, then commits or rolls back (ARCHITECTURE.md
-// 3.2); what each call costs is decided in charging.h. A request that does not fit, or
+// the region before the driver is called, then commits or rolls back (docs/enforcer.md,
+// "Memory"); what each call costs is decided in charging.h. A request that does not fit, or
 // whose device cannot be told while a limit exists, returns CUDA_ERROR_OUT_OF_MEMORY
 // without calling the driver.
 #include <algorithm>

@@ -1,5 +1,5 @@
 // A container's region as the host side (the node agent) reads it. The region file is
-// writable by the container, so it is evidence, never authority (ARCHITECTURE.md 3.2):
+// writable by the container, so it is evidence, never authority (docs/enforcer.md, "Threat model"):
 // ContainerRegion opens only a regular file (no link followed, no FIFO or device opened),
 // reads a private copy with pread (never mapped: a container that truncates its file
 // cannot fault the reader with SIGBUS), validates every field it hands out (a UUID must be

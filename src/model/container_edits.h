@@ -1,7 +1,8 @@
-// The domain's central translation (ARCHITECTURE.md 2): what a slice allocation means
-// for a process — environment, device nodes, mounts. One function feeds every consumer:
-// the kubelet's ContainerAllocateResponse, the CDI spec, the OCI hook and `gpuslice run`,
-// so they can never disagree about the contract of ARCHITECTURE.md 3.1 and 3.5.
+// The domain's central translation (docs/architecture.md, "Data flow"): what a slice
+// allocation means for a process — environment, device nodes, mounts. It feeds the
+// kubelet's ContainerAllocateResponse and `gpuslice run`; the CDI spec and the OCI hook
+// still plan their edits in container::PlanEdits (issue 14: one path). The names and keys
+// are those of src/common/contract.h.
 // Pure: no I/O, no clocks.
 #pragma once
 
@@ -71,7 +72,7 @@ struct EditOptions {
 // whole MiB; otherwise in bytes.
 std::string FormatMemoryLimit(uint64_t bytes);
 
-// The limit variables of ARCHITECTURE.md 3.1 for an allocation (also the limits file),
+// The limit variables of src/common/contract.h for an allocation (also the limits file),
 // with GPUSLICE_CARDS_DIR when cards_dir is not empty.
 std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path,
                                                   const std::string& cards_dir = "");

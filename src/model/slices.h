@@ -1,4 +1,4 @@
-// GPUs split into vGPU slices (ARCHITECTURE.md 3.3), and where a request's slices go.
+// GPUs split into vGPU slices (docs/node-agent.md), and where a request's slices go.
 //
 // A GPU of M bytes split K ways with memory scaling S and cores scaling C gives K slices
 // of S*M/K bytes and 100*C/K percent SM share each (C = K: no compute limit; S > 1:

@@ -2,9 +2,9 @@
 // enforcer) and read by the node agent and `gpuslice smi`. It holds each visible
 // device's limits and usage and one slot per process.
 //
-// Rules (ARCHITECTURE.md 3.2):
+// Rules (docs/enforcer.md, "The region"):
 // - Fixed layout owned by this header; kRegionAbiMajor changes on any incompatible edit;
-//   region_layout_test.cc pins every offset.
+//   the static_asserts below pin every offset.
 // - A process is (pid, start time); a reused PID never inherits a slot.
 // - Every change to memory accounting happens under `mutex` (robust, process-shared), in
 //   a reserve -> driver call -> commit/rollback sequence, so two processes can never both
