@@ -20,7 +20,9 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "tests/harness.h"
@@ -309,6 +311,66 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(std::filesystem::exists(dir_a));
   EXPECT_FALSE(std::filesystem::exists(dir_b));
+}
+
+// kill -9 of the agent at 100 random points of an Allocate storm: every Allocate the
+// kubelet got an answer for keeps its record, so after each restart the directory of the
+// last container given each slice (the one running) is still there, not removed as an
+// unrecorded leftover. (The storm re-allocates slices, which a kubelet does only once
+// their container is gone: a new Allocate of a slice ends its older record by design.)
+TEST_F(NodeAgentTest, KillNineDuringAnAllocateStormLosesNoRecord) {
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  auto ids = AllIds();
+  std::vector<PodDevices> pods;
+  for (size_t i = 0; i < ids.size(); ++i) pods.push_back({"p" + std::to_string(i), "ns", "c", "nvidia.com/gpu", {ids[i]}});
+  kubelet_->SetPods(pods);
+  std::map<std::string, std::string> running;  // slice -> directory of its last answered Allocate
+  std::mt19937 rng(20261123);
+  int answered = 0;
+  for (int round = 0; round < 100; ++round) {
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    const int answered_before = answered;
+    std::thread storm([&, seed = rng()] {
+      std::mt19937 pick(seed);
+      while (!stop) {
+        const std::string& id = ids[pick() % ids.size()];
+        v1beta1::ContainerAllocateResponse resp;
+        bool ok = kubelet_->Allocate({id}, &resp).ok();
+        std::lock_guard<std::mutex> l(mu);
+        // An Allocate cut by the kill may still have recorded a newer container for its
+        // slice (the kubelet never had the answer and asks again): unknown which runs.
+        if (!ok) running.erase(id);
+        for (const auto& m : resp.mounts())
+          if (ok && m.container_path() == "/var/run/gpuslice") {
+            running[id] = m.host_path();
+            ++answered;
+          }
+      }
+    });
+    // Once the storm is being answered, a random point of it.
+    for (int waited = 0; waited < 2000; ++waited) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (answered > answered_before) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50'000));
+    agent_->Signal(SIGKILL);
+    agent_log_ += agent_->Wait().err;
+    agent_.reset();
+    stop = true;
+    storm.join();
+    StartAgent();
+    ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << "round " << round;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the start-up cleanup has run by now
+    for (const auto& [slice, dir] : running)
+      ASSERT_TRUE(std::filesystem::exists(dir)) << "round " << round << ": the running container of " << slice
+                                                << " lost its directory " << dir;
+  }
+  std::cout << answered << " Allocates answered across 100 kills\n";
+  EXPECT_GE(answered, 100) << "some rounds got no Allocate answered before the kill";
 }
 
 // Two containers on one GPU, each with a 25 % slice (policy default): the one started
