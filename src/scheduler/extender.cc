@@ -1,8 +1,10 @@
 #include "src/scheduler/extender.h"
 
+#include <algorithm>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "src/scheduler/extender_args.h"
 #include "src/scheduler/pod_spec.h"
 
 namespace gs::scheduler {
@@ -11,49 +13,17 @@ namespace {
 using nlohmann::json;
 
 thread_local FitScratch t_scratch;
-
-// Appends `s` as a JSON string (quotes, backslashes and control characters escaped).
-void AppendJsonString(const std::string& s, std::string* out) {
-  static const char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(ch);
-    } else if (c < 0x20) {
-      *out += "\\u00";
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 15]);
-    } else {
-      out->push_back(ch);
-    }
-  }
-  out->push_back('"');
-}
+thread_local ExtenderArgs t_args;
 
 std::string FilterError(const std::string& message) {
   return json{{"NodeNames", nullptr}, {"FailedNodes", json::object()}, {"Error", message}}.dump();
 }
 
-// ExtenderArgs -> the pod and the node names.
-Status ParseArgs(std::string_view body, json* pod, std::vector<std::string>* names) {
-  json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return InvalidArgument("ExtenderArgs: not a JSON object");
-  auto p = doc.find("Pod");
-  if (p == doc.end() || !p->is_object()) return InvalidArgument("ExtenderArgs: no \"Pod\" object");
-  *pod = std::move(*p);
-  auto n = doc.find("NodeNames");
-  if (n == doc.end() || n->is_null())
-    return InvalidArgument("ExtenderArgs: no \"NodeNames\" (configure the extender with nodeCacheCapable: true)");
-  if (!n->is_array()) return InvalidArgument("ExtenderArgs: \"NodeNames\" is not an array");
-  names->clear();
-  names->reserve(n->size());
-  for (const json& v : *n) {
-    if (!v.is_string()) return InvalidArgument("ExtenderArgs: a \"NodeNames\" entry is not a string");
-    names->push_back(v.get<std::string>());
-  }
-  return Status::Ok();
+// `raw` is valid JSON string content already (extender_args.h).
+void AppendRawString(std::string_view raw, std::string* out) {
+  out->push_back('"');
+  out->append(raw);
+  out->push_back('"');
 }
 
 }  // namespace
@@ -72,63 +42,102 @@ void Extender::Remember(const PodRequest& r) {
   }
 }
 
-std::string Extender::Filter(std::string_view body) {
-  json pod;
-  std::vector<std::string> names;
-  Status s = ParseArgs(body, &pod, &names);
-  if (!s.ok()) return FilterError(s.message());
-  auto request = PodRequestFromJson(pod);
-  if (!request.ok()) return FilterError(request.status().message());
-  json out = json::object();
-  if (!request->wants_gpus()) {
-    out["NodeNames"] = names;
-    out["FailedNodes"] = json::object();
-    out["Error"] = "";
-    return out.dump();
+StatusOr<std::shared_ptr<const PodRequest>> Extender::RequestFor(std::string_view pod_json) {
+  {
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    if (auto known = memo_.FindRequest(pod_json)) return known;
   }
-  Remember(*request);
+  json pod = json::parse(pod_json.begin(), pod_json.end(), nullptr, /*allow_exceptions=*/false);
+  if (pod.is_discarded()) return InvalidArgument("ExtenderArgs: \"Pod\" is not JSON");
+  auto request = PodRequestFromJson(pod);
+  if (!request.ok()) return request.status();
+  auto shared = std::make_shared<const PodRequest>(std::move(*request));
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  memo_.PutRequest(pod_json, shared);
+  return shared;
+}
+
+std::string Extender::Filter(std::string_view body) {
+  ExtenderArgs& args = t_args;
+  Status s = ParseExtenderArgs(body, &args);
+  if (!s.ok()) return FilterError(s.message());
+  auto found = RequestFor(args.pod);
+  if (!found.ok()) return FilterError(found.status().message());
+  const PodRequest& request = **found;
+  std::string reply = "{\"NodeNames\":[";
+  if (!request.wants_gpus()) {
+    reply.reserve(args.raw.size() * 24 + 64);
+    for (size_t i = 0; i < args.raw.size(); ++i) {
+      if (i) reply += ',';
+      AppendRawString(args.raw[i], &reply);
+    }
+    reply += "],\"FailedNodes\":{},\"Error\":\"\"}";
+    return reply;
+  }
+  Remember(request);
+  auto scores = std::make_shared<ScoreMemo>();
   FilterResult r;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    r = scheduler::Filter(ledger_, *request, names, options_.defaults, &t_scratch);
+    r = scheduler::Filter(ledger_, request, args.names, options_.defaults, &t_scratch, scores.get());
   }
-  // Written directly: a json object of 5000 entries costs more than the placement.
-  std::string reply = "{\"NodeNames\":[";
-  reply.reserve(names.size() * 24 + r.failed.size() * 160);
+  {
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    memo_.PutScores(request, std::move(scores));
+  }
+  std::vector<std::string> reasons(r.reasons.size());
+  size_t reasons_size = 0;
+  for (size_t k = 0; k < r.reasons.size(); ++k) {
+    AppendJsonString(r.reasons[k], &reasons[k]);
+    reasons_size = std::max(reasons_size, reasons[k].size());
+  }
+  reply.reserve(body.size() + r.failed.size() * (reasons_size + 2) + 64);
   for (size_t k = 0; k < r.feasible.size(); ++k) {
     if (k) reply += ',';
-    AppendJsonString(names[r.feasible[k]], &reply);
+    AppendRawString(args.raw[static_cast<size_t>(r.feasible[k])], &reply);
   }
   reply += "],\"FailedNodes\":{";
   for (size_t k = 0; k < r.failed.size(); ++k) {
     if (k) reply += ',';
-    AppendJsonString(names[r.failed[k].first], &reply);
+    AppendRawString(args.raw[static_cast<size_t>(r.failed[k].first)], &reply);
     reply += ':';
-    AppendJsonString(r.failed[k].second, &reply);
+    reply += reasons[static_cast<size_t>(r.failed[k].second)];
   }
   reply += "},\"Error\":\"\"}";
   return reply;
 }
 
 std::string Extender::Prioritize(std::string_view body) {
-  json pod;
-  std::vector<std::string> names;
-  if (!ParseArgs(body, &pod, &names).ok()) return "[]";
-  auto request = PodRequestFromJson(pod);
-  if (!request.ok()) return "[]";
-  std::vector<int> scores(names.size(), 0);
-  if (request->wants_gpus()) {
+  ExtenderArgs& args = t_args;
+  if (!ParseExtenderArgs(body, &args).ok()) return "[]";
+  auto found = RequestFor(args.pod);
+  if (!found.ok()) return "[]";
+  const PodRequest& request = **found;
+  std::vector<int> scores;
+  if (request.wants_gpus()) {
+    std::shared_ptr<const ScoreMemo> memo;
+    {
+      std::lock_guard<std::mutex> lock(memo_mu_);
+      memo = memo_.FindScores(request);
+    }
     std::shared_lock<std::shared_mutex> lock(mu_);
-    scores = scheduler::Prioritize(ledger_, *request, names, options_.defaults, &t_scratch);
+    scores = scheduler::Prioritize(ledger_, request, args.names, options_.defaults, &t_scratch, memo.get());
+  } else {
+    scores.assign(args.names.size(), 0);
   }
   std::string reply = "[";
-  reply.reserve(names.size() * 40);
-  for (size_t i = 0; i < names.size(); ++i) {
+  reply.reserve(body.size() + args.raw.size() * 24 + 8);
+  for (size_t i = 0; i < args.raw.size(); ++i) {
     reply += i ? ",{\"Host\":" : "{\"Host\":";
-    AppendJsonString(names[i], &reply);
-    reply += ",\"Score\":" + std::to_string(scores[i]) + "}";
+    AppendRawString(args.raw[i], &reply);
+    reply += ",\"Score\":";
+    int v = scores[i];  // 0..10
+    if (v >= 10) reply += '1';
+    reply += static_cast<char>('0' + v % 10);
+    reply += '}';
   }
-  return reply + "]";
+  reply += ']';
+  return reply;
 }
 
 StatusOr<PodRequest> Extender::RequestForBind(const std::string& uid, const std::string& ns, const std::string& name) {
@@ -213,6 +222,10 @@ bool Extender::ReleasePod(const std::string& uid) {
   {
     std::lock_guard<std::mutex> lock(seen_mu_);
     seen_.erase(uid);
+  }
+  {
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    memo_.Forget(uid);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   return ledger_.Release(uid);

@@ -9,7 +9,11 @@
 //    write the decision annotations (hami_format.h), create the Binding, commit; any
 //    failure releases the reservation.
 // Keys are the Go field names (the types have no json tags); the Pod is ordinary
-// Kubernetes JSON. Bind learns the pod's request from the Filter call that saw it (a
+// Kubernetes JSON. ExtenderArgs is read in one pass (extender_args.h) and replies are
+// written straight into one string; node names go back as kube-scheduler wrote them.
+// Filter remembers each node's score for Prioritize of the same pod (pod_memo.h: valid
+// only while that node's usage and inventory are unchanged), and both verbs parse one
+// Pod text once. Bind learns the pod's request from the Filter call that saw it (a
 // bounded cache by UID, which changes no placement) or, failing that, from the API.
 //
 // The Kubernetes side of bind goes through KubeBinder, so tests use an in-memory fake.
@@ -34,6 +38,7 @@
 #include "src/scheduler/hami_format.h"
 #include "src/scheduler/ledger.h"
 #include "src/scheduler/placement.h"
+#include "src/scheduler/pod_memo.h"
 
 namespace gs::scheduler {
 
@@ -82,6 +87,8 @@ class Extender {
   struct Cached {
     PodRequest request;
   };
+  // The request in this Pod JSON text (remembered by text).
+  StatusOr<std::shared_ptr<const PodRequest>> RequestFor(std::string_view pod_json);
   StatusOr<PodRequest> RequestForBind(const std::string& uid, const std::string& ns, const std::string& name);
   void Remember(const PodRequest& r);
 
@@ -92,6 +99,8 @@ class Extender {
   std::unordered_map<std::string, PodRequest> seen_;  // by UID, guarded by seen_mu_
   std::deque<std::string> seen_order_;
   std::mutex seen_mu_;
+  PodMemo memo_;  // guarded by memo_mu_; never held with mu_ taken after it
+  std::mutex memo_mu_;
 };
 
 }  // namespace gs::scheduler

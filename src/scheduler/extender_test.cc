@@ -163,6 +163,37 @@ TEST_F(ExtenderHttpTest, PrioritizeScoresZeroToTenBinpackFirst) {
   EXPECT_LE(a, 10);
 }
 
+// Filter remembers each node's score for Prioritize of the same pod; a bind, a release
+// or an inventory change in between must never let a stale score through. `twin` asks
+// the same but was never filtered, so its scores are always computed afresh.
+TEST_F(ExtenderHttpTest, ScoresRememberedByFilterNeverOutliveAChange) {
+  json q = GpuPod("q", "4000", "20"), twin = GpuPod("twin", "4000", "20");
+  std::vector<std::string> nodes = {"node-a", "node-b", "node-c"};
+  auto scores = [&](const json& pod) { return Post("/prioritize", Args(pod, nodes)); };
+  EXPECT_EQ(Post("/filter", Args(q, nodes))["NodeNames"].size(), 2u);
+  json before = scores(q);
+  EXPECT_EQ(before, scores(twin));
+  json a = GpuPod("a", "30000", "60", 2);
+  api_.AddPod(a);
+  ASSERT_EQ(Post("/bind", BindArgs(a, "node-a"))["Error"], "");
+  json after_bind = scores(q);
+  EXPECT_EQ(after_bind, scores(twin));
+  EXPECT_NE(after_bind[0]["Score"], before[0]["Score"]) << "node-a is fuller now";
+  ASSERT_TRUE(extender_->ReleasePod("uid-a"));
+  EXPECT_EQ(scores(q), scores(twin));
+  EXPECT_EQ(scores(q), before);
+  Post("/filter", Args(q, nodes));
+  ASSERT_TRUE(extender_->UpsertNode(Node("node-b", 1, 8000)).ok());
+  json after_upsert = scores(q);
+  EXPECT_EQ(after_upsert, scores(twin));
+  EXPECT_NE(after_upsert[1]["Score"], before[1]["Score"]) << "node-b is one small card now";
+  extender_->RemoveNode("node-a");
+  ASSERT_TRUE(extender_->UpsertNode(Node("node-c", 2, 40000)).ok());
+  EXPECT_EQ(scores(q), scores(twin));
+  EXPECT_EQ(scores(q)[0]["Score"], 0) << "node-a has no inventory any more";
+  EXPECT_GT(scores(q)[2]["Score"], -1);
+}
+
 TEST_F(ExtenderHttpTest, BindWritesHamisAnnotationsAndTheBinding) {
   json pod = GpuPod("p", "3k", "30");
   api_.AddPod(pod);

@@ -32,7 +32,10 @@ Status ClusterLedger::Apply(NodeState* node, const PodDecision& decision, bool c
       AddShare(&scratch[i], share.memory_mib, share.cores);
     }
   }
-  if (apply) node->used = std::move(scratch);
+  if (apply) {
+    node->used = std::move(scratch);
+    Touch(node);
+  }
   return Status::Ok();
 }
 
@@ -42,11 +45,22 @@ void ClusterLedger::Unapply(NodeState* node, const PodDecision& decision) {
       int i = CardIndex(*node, share.uuid);
       if (i >= 0) RemoveShare(&node->used[i], share.memory_mib, share.cores);
     }
+  Touch(node);
 }
 
 Status ClusterLedger::UpsertNode(NodeInventory inventory) {
   GS_RETURN_IF_ERROR(ValidateNode(inventory));
-  NodeState& node = nodes_[inventory.name];
+  auto [pos, added] = nodes_.try_emplace(inventory.name);
+  NodeState& node = pos->second;
+  if (added) {
+    if (free_slots_.empty()) {
+      node.slot = slot_count_++;
+    } else {
+      node.slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
+  }
+  Touch(&node);
   node.used.assign(inventory.gpus.size(), CardUsage{});
   node.inventory = std::move(inventory);
   auto it = pods_by_node_.find(node.inventory.name);
@@ -63,10 +77,13 @@ Status ClusterLedger::UpsertNode(NodeInventory inventory) {
 }
 
 void ClusterLedger::RemoveNode(const std::string& name) {
-  nodes_.erase(name);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  free_slots_.push_back(it->second.slot);
+  nodes_.erase(it);
 }
 
-const NodeState* ClusterLedger::FindNode(const std::string& name) const {
+const NodeState* ClusterLedger::FindNode(std::string_view name) const {
   auto it = nodes_.find(name);
   return it == nodes_.end() ? nullptr : &it->second;
 }
@@ -116,7 +133,10 @@ const LedgerEntry* ClusterLedger::FindPod(const std::string& pod_uid) const {
 RebuildReport ClusterLedger::Rebuild(const std::vector<LedgerRecord>& records) {
   pods_.clear();
   pods_by_node_.clear();
-  for (auto& [name, node] : nodes_) node.used.assign(node.inventory.gpus.size(), CardUsage{});
+  for (auto& [name, node] : nodes_) {
+    node.used.assign(node.inventory.gpus.size(), CardUsage{});
+    Touch(&node);
+  }
   RebuildReport report;
   for (const LedgerRecord& r : records) {
     if (r.pod_uid.empty()) {

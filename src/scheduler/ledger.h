@@ -9,11 +9,20 @@
 // Commit (the binding was accepted by the API server) -> Release (pod deleted or
 // finished; idempotent). A failed bind releases its reservation.
 //
+// Every node has a dense `slot` (reused after RemoveNode) and a `version` drawn from one
+// ledger-wide counter whenever its inventory or usage changes, so a (slot, version) pair
+// names one exact state of one node: what a result computed from that state may be
+// remembered by (placement.h's ScoreMemo).
+//
 // Not thread-safe: the owner (the extender) serialises access. Costs: Reserve/Release
-// O(shares x cards on the node); UpsertNode O(pods on that node); Rebuild O(records).
+// O(shares x cards on the node); UpsertNode O(pods on that node); Rebuild O(records);
+// FindNode one hash of the name, no allocation.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -28,6 +37,14 @@ namespace gs::scheduler {
 struct NodeState {
   NodeInventory inventory;
   std::vector<CardUsage> used;  // parallel to inventory.gpus
+  uint32_t slot = 0;            // dense index, < ClusterLedger::slot_count()
+  uint64_t version = 0;         // changes with inventory or usage; never 0, never reused
+};
+
+// Hashes std::string and std::string_view alike, so lookups by view allocate nothing.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
 enum class LedgerPhase { kReserved, kCommitted };
@@ -56,8 +73,10 @@ class ClusterLedger {
   // (pods already decided there keep their shares; cards that vanished drop theirs).
   Status UpsertNode(NodeInventory inventory);
   void RemoveNode(const std::string& name);
-  const NodeState* FindNode(const std::string& name) const;
-  const std::unordered_map<std::string, NodeState>& nodes() const { return nodes_; }
+  const NodeState* FindNode(std::string_view name) const;
+  const std::unordered_map<std::string, NodeState, NameHash, std::equal_to<>>& nodes() const { return nodes_; }
+  // One more than the highest slot in use (sizes arrays indexed by NodeState::slot).
+  uint32_t slot_count() const { return slot_count_; }
 
   // Re-checks every share against current usage (health included) and takes it, all or
   // nothing. Reserving the same UID with the same decision again is a no-op (a retried
@@ -82,9 +101,13 @@ class ClusterLedger {
  private:
   // Checks (and, with apply, takes) every share of `decision` on `node`.
   Status Apply(NodeState* node, const PodDecision& decision, bool check_health, bool apply);
-  static void Unapply(NodeState* node, const PodDecision& decision);
+  void Unapply(NodeState* node, const PodDecision& decision);
+  void Touch(NodeState* node) { node->version = ++last_version_; }
 
-  std::unordered_map<std::string, NodeState> nodes_;
+  std::unordered_map<std::string, NodeState, NameHash, std::equal_to<>> nodes_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t slot_count_ = 0;
+  uint64_t last_version_ = 0;
   std::unordered_map<std::string, LedgerEntry> pods_;
   std::unordered_map<std::string, std::unordered_set<std::string>> pods_by_node_;
 };

@@ -30,31 +30,55 @@ bool UuidAllowed(const PodRequest& r, const std::string& uuid) {
   return std::find(r.nouse_uuids.begin(), r.nouse_uuids.end(), uuid) == r.nouse_uuids.end();
 }
 
-// Why cards were turned down, counted for the reason text.
-struct Rejections {
-  int type = 0, uuid = 0;
-  int verdict[7] = {};
-};
-
-std::string Describe(size_t container, const ContainerRequest& c, size_t cards, size_t fitting, const Rejections& rej,
-                     bool numa_short) {
-  std::string s = "container #" + std::to_string(container) + " asks " + std::to_string(c.gpus) + " GPU(s)";
+std::string Describe(const ContainerRequest& c, const FitFailure& f) {
+  std::string s = "container #" + std::to_string(f.container) + " asks " + std::to_string(c.gpus) + " GPU(s)";
   if (c.memory_mib > 0) s += " x " + std::to_string(c.memory_mib) + " MiB";
   else s += " x " + std::to_string(c.memory_percent > 0 ? c.memory_percent : 100) + "% memory";
   s += ", " + std::to_string(c.cores) + "% cores: ";
-  if (cards == 0) return s + "node has no GPUs";
-  s += std::to_string(fitting) + " of " + std::to_string(cards) + " cards fit";
-  if (numa_short) s += " but no NUMA node has " + std::to_string(c.gpus) + " of them (numa-bind)";
+  if (f.cards == 0) return s + "node has no GPUs";
+  s += std::to_string(f.fitting) + " of " + std::to_string(f.cards) + " cards fit";
+  if (f.numa_short) s += " but no NUMA node has " + std::to_string(c.gpus) + " of them (numa-bind)";
   std::string parts;
   auto add = [&](int n, const char* what) {
     if (n == 0) return;
     parts += parts.empty() ? "" : ", ";
     parts += std::to_string(n) + " " + what;
   };
-  add(rej.type, "of an excluded type");
-  add(rej.uuid, "excluded by UUID");
-  for (int v = 1; v < 7; ++v) add(rej.verdict[v], VerdictText(static_cast<CardVerdict>(v)));
+  add(f.type, "of an excluded type");
+  add(f.uuid, "excluded by UUID");
+  for (int v = 1; v < 7; ++v) add(f.verdict[v], VerdictText(static_cast<CardVerdict>(v)));
   if (!parts.empty()) s += " (" + parts + ")";
+  return s;
+}
+
+// Filter's short reason: which causes occurred, not how often, so nodes that failed
+// alike read alike. Bits: 0 no cards, 1 NUMA, 2 type, 3 UUID, 4.. CardVerdict 1..6.
+uint32_t CauseMask(const FitFailure& f) {
+  if (f.cards == 0) return 1;
+  if (f.numa_short) return 2;
+  uint32_t m = 0;
+  if (f.type) m |= 4;
+  if (f.uuid) m |= 8;
+  for (int v = 1; v < 7; ++v)
+    if (f.verdict[v]) m |= 1u << (3 + v);
+  return m;
+}
+
+std::string ShortReason(int container, uint32_t mask) {
+  if (mask == 1) return "node has no GPUs";
+  std::string s = "GPUs for container #" + std::to_string(container) + ": ";
+  if (mask == 2) return s + "no NUMA node has enough fitting cards (numa-bind)";
+  if (mask == 0) return s + "fewer cards than asked";
+  bool first = true;
+  auto add = [&](const char* what) {
+    s += first ? "" : ", ";
+    s += what;
+    first = false;
+  };
+  if (mask & 4) add("of an excluded type");
+  if (mask & 8) add("excluded by UUID");
+  for (int v = 1; v < 7; ++v)
+    if (mask & (1u << (3 + v))) add(VerdictText(static_cast<CardVerdict>(v)));
   return s;
 }
 
@@ -67,17 +91,17 @@ Policy GpuPolicy(const PodRequest& r, const Policies& d) {
 
 }  // namespace
 
-bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
+bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
   const auto& cards = node.inventory.gpus;
   s->used.assign(node.used.begin(), node.used.end());
   s->chosen.clear();
-  s->reason.clear();
   for (size_t ci = 0; ci < request.containers.size(); ++ci) {
     const ContainerRequest& c = request.containers[ci];
     if (c.gpus <= 0) continue;
     s->candidates.clear();
-    s->keys.assign(cards.size(), 0.0);
-    Rejections rej;
+    s->keys.resize(cards.size());
+    FitFailure& rej = s->failure;
+    rej = FitFailure{};
     for (size_t i = 0; i < cards.size(); ++i) {
       const GpuDevice& g = cards[i];
       if (!TypeAllowed(request, g.model)) {
@@ -125,7 +149,10 @@ bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy,
       s->chosen.insert(s->chosen.end(), s->candidates.begin(), s->candidates.begin() + need);
     }
     if (s->chosen.size() - first_chosen < need) {
-      s->reason = Describe(ci, c, cards.size(), s->candidates.size(), rej, numa_short);
+      rej.container = static_cast<int>(ci);
+      rej.cards = static_cast<int>(cards.size());
+      rej.fitting = static_cast<int>(s->candidates.size());
+      rej.numa_short = numa_short;
       return false;
     }
     for (size_t k = first_chosen; k < s->chosen.size(); ++k) {
@@ -134,6 +161,13 @@ bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy,
     }
   }
   return true;
+}
+
+bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
+  s->reason.clear();
+  if (FitCards(node, request, gpu_policy, s)) return true;
+  s->reason = Describe(request.containers[static_cast<size_t>(s->failure.container)], s->failure);
+  return false;
 }
 
 PodDecision ToDecision(const NodeState& node, const PodRequest& request, const FitScratch& s) {
@@ -171,40 +205,93 @@ int ScoreNode(const NodeState& node, const FitScratch& s, Policy node_policy) {
   return node_policy == Policy::kBinpack ? score : 10 - score;
 }
 
-FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string>& names,
-                    const Policies& defaults, FitScratch* scratch) {
+void ScoreMemo::Put(const NodeState& node, int value) {
+  if (node.slot >= version.size()) {
+    version.resize(node.slot + 1, 0);
+    score.resize(node.slot + 1, 0);
+  }
+  version[node.slot] = node.version;
+  score[node.slot] = static_cast<int8_t>(value);
+}
+
+FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
+                    const Policies& defaults, FitScratch* scratch, ScoreMemo* memo) {
   FilterResult out;
   Policy gpu = GpuPolicy(request, defaults);
+  Policy node_policy = NodePolicy(request, defaults);
+  if (memo != nullptr) {
+    memo->version.assign(ledger.slot_count(), 0);
+    memo->score.resize(ledger.slot_count());
+  }
+  // Reason texts made so far, by (container, cause mask); a pod meets only a few.
+  std::vector<std::pair<uint64_t, int>> made;
+  auto reason_for = [&](uint64_t key, auto make) {
+    for (const auto& [k, index] : made)
+      if (k == key) return index;
+    out.reasons.push_back(make());
+    made.emplace_back(key, static_cast<int>(out.reasons.size() - 1));
+    return made.back().second;
+  };
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeState* node = ledger.FindNode(names[i]);
     if (node == nullptr) {
-      out.failed.emplace_back(static_cast<int>(i), "node has no GPU inventory (no hami.io/node-nvidia-register)");
+      int r = reason_for(~uint64_t{0}, [] { return std::string("node has no GPU inventory (no hami.io/node-nvidia-register)"); });
+      out.failed.emplace_back(static_cast<int>(i), r);
       continue;
     }
-    if (FitPod(*node, request, gpu, scratch)) out.feasible.push_back(static_cast<int>(i));
-    else out.failed.emplace_back(static_cast<int>(i), std::move(scratch->reason));
+    if (FitCards(*node, request, gpu, scratch)) {
+      out.feasible.push_back(static_cast<int>(i));
+      if (memo != nullptr) memo->Put(*node, ScoreNode(*node, *scratch, node_policy));
+    } else {
+      const FitFailure& f = scratch->failure;
+      uint32_t mask = CauseMask(f);
+      int container = mask == 1 ? 0 : f.container;
+      uint64_t key = (static_cast<uint64_t>(container) << 32) | mask;
+      out.failed.emplace_back(static_cast<int>(i), reason_for(key, [&] { return ShortReason(container, mask); }));
+      if (memo != nullptr) memo->Put(*node, 0);
+    }
   }
   return out;
 }
 
+namespace {
+std::vector<std::string_view> Views(const std::vector<std::string>& names) {
+  return std::vector<std::string_view>(names.begin(), names.end());
+}
+}  // namespace
+
+FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string>& names,
+                    const Policies& defaults, FitScratch* scratch) {
+  return Filter(ledger, request, Views(names), defaults, scratch);
+}
+
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
-                            const std::vector<std::string>& names, const Policies& defaults, FitScratch* scratch) {
+                            const std::vector<std::string_view>& names, const Policies& defaults,
+                            FitScratch* scratch, const ScoreMemo* memo) {
   std::vector<int> scores(names.size(), 0);
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeState* node = ledger.FindNode(names[i]);
-    if (node != nullptr && FitPod(*node, request, gpu, scratch)) scores[i] = ScoreNode(*node, *scratch, node_policy);
+    if (node == nullptr) continue;
+    int known = memo != nullptr ? memo->Get(*node) : -1;
+    if (known >= 0) scores[i] = known;
+    else if (FitCards(*node, request, gpu, scratch)) scores[i] = ScoreNode(*node, *scratch, node_policy);
   }
   return scores;
 }
 
-StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, const std::string& node_name,
+std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
+                            const std::vector<std::string>& names, const Policies& defaults, FitScratch* scratch) {
+  return Prioritize(ledger, request, Views(names), defaults, scratch);
+}
+
+StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, std::string_view node_name,
                              const Policies& defaults, FitScratch* scratch) {
   const NodeState* node = ledger.FindNode(node_name);
-  if (node == nullptr) return NotFound("node " + node_name + " has no GPU inventory");
+  if (node == nullptr) return NotFound("node " + std::string(node_name) + " has no GPU inventory");
   if (!FitPod(*node, request, GpuPolicy(request, defaults), scratch))
-    return FailedPrecondition("node " + node_name + ": " + scratch->reason);
+    return FailedPrecondition("node " + std::string(node_name) + ": " + scratch->reason);
   return ToDecision(*node, request, *scratch);
 }
 

@@ -9,12 +9,18 @@
 //    emptiest. Ties go to the lower card index.
 // "Full" is the mean of memory, cores and slots handed out (capacity.h).
 //
+// Filter's reasons are short and drawn from a small set (the container, then what kept
+// cards out, in a fixed order), so kube-scheduler's "0/N nodes are available: ..."
+// summary groups them; FitPod and Decide say more (counts per cause).
+//
 // Pure: reads the ledger's state, changes nothing. Not thread-safe only in that the
 // scratch must not be shared. Cost per node: O(containers x cards log cards), no heap
-// allocation once the scratch has grown, except for the reason text of a node that fails.
+// allocation once the scratch and the result have grown.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,18 +30,33 @@
 
 namespace gs::scheduler {
 
+// Why a pod did not fit on a node: the first container that found too few cards, and
+// its cards counted by what kept each out.
+struct FitFailure {
+  int container = 0;
+  int cards = 0;            // on the node
+  int fitting = 0;          // cards that could take the container
+  int type = 0, uuid = 0;   // excluded by the pod's type or UUID lists
+  int verdict[7] = {};      // by CardVerdict
+  bool numa_short = false;  // enough cards fit, but not on one NUMA node (numa-bind)
+};
+
 // Reusable buffers for FitPod; keep one per thread.
 struct FitScratch {
   std::vector<CardUsage> used;  // the node's usage plus this pod's containers placed so far
   std::vector<int> candidates;
   std::vector<double> keys;
   std::vector<int> chosen;      // card indexes: container 0's cards, then container 1's, ...
-  std::string reason;           // why the pod does not fit (when FitPod returns false)
+  FitFailure failure;           // when FitCards / FitPod return false
+  std::string reason;           // FitPod only: `failure` in words
 };
 
 // Chooses cards for every container of `request` on `node`. On success scratch->chosen
-// and scratch->used hold the placement; on failure scratch->reason says why, naming the
-// container and counting the cards by what stopped them.
+// and scratch->used hold the placement; on failure scratch->failure says why.
+bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* scratch);
+
+// FitCards, and on failure scratch->reason names the container and counts the cards by
+// what stopped them.
 bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* scratch);
 
 // The decision for a successful FitPod (scratch as FitPod left it).
@@ -45,8 +66,10 @@ PodDecision ToDecision(const NodeState& node, const PodRequest& request, const F
 int ScoreNode(const NodeState& node, const FitScratch& scratch, Policy node_policy);
 
 struct FilterResult {
-  std::vector<int> feasible;                     // indexes into the node names given
-  std::vector<std::pair<int, std::string>> failed;  // index, reason
+  std::vector<int> feasible;                // indexes into the node names given
+  std::vector<std::pair<int, int>> failed;  // index into the names, index into `reasons`
+  std::vector<std::string> reasons;         // distinct texts, each once
+  const std::string& reason(size_t k) const { return reasons[static_cast<size_t>(failed[k].second)]; }
 };
 
 struct Policies {
@@ -54,17 +77,39 @@ struct Policies {
   Policy gpu = Policy::kSpread;
 };
 
+// Prioritize's score of each node one pod was checked against, by node slot, valid
+// while the node's version (ledger.h) is unchanged: Filter fills it, Prioritize for the
+// same request and defaults reads it instead of fitting the pod again. The owner keys
+// it by pod (score_cache.h).
+struct ScoreMemo {
+  std::vector<uint64_t> version;  // by slot; 0 = nothing known
+  std::vector<int8_t> score;      // 0..10
+  void Clear() { version.clear(); }
+  void Put(const NodeState& node, int value);
+  // -1 when nothing is known for this node's current state.
+  int Get(const NodeState& node) const {
+    return node.slot < version.size() && version[node.slot] == node.version ? score[node.slot] : -1;
+  }
+};
+
 // Every node of `names` that can take the pod, and a reason for each that cannot
-// (including names the ledger has no inventory for).
+// (including names the ledger has no inventory for). With `memo`, also records every
+// known node's score for Prioritize.
+FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
+                    const Policies& defaults, FitScratch* scratch, ScoreMemo* memo = nullptr);
 FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string>& names,
                     const Policies& defaults, FitScratch* scratch);
 
-// Scores parallel to `names`; a node that cannot take the pod scores 0.
+// Scores parallel to `names`; a node that cannot take the pod scores 0. Scores found in
+// `memo` (filled by Filter for this request) are taken as they are.
+std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
+                            const std::vector<std::string_view>& names, const Policies& defaults,
+                            FitScratch* scratch, const ScoreMemo* memo = nullptr);
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
                             const std::vector<std::string>& names, const Policies& defaults, FitScratch* scratch);
 
 // Chooses the cards on `node` against the ledger's current usage (what bind does).
-StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, const std::string& node,
+StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, std::string_view node,
                              const Policies& defaults, FitScratch* scratch);
 
 }  // namespace gs::scheduler

@@ -229,10 +229,66 @@ TEST(Placement, FilterReturnsEveryFeasibleNodeAndAReasonForEachOther) {
   EXPECT_EQ(f.feasible, (std::vector<int>{0, 1, 2, 4}));
   ASSERT_EQ(f.failed.size(), 2u);
   EXPECT_EQ(f.failed[0].first, 3);
-  EXPECT_NE(f.failed[0].second.find("too little free memory"), std::string::npos) << f.failed[0].second;
+  EXPECT_EQ(f.reason(0), "GPUs for container #0: too little free memory");
   EXPECT_EQ(f.failed[1].first, 5);
-  EXPECT_NE(f.failed[1].second.find("no GPU inventory"), std::string::npos);
+  EXPECT_NE(f.reason(1).find("no GPU inventory"), std::string::npos);
   EXPECT_EQ(l.pod_count(), 1u) << "filter changes nothing";
+}
+
+TEST(Placement, FilterReasonsAreFewAndNameTheCausesNotTheirCounts) {
+  ClusterLedger l;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(l.UpsertNode(Node("n" + std::to_string(i), 2, 40000, 2)).ok());
+  Place(&l, Pod("a", 1, 39000, 10), "n0");  // n0: one card short of memory
+  Place(&l, Pod("b", 2, 39000, 10), "n1");  // n1: both cards short of memory
+  Place(&l, Pod("c", 1, 1000, 10), "n2");
+  Place(&l, Pod("d", 1, 1000, 10), "n2");
+  Place(&l, Pod("e", 1, 1000, 10), "n2");
+  Place(&l, Pod("f", 1, 1000, 10), "n2");   // n2: both cards' slots full
+  std::vector<std::string> names = {"n0", "n1", "n2", "n3"};
+  FitScratch s;
+  FilterResult f = Filter(l, Pod("p", 2, 2000, 10), names, {}, &s);
+  EXPECT_EQ(f.feasible, (std::vector<int>{3}));
+  ASSERT_EQ(f.failed.size(), 3u);
+  EXPECT_EQ(f.reason(0), f.reason(1)) << "1 of 2 and 0 of 2 cards short of memory read alike";
+  EXPECT_EQ(f.reason(1), "GPUs for container #0: too little free memory");
+  EXPECT_EQ(f.reason(2), "GPUs for container #0: all slots in use");
+  EXPECT_EQ(f.reasons.size(), 2u) << "each distinct text once";
+  // FitPod and Decide still count.
+  EXPECT_FALSE(FitPod(*l.FindNode("n0"), Pod("p", 2, 2000, 10), Policy::kSpread, &s));
+  EXPECT_NE(s.reason.find("1 of 2 cards fit (1 too little free memory)"), std::string::npos) << s.reason;
+}
+
+TEST(Placement, PrioritizeTakesFilterScoresOnlyForNodesThatDidNotChange) {
+  ClusterLedger l;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(l.UpsertNode(Node("n" + std::to_string(i), 2, 40000)).ok());
+  std::vector<std::string_view> names = {"n0", "n1", "n2", "ghost"};
+  PodRequest p = Pod("p", 1, 4000, 20);
+  FitScratch s;
+  ScoreMemo memo;
+  FilterResult f = Filter(l, p, names, {}, &s, &memo);
+  EXPECT_EQ(f.feasible.size(), 3u);
+  EXPECT_EQ(Prioritize(l, p, names, {}, &s, &memo), Prioritize(l, p, names, {}, &s));
+  // Usage changes on n0 and n1, the inventory on n2: no stale score may come back.
+  Place(&l, Pod("a", 2, 30000, 50), "n0");
+  Place(&l, Pod("b", 1, 39000, 10), "n1");
+  ASSERT_TRUE(l.UpsertNode(Node("n2", 2, 80000)).ok());
+  EXPECT_EQ(Prioritize(l, p, names, {}, &s, &memo), Prioritize(l, p, names, {}, &s));
+  EXPECT_GT(Prioritize(l, p, names, {}, &s)[0], 0);
+  ASSERT_TRUE(l.Release("a"));
+  EXPECT_EQ(Prioritize(l, p, names, {}, &s, &memo), Prioritize(l, p, names, {}, &s));
+  // A node removed and another added in its slot: a new version, so nothing stale.
+  (void)Filter(l, p, names, {}, &s, &memo);
+  l.RemoveNode("n1");
+  ASSERT_TRUE(l.UpsertNode(Node("n9", 2, 40000)).ok());
+  Place(&l, Pod("c", 2, 30000, 50), "n9");
+  names[1] = "n9";
+  EXPECT_EQ(Prioritize(l, p, names, {}, &s, &memo), Prioritize(l, p, names, {}, &s));
+  // A memo in which every score is wrong is used only where versions match.
+  ScoreMemo wrong = memo;
+  for (auto& v : wrong.score) v = 7;
+  std::vector<int> fresh = Prioritize(l, p, names, {}, &s);
+  std::vector<int> with_wrong = Prioritize(l, p, names, {}, &s, &wrong);
+  EXPECT_EQ(with_wrong[1], fresh[1]) << "n9 took n1's slot after the filter";
 }
 
 // Random churn over a small cluster: pods of random shapes are placed wherever the
@@ -270,8 +326,10 @@ TEST(Placement, NoCardEverOverCommittedUnderRandomChurn) {
       }
       r.numa_bind = rng() % 4 == 0;
       Policies p{rng() % 2 ? Policy::kBinpack : Policy::kSpread, rng() % 2 ? Policy::kBinpack : Policy::kSpread};
-      FilterResult f = Filter(l, r, names, p, &s);
+      ScoreMemo memo;
+      FilterResult f = Filter(l, r, std::vector<std::string_view>(names.begin(), names.end()), p, &s, &memo);
       std::vector<int> scores = Prioritize(l, r, names, p, &s);
+      ASSERT_EQ(Prioritize(l, r, std::vector<std::string_view>(names.begin(), names.end()), p, &s, &memo), scores);
       int best = -1;
       for (int i : f.feasible)
         if (best < 0 || scores[i] > scores[best]) best = i;

@@ -36,6 +36,7 @@ struct ContainerRequest {
   int memory_percent = 0;  // 0 = not set; 1..100
   int cores = 0;           // percent of each card, 0..100
   bool exclusive() const { return cores >= 100; }
+  bool operator==(const ContainerRequest&) const = default;
 };
 
 struct PodRequest {
@@ -47,6 +48,7 @@ struct PodRequest {
   std::optional<Policy> node_policy, gpu_policy;  // unset: the extender's defaults
 
   bool wants_gpus() const;
+  bool operator==(const PodRequest&) const = default;
 };
 
 // Checks counts and ranges; the error names the container and the field.
