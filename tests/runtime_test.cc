@@ -7,8 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/harness.h"
 
@@ -110,26 +115,61 @@ class RuncTest : public ::testing::Test {
     BusyboxRootfs(bundle_ + "/rootfs");
     RunProcess({"runc", "spec", "--bundle", bundle_});
   }
-  // Runs `sh -c script` in a runc container with the hook; env entries added to the process.
-  Result RunContainer(const std::string& script, const std::vector<std::string>& env, bool extra_nvidia0 = false) {
+  struct Spec {
+    std::vector<std::string> env;         // added to the process (the image's environment)
+    std::vector<std::string> markers;     // the device plugin's allocation: /dev/null mounted at
+                                          // /var/run/nvidia-container-devices/<id>, as the kubelet passes it
+    std::vector<std::string> hook_flags;  // added to the hook's arguments
+    bool extra_nvidia0 = false;           // /dev/nvidia0 created by the runtime, not allowed in the cgroup
+    bool privileged = false;              // CAP_SYS_ADMIN in the bounding set
+  };
+  static Spec With(std::vector<std::string> env, std::vector<std::string> markers = {},
+                   std::vector<std::string> hook_flags = {}) {
+    Spec s;
+    s.env = std::move(env);
+    s.markers = std::move(markers);
+    s.hook_flags = std::move(hook_flags);
+    return s;
+  }
+  // Runs `sh -c script` in a runc container with the hook (runc's default spec: unprivileged).
+  Result RunContainer(const std::string& script, const Spec& spec) {
     std::ifstream in(bundle_ + "/config.json");
     nlohmann::json c = nlohmann::json::parse(in);
     c["process"]["terminal"] = false;
     c["process"]["args"] = {"sh", "-c", script};
-    for (const auto& e : env) c["process"]["env"].push_back(e);
-    c["hooks"]["prestart"] = {{{"path", GpusliceBin()},
-                               {"args",
-                                {"gpuslice", "hook", "--driver-root", node_->root(), "--state-dir",
-                                 node_->root() + "/gs-state", "--enforcer", EnforcerLib()}},
-                               {"env", {"PATH=/usr/bin:/bin"}}}};  // explicit: never the image's env
-    if (extra_nvidia0)
+    for (const auto& e : spec.env) c["process"]["env"].push_back(e);
+    std::vector<std::string> args = {"gpuslice",    "hook",        "--driver-root",
+                                     node_->root(), "--state-dir", node_->root() + "/gs-state",
+                                     "--enforcer",  EnforcerLib()};
+    args.insert(args.end(), spec.hook_flags.begin(), spec.hook_flags.end());
+    c["hooks"]["prestart"] = {
+        {{"path", GpusliceBin()}, {"args", args}, {"env", {"PATH=/usr/bin:/bin"}}}};  // explicit: never the image's env
+    if (spec.extra_nvidia0)
       c["linux"]["devices"] = {
           {{"path", "/dev/nvidia0"}, {"type", "c"}, {"major", 195}, {"minor", 0}, {"fileMode", 438}}};
+    for (const auto& m : spec.markers)
+      c["mounts"].push_back({{"destination", "/var/run/nvidia-container-devices/" + m},
+                             {"type", "bind"},
+                             {"source", "/dev/null"},
+                             {"options", {"rbind", "ro"}}});
+    if (spec.privileged) c["process"]["capabilities"]["bounding"].push_back("CAP_SYS_ADMIN");
     std::ofstream(bundle_ + "/config.json") << c.dump(1);
     std::string id = "gs-test-" + std::to_string(getpid()) + "-" + std::to_string(++n_);
     Result r = RunProcess({"runc", "run", "--bundle", bundle_, id}, {}, 60);
     RunProcess({"runc", "delete", "-f", id});
+    // The next run starts again from runc's default spec.
+    fs::remove(bundle_ + "/config.json");
+    RunProcess({"runc", "spec", "--bundle", bundle_});
     return r;
+  }
+  // The simulated cards' UUIDs, by index.
+  std::vector<std::string> Uuids() {
+    Result smi = RunProcess({GpusliceBin(), "smi"}, node_->env());
+    std::vector<std::string> out;
+    std::istringstream words(smi.out);
+    for (std::string w; words >> w;)
+      if (w.rfind("GPU-", 0) == 0) out.push_back(w);
+    return out;
   }
   std::unique_ptr<SimNode> node_;
   std::string bundle_;
@@ -138,8 +178,14 @@ class RuncTest : public ::testing::Test {
 
 TEST_F(RuncTest, ContainerSeesExactlyItsGpuAndTheCgroupEnforcesIt) {
   REQUIRE_ROOT_AND("runc");
-  Result r = RunContainer("ls /dev | grep nvidia; cat /dev/nvidia1; cat /dev/nvidia0; cat /etc/ld.so.preload",
-                          {"NVIDIA_VISIBLE_DEVICES=1"}, true);
+  auto uuids = Uuids();
+  ASSERT_EQ(uuids.size(), 2u);
+  // The device plugin allocated card 1; the image asks for every card, as CUDA images do.
+  Spec spec;
+  spec.env = {"NVIDIA_VISIBLE_DEVICES=all"};
+  spec.markers = {uuids[1]};
+  spec.extra_nvidia0 = true;
+  Result r = RunContainer("ls /dev | grep nvidia; cat /dev/nvidia1; cat /dev/nvidia0; cat /etc/ld.so.preload", spec);
   std::set<std::string> nodes;
   for (const auto& l : Lines(r.out, "nvidia")) nodes.insert(l);
   EXPECT_EQ(nodes, (std::set<std::string>{"nvidia0", "nvidia1", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"}))
@@ -149,16 +195,62 @@ TEST_F(RuncTest, ContainerSeesExactlyItsGpuAndTheCgroupEnforcesIt) {
   EXPECT_NE(r.out.find("/usr/lib/gpuslice/"), std::string::npos) << r.out;  // the preload file names the enforcer
 }
 
+// docker --gpus semantics: the operator opted in to the environment variable.
 TEST_F(RuncTest, DockerGpusForms) {
   REQUIRE_ROOT_AND("runc");
-  Result all = RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=all"});
+  const std::vector<std::string> accept = {"--accept-env-when-unprivileged"};
+  Result all = RunContainer("ls /dev | grep 'nvidia[0-9]'", With({"NVIDIA_VISIBLE_DEVICES=all"}, {}, accept));
   EXPECT_EQ(Lines(all.out, "nvidia").size(), 2u) << all.out << all.err;
-  Result none = RunContainer("ls /dev | grep nvidia; ls /usr/lib/x86_64-linux-gnu", {"NVIDIA_VISIBLE_DEVICES=none"});
+  Result none = RunContainer("ls /dev | grep nvidia; ls /usr/lib/x86_64-linux-gnu",
+                             With({"NVIDIA_VISIBLE_DEVICES=none"}, {}, accept));
   EXPECT_EQ(Lines(none.out, "nvidia0").size(), 0u);
   EXPECT_NE(none.out.find("libcuda.so.1"), std::string::npos) << none.out << none.err;  // driver, no GPU
-  Result uuid =
-      RunContainer("ls /dev | grep 'nvidia[0-9]'", {"NVIDIA_VISIBLE_DEVICES=GPU-3c6ef372-ffb8-3d91-bd25-a09c16ea5856"});
+  Result uuid = RunContainer("ls /dev | grep 'nvidia[0-9]'",
+                             With({"NVIDIA_VISIBLE_DEVICES=GPU-3c6ef372-ffb8-3d91-bd25-a09c16ea5856"}, {}, accept));
   EXPECT_EQ(Lines(uuid.out, "nvidia").size(), 1u) << uuid.out << uuid.err;
+}
+
+// Every CUDA base image sets NVIDIA_VISIBLE_DEVICES=all, and the hook runs for every
+// container: without the device plugin's allocation an unprivileged container gets no GPU
+// and no driver, and the hook's log says why.
+TEST_F(RuncTest, ImageEnvironmentAloneGetsNoGpuUnlessAllocatedPrivilegedOrOptedIn) {
+  REQUIRE_ROOT_AND("runc");
+  auto uuids = Uuids();
+  ASSERT_EQ(uuids.size(), 2u);
+  std::string log = node_->root() + "/hook.log";
+  auto First = [](const std::string& out) {
+    auto lines = Lines(out, "nvidia");
+    return lines.empty() ? std::string() : lines[0];
+  };
+  const std::string list =
+      "ls /dev | grep 'nvidia' | sort | tr '\\n' ' '; echo; ls /usr/lib/x86_64-linux-gnu 2>/dev/null; true";
+  Result image = RunContainer(list, With({"NVIDIA_VISIBLE_DEVICES=all"}, {}, {"--log", log}));
+  ASSERT_EQ(image.code, 0) << image.out << image.err;  // the container still starts
+  EXPECT_EQ(Lines(image.out, "nvidia").size(), 0u) << image.out;
+  EXPECT_EQ(image.out.find("libcuda"), std::string::npos) << image.out;
+  std::ifstream in(log);
+  std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("ignoring NVIDIA_VISIBLE_DEVICES=\"all\" of an unprivileged container"), std::string::npos)
+      << logged;
+  // `none` (the driver without a GPU) is refused the same way.
+  Result none = RunContainer(list, With({"NVIDIA_VISIBLE_DEVICES=none"}, {}, {"--log", log}));
+  EXPECT_EQ(none.out.find("libcuda"), std::string::npos) << none.out;
+
+  // The device plugin's marker: exactly the allocated cards, whatever the image asks for.
+  Result allocated = RunContainer(list, With({"NVIDIA_VISIBLE_DEVICES=all"}, {uuids[0]}));
+  EXPECT_EQ(First(allocated.out), "nvidia-uvm nvidia-uvm-tools nvidia0 nvidiactl ") << allocated.out << allocated.err;
+  EXPECT_NE(allocated.out.find("libcuda.so.1"), std::string::npos) << allocated.out;
+  Result both = RunContainer(list, With({}, {uuids[1], uuids[0]}));
+  EXPECT_EQ(First(both.out), "nvidia-uvm nvidia-uvm-tools nvidia0 nvidia1 nvidiactl ") << both.out << both.err;
+
+  // The operator's opt-in, and a privileged container: the variable works again.
+  Result opted = RunContainer(list, With({"NVIDIA_VISIBLE_DEVICES=all"}, {}, {"--accept-env-when-unprivileged"}));
+  EXPECT_EQ(First(opted.out), "nvidia-uvm nvidia-uvm-tools nvidia0 nvidia1 nvidiactl ") << opted.out << opted.err;
+  Spec privileged;
+  privileged.env = {"NVIDIA_VISIBLE_DEVICES=1"};
+  privileged.privileged = true;
+  Result priv = RunContainer(list, privileged);
+  EXPECT_EQ(First(priv.out), "nvidia-uvm nvidia-uvm-tools nvidia1 nvidiactl ") << priv.out << priv.err;
 }
 
 TEST_F(RuncTest, ContainerWithoutGpusIsLeftExactlyAsItWas) {
@@ -169,7 +261,7 @@ TEST_F(RuncTest, ContainerWithoutGpusIsLeftExactlyAsItWas) {
     return files;
   };
   auto before = listing();
-  Result r = RunContainer("ls /dev | grep -c nvidia; echo done", {});
+  Result r = RunContainer("ls /dev | grep -c nvidia; echo done", Spec{});
   EXPECT_NE(r.out.find("0\ndone"), std::string::npos) << r.out << r.err;
   EXPECT_EQ(listing(), before);
 }
@@ -182,7 +274,7 @@ TEST_F(RuncTest, SymlinkPlantedInTheImageMakesTheHookRefuseAndTheHostIsUntouched
   // The CVE-2024-0132 / CVE-2025-23267 shape: a library directory pointing at the host.
   fs::create_directories(bundle_ + "/rootfs/usr/lib");
   fs::create_symlink(host, bundle_ + "/rootfs/usr/lib/x86_64-linux-gnu");
-  Result r = RunContainer("echo started", {"NVIDIA_VISIBLE_DEVICES=0"});
+  Result r = RunContainer("echo started", With({}, {"0"}));
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(r.out.find("started"), std::string::npos);  // the container did not start
   EXPECT_NE(r.err.find("is a symbolic link in the container image"), std::string::npos) << r.err;
@@ -195,7 +287,7 @@ TEST_F(RuncTest, SymlinkPlantedInTheImageMakesTheHookRefuseAndTheHostIsUntouched
   // The same with /etc/ld.so.preload planted as a link to a host file.
   fs::remove(bundle_ + "/rootfs/usr/lib/x86_64-linux-gnu");
   fs::create_symlink(host + "/canary", bundle_ + "/rootfs/etc/ld.so.preload");
-  r = RunContainer("echo started", {"NVIDIA_VISIBLE_DEVICES=0"});
+  r = RunContainer("echo started", With({}, {"0"}));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("/etc/ld.so.preload"), std::string::npos) << r.err;
   std::ifstream canary(host + "/canary");
@@ -208,7 +300,9 @@ TEST(Hook, MalformedInputFailsClearlyBeforeAnythingChanges) {
   auto hook = [&](const std::string& state) {
     std::string file = node.root() + "/state.json";
     std::ofstream(file) << state;
-    return RunProcess({"sh", "-c", GpusliceBin() + " hook --driver-root " + node.root() + " < " + file});
+    return RunProcess(
+        {"sh", "-c",
+         GpusliceBin() + " hook --accept-env-when-unprivileged --driver-root " + node.root() + " < " + file});
   };
   Result r = hook("{not json");
   EXPECT_EQ(r.code, 1);
@@ -293,13 +387,17 @@ TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
   Env env = PodmanConfig(node.root() + "/podman");
   std::string rootfs = node.root() + "/podman/rootfs";
   GlibcRootfs(rootfs);
+  // The device list as the kubelet passes the device plugin's: /dev/null mounted at
+  // /var/run/nvidia-container-devices/<id>; the image's variable asks for every card.
   Result r = RunProcess({"podman",
                          "run",
                          "--rm",
                          "--hooks-dir",
                          etc + "/usr/share/containers/oci/hooks.d",
+                         "-v",
+                         "/dev/null:/var/run/nvidia-container-devices/1:ro",
                          "-e",
-                         "NVIDIA_VISIBLE_DEVICES=1",
+                         "NVIDIA_VISIBLE_DEVICES=all",
                          "-e",
                          "CUDA_DEVICE_MEMORY_LIMIT=3g",
                          "-e",
@@ -318,6 +416,16 @@ TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
   EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded");
   EXPECT_EQ(std::stoull(Fields(r.out, "meminfo")[2]), 3ull << 30);
   EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+
+  // The same image's variable without the allocation: no GPU, no driver, and it starts.
+  std::string fresh = node.root() + "/podman/rootfs-unallocated";  // no mount points from the run above
+  BusyboxRootfs(fresh);
+  fs::create_directories(fresh + "/usr/lib/x86_64-linux-gnu");
+  Result image = RunProcess({"podman", "run", "--rm", "--hooks-dir", etc + "/usr/share/containers/oci/hooks.d", "-e",
+                             "NVIDIA_VISIBLE_DEVICES=all", "--rootfs", fresh, "sh", "-c",
+                             "ls /dev | grep -c nvidia; ls /usr/lib/x86_64-linux-gnu | grep -c libcuda"},
+                            env, 120);
+  EXPECT_EQ(image.out, "0\n0\n") << image.out << image.err;
 }
 
 // A RHEL-family host keeps the driver in /usr/lib64, which a Debian image's loader never
@@ -366,8 +474,8 @@ TEST(PodmanBothRoutes, DriverFromALib64HostLoadsInADebianImage) {
                                    "--rm",
                                    "--hooks-dir",
                                    etc + "/usr/share/containers/oci/hooks.d",
-                                   "-e",
-                                   "NVIDIA_VISIBLE_DEVICES=0",
+                                   "-v",
+                                   "/dev/null:/var/run/nvidia-container-devices/0:ro",
                                    "-e",
                                    "CUDA_DEVICE_MEMORY_LIMIT=3g",
                                    "--rootfs",

@@ -5,15 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "src/common/flags.h"
+#include "src/container/device_request.h"
 #include "src/container/edits_plan.h"
 #include "src/container/library_dirs.h"
+#include "src/container/oci_config.h"
 #include "src/container/rootfs.h"
 #include "src/model/visible_devices.h"
 #include "src/platform/gpu_driver.h"
@@ -25,9 +30,8 @@ constexpr size_t kMaxState = 1 << 20, kMaxConfig = 16 << 20;
 
 struct Container {
   int pid = 0;
-  std::string rootfs;
-  std::string visible, capabilities;
-  bool visible_set = false;
+  std::string id;  // for messages; may be empty
+  ContainerConfig config;
 };
 
 StatusOr<Container> ReadContainer(std::istream& state_in) {
@@ -46,6 +50,7 @@ StatusOr<Container> ReadContainer(std::istream& state_in) {
       return InvalidArgument("container state on stdin has no absolute \"bundle\" path");
     c.pid = st["pid"].get<int>();
     bundle = st["bundle"].get<std::string>();
+    if (st.contains("id") && st["id"].is_string()) c.id = st["id"].get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("container state on stdin is not valid JSON: ") + e.what());
   }
@@ -54,23 +59,33 @@ StatusOr<Container> ReadContainer(std::istream& state_in) {
   std::stringstream ss;
   ss << f.rdbuf();
   if (ss.str().size() > kMaxConfig) return InvalidArgument(bundle + "/config.json is larger than 16 MiB");
-  try {
-    auto cfg = nlohmann::json::parse(ss.str());
-    std::string root = cfg.at("root").at("path").get<std::string>();
-    c.rootfs = root[0] == '/' ? root : bundle + "/" + root;
-    if (cfg.contains("process") && cfg["process"].contains("env"))
-      for (const auto& e : cfg["process"]["env"]) {
-        std::string kv = e.get<std::string>();
-        if (kv.rfind("NVIDIA_VISIBLE_DEVICES=", 0) == 0) {
-          c.visible = kv.substr(23);
-          c.visible_set = true;
-        }
-        if (kv.rfind("NVIDIA_DRIVER_CAPABILITIES=", 0) == 0) c.capabilities = kv.substr(27);
-      }
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(bundle + "/config.json: " + e.what());
-  }
+  auto cfg = ParseContainerConfig(ss.str(), bundle);
+  if (!cfg.ok()) return cfg.status();
+  c.config = std::move(*cfg);
   return c;
+}
+
+// A message on stderr (runc shows it only when the hook fails) and, with --log, appended
+// to that file, so a refusal of a container that still starts leaves a trace.
+void Log(const std::string& log_path, const std::string& container_id, const std::string& message) {
+  std::string line =
+      "gpuslice hook: " + (container_id.empty() ? "" : "container " + Printable(container_id, 80) + ": ") + message +
+      "\n";
+  std::cerr << line;
+  if (log_path.empty()) return;
+  int fd = open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    std::cerr << "gpuslice hook: cannot open the log " << log_path << ": " << strerror(errno) << "\n";
+    return;
+  }
+  time_t now = time(nullptr);
+  char stamp[32];
+  struct tm tm_utc;
+  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", gmtime_r(&now, &tm_utc));
+  line = stamp + line;
+  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    std::cerr << "gpuslice hook: cannot write the log " << log_path << ": " << strerror(errno) << "\n";
+  close(fd);
 }
 
 // cgroup v1: "N:devices:/path" in /proc/<pid>/cgroup.
@@ -96,12 +111,13 @@ Status AllowDevices(int pid, const std::vector<DeviceNodeEdit>& nodes) {
 // In a child (setns needs a single-threaded process): enter the container's mount
 // namespace and make the edits through fds opened beneath its root.
 int ApplyInNamespace(const Container& c, EditsPlan plan) {
+  const std::string& rootfs = c.config.rootfs;
   int ns = open(("/proc/" + std::to_string(c.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
   if (ns < 0 || setns(ns, CLONE_NEWNS) != 0) {
     std::cerr << "gpuslice hook: cannot enter the mount namespace of pid " << c.pid << ": " << strerror(errno) << "\n";
     return 1;
   }
-  auto root = RootFs::Open(c.rootfs);
+  auto root = RootFs::Open(rootfs);
   if (!root.ok()) {
     std::cerr << "gpuslice hook: " << root.status().message() << "\n";
     return 1;
@@ -157,11 +173,15 @@ int ApplyInNamespace(const Container& c, EditsPlan plan) {
 }  // namespace
 
 int RunHook(const std::vector<std::string>& args) {
-  std::string driver_root = "/", state_dir = "/var/lib/gpuslice", enforcer;
+  std::string driver_root = "/", state_dir = "/var/lib/gpuslice", enforcer, log_path;
+  DevicePolicy policy;
   FlagSet flags("hook", "OCI prestart/createRuntime hook: reads the container state on stdin.");
   flags.String("driver-root", &driver_root, "root of the driver installation");
   flags.String("state-dir", &state_dir, "where the enforcer is installed for containers");
   flags.String("enforcer", &enforcer, "libgpuslice.so to install (empty: none)");
+  flags.Bool("accept-env-when-unprivileged", &policy.accept_env_when_unprivileged,
+             "honour NVIDIA_VISIBLE_DEVICES of unprivileged containers without a device allocation");
+  flags.String("log", &log_path, "file to append refusals to (empty: stderr only)");
   std::vector<std::string> rest;
   if (Status s = flags.Parse(args, &rest, true); !s.ok()) {
     std::cerr << "gpuslice hook: " << s.message() << "\n";
@@ -173,19 +193,21 @@ int RunHook(const std::vector<std::string>& args) {
     std::cerr << "gpuslice hook: " << c.status().message() << "\n";
     return 1;
   }
-  auto visible = model::ParseVisibleDevices(c->visible, c->visible_set);
-  if (!visible.ok()) {
-    std::cerr << "gpuslice hook: " << visible.status().message() << "\n";
+  auto decision = DecideDevices(c->config, policy);
+  if (!decision.ok()) {
+    Log(log_path, c->id, decision.status().message());
     return 1;
   }
-  if (visible->kind == model::Visibility::kVoid) return 0;  // not a GPU container: untouched
-  auto caps = ParseCapabilities(c->capabilities);
+  if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
+  const model::VisibleDevices& visible = decision->devices;
+  if (visible.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
+  auto caps = ParseCapabilities(c->config.capabilities);
   if (!caps.ok()) {
     std::cerr << "gpuslice hook: " << caps.status().message() << "\n";
     return 1;
   }
   std::vector<model::Gpu> selected;
-  if (visible->kind != model::Visibility::kNone) {
+  if (visible.kind != model::Visibility::kNone) {
     auto driver = platform::OpenNvmlGpuDriver(driver_root);
     if (!driver.ok()) {
       std::cerr << "gpuslice hook: " << driver.status().message() << "\n";
@@ -199,7 +221,7 @@ int RunHook(const std::vector<std::string>& args) {
     std::vector<model::Gpu> gpus;
     for (const auto& g : *infos)
       gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
-    auto sel = model::SelectGpus(*visible, gpus);
+    auto sel = model::SelectGpus(visible, gpus);
     if (!sel.ok()) {
       std::cerr << "gpuslice hook: " << sel.status().message() << "\n";
       return 1;

@@ -66,7 +66,9 @@ StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r) {
   if (r.runtime == "podman") {
     if (r.mode == "hook")
       return ConfigChange{"/usr/share/containers/oci/hooks.d/gpuslice.json", HookJson(r),
-                          "then: podman run -e NVIDIA_VISIBLE_DEVICES=0 ..."};
+                          "then: podman run -v /dev/null:/var/run/nvidia-container-devices/0:ro ... (the hook ignores "
+                          "NVIDIA_VISIBLE_DEVICES of unprivileged containers unless its args get "
+                          "--accept-env-when-unprivileged)"};
     return ConfigChange{"", "",
                         "podman reads CDI specs from /etc/cdi and /var/run/cdi: nothing to configure; "
                         "podman run --device gpuslice.io/gpu=0 ..."};

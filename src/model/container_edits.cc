@@ -51,6 +51,10 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   if (!o.limits_file_host_path.empty()) e.mounts.push_back({o.limits_file_host_path, "/etc/gpuslice/limits", true});
   if (!o.region_host_dir.empty()) e.mounts.push_back({o.region_host_dir, o.region_container_dir, false});
   if (!o.cards_host_dir.empty()) e.mounts.push_back({o.cards_host_dir, o.cards_container_dir, false});
+  // The marker the OCI hook gives devices by: what the container was allocated, in a form
+  // only the runtime can produce (kDeviceMarkerDir in the header).
+  for (const auto& d : a.devices)
+    if (!d.uuid.empty()) e.mounts.push_back({kDeviceMarkerSource, std::string(kDeviceMarkerDir) + "/" + d.uuid, true});
   return e;
 }
 

@@ -48,6 +48,14 @@ struct ContainerEdits {
   std::vector<DeviceNode> devices;
 };
 
+// The device plugin's allocation marker, NVIDIA's "volume-mounts" convention: one
+// read-only mount of the host's /dev/null at <kDeviceMarkerDir>/<GPU-UUID> per granted
+// card. Mounts in an OCI config come from the runtime (the kubelet's Allocate response),
+// never from an image's environment, so the OCI hook trusts this list where it must not
+// trust NVIDIA_VISIBLE_DEVICES (src/container/device_request.h).
+inline constexpr char kDeviceMarkerDir[] = "/var/run/nvidia-container-devices";
+inline constexpr char kDeviceMarkerSource[] = "/dev/null";
+
 struct EditOptions {
   // Standalone (`gpuslice run`): no container; LD_PRELOAD and host paths are used, and
   // CUDA_VISIBLE_DEVICES selects the granted cards. Otherwise: container paths, the

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace gs::model {
 namespace {
 
@@ -50,6 +53,19 @@ TEST(ContainerEdits, ContainerGetsDevicesEnforcerPreloadAndRegion) {
   EXPECT_EQ(e.env.count("LD_PRELOAD"), 0u);  // preloaded by the read-only file, not env
 }
 
+TEST(ContainerEdits, ContainerGetsOneDeviceMarkerMountPerGrantedCard) {
+  ContainerEdits e = ToContainerEdits(TwoSlices(), EditOptions{});
+  std::vector<std::string> markers;
+  for (const auto& m : e.mounts)
+    if (m.container_path.rfind(std::string(kDeviceMarkerDir) + "/", 0) == 0) {
+      EXPECT_EQ(m.host_path, "/dev/null") << m.container_path;
+      EXPECT_TRUE(m.read_only) << m.container_path;
+      markers.push_back(m.container_path);
+    }
+  EXPECT_EQ(markers, (std::vector<std::string>{"/var/run/nvidia-container-devices/GPU-aaaa",
+                                               "/var/run/nvidia-container-devices/GPU-bbbb"}));
+}
+
 TEST(ContainerEdits, StandaloneUsesPreloadEnvAndVisibleDevices) {
   EditOptions o;
   o.standalone = true;
@@ -61,6 +77,7 @@ TEST(ContainerEdits, StandaloneUsesPreloadEnvAndVisibleDevices) {
   EXPECT_EQ(e.env["CUDA_VISIBLE_DEVICES"], "GPU-aaaa,GPU-bbbb");
   EXPECT_EQ(e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], "/tmp/run1/region");
   EXPECT_TRUE(e.devices.empty());
+  EXPECT_TRUE(e.mounts.empty());  // `gpuslice run` has no container: no marker either
 }
 
 }  // namespace
