@@ -1,12 +1,19 @@
 // The driver-level simulator with real processes: several programs share simulated
 // cards and see each other exactly as on a real GPU, through CUDA and NVML alike.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 
+#include "src/platform/cuda_api.h"
+#include "src/platform/nvml_api.h"
 #include "tests/harness.h"
 
 namespace gs::testing {
@@ -204,6 +211,282 @@ TEST(Simulator, CudaVisibleDevicesSelectsCards) {
   env["CUDA_VISIBLE_DEVICES"] = "7";
   r = RunProcess({ProbeBin(), "init"}, env);
   EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_NO_DEVICE");
+}
+
+// ---- what the driver really spends (../shared/reference/real-gpu-h100.md) ----------------
+//
+// These run their CUDA in a forked child of the test that dlopens the node's libcuda and
+// libnvidia-ml, so a step can read NVML's per-process used memory for its own pid (the
+// figure the reference measured) and fork again; the test process never loads them.
+
+struct SimLibs {
+  void* cuda = nullptr;
+  void* nvml = nullptr;
+  template <typename Fn>
+  Fn Cuda(const char* name) const {
+    return reinterpret_cast<Fn>(dlsym(cuda, name));
+  }
+  template <typename Fn>
+  Fn Nvml(const char* name) const {
+    return reinterpret_cast<Fn>(dlsym(nvml, name));
+  }
+  // NVML's used memory of process `pid` on GPU 0, in MiB (0: not listed).
+  uint64_t NvmlMiB(pid_t pid) const {
+    nvmlDevice_t dev;
+    if (Nvml<nvmlReturn_t (*)()>("nvmlInit_v2")() != NVML_SUCCESS ||
+        Nvml<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2")(0, &dev) != NVML_SUCCESS)
+      return UINT64_MAX;
+    nvmlProcessInfo_t procs[64];
+    unsigned n = 64;
+    if (Nvml<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*)>("nvmlDeviceGetComputeRunningProcesses_v3")(
+            dev, &n, procs) != NVML_SUCCESS)
+      return UINT64_MAX;
+    for (unsigned i = 0; i < n; ++i)
+      if (procs[i].pid == static_cast<unsigned>(pid)) return procs[i].usedGpuMemory >> 20;
+    return 0;
+  }
+  uint64_t OwnMiB() const { return NvmlMiB(getpid()); }
+  // cuInit, then retain device 0's primary context and make it current.
+  CUresult Init() const {
+    CUresult rc = Cuda<CUresult (*)(unsigned)>("cuInit")(0);
+    CUcontext ctx = nullptr;
+    if (rc == CUDA_SUCCESS) rc = Cuda<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&ctx, 0);
+    if (rc == CUDA_SUCCESS) rc = Cuda<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+    return rc;
+  }
+  CUresult SetLimit(CUlimit limit, size_t v) const {
+    return Cuda<CUresult (*)(CUlimit, size_t)>("cuCtxSetLimit")(limit, v);
+  }
+  size_t GetLimit(CUlimit limit) const {
+    size_t v = 0;
+    return Cuda<CUresult (*)(size_t*, CUlimit)>("cuCtxGetLimit")(&v, limit) == CUDA_SUCCESS ? v : SIZE_MAX;
+  }
+  CUresult Alloc(size_t bytes) const {
+    CUdeviceptr p = 0;
+    return Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&p, bytes);
+  }
+};
+
+// Runs body(libs, out) in a forked child with the node's simulated libraries loaded;
+// returns what it (and any process it forks) wrote to `out`. The child is waited for
+// before the output is read, so a grandchild may outlive it.
+std::string InSimChild(const SimNode& node, const std::function<void(const SimLibs&, FILE*)>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    FILE* out = fdopen(fds[1], "w");
+    setvbuf(out, nullptr, _IONBF, 0);
+    std::string lib = node.root() + "/usr/lib/x86_64-linux-gnu/";
+    SimLibs libs;
+    libs.cuda = dlopen((lib + "libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+    libs.nvml = dlopen((lib + "libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (libs.cuda == nullptr || libs.nvml == nullptr) {
+      fprintf(out, "dlopen failed: %s\n", dlerror());
+      _exit(2);
+    }
+    body(libs, out);
+    _exit(0);
+  }
+  close(fds[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) text += "child failed\n";
+  return text;
+}
+
+// Measured: a context costs 518 MiB on the H100 (NVML, own pid), each further one 518 more.
+TEST(SimulatorMemory, AnH100ContextCostsWhatTheCardSpends) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    fprintf(out, "before %llu\n", static_cast<unsigned long long>(cu.OwnMiB()));
+    fprintf(out, "init %d\n", cu.Init());
+    fprintf(out, "primary %llu\n", static_cast<unsigned long long>(cu.OwnMiB()));
+    CUcontext second = nullptr;
+    fprintf(out, "create %d\n", cu.Cuda<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate_v2")(&second, 0, 0));
+    fprintf(out, "two %llu\n", static_cast<unsigned long long>(cu.OwnMiB()));
+    cu.Cuda<CUresult (*)(CUcontext)>("cuCtxDestroy_v2")(second);
+    fprintf(out, "destroyed %llu\n", static_cast<unsigned long long>(cu.OwnMiB()));
+  });
+  EXPECT_EQ(Lines(out, "before")[0], "before 0") << out;
+  EXPECT_EQ(Lines(out, "init")[0], "init 0") << out;
+  EXPECT_EQ(Lines(out, "primary")[0], "primary 518") << out;
+  EXPECT_EQ(Lines(out, "create")[0], "create 0") << out;
+  EXPECT_EQ(Lines(out, "two")[0], "two 1036") << out;
+  EXPECT_EQ(Lines(out, "destroyed")[0], "destroyed 518") << out;
+  // A card nobody measured keeps the 256 MiB figure; the scenario key overrides either.
+  SimNode t4("gpus: [T4]\n");
+  Result r = RunProcess({ProbeBin(), "init", "nvml"}, t4.env());
+  EXPECT_EQ(U(Fields(r.out, "nvml")[8]), 256 * kMiB) << r.out << r.err;
+  SimNode custom("context_memory: 100Mi\ngpus: [H100-80GB]\n");
+  r = RunProcess({ProbeBin(), "init", "nvml"}, custom.env());
+  EXPECT_EQ(U(Fields(r.out, "nvml")[8]), 100 * kMiB) << r.out << r.err;
+}
+
+// Measured on the H100 (real-gpu-h100.md, "What the driver really spends"): a 1 GiB malloc
+// heap and a 256 MiB printf FIFO cost nothing until used; a 64 KiB stack per thread added
+// 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads. The simulator charges the same, and
+// refuses a stack the card has no room for.
+TEST(SimulatorMemory, CtxSetLimitCostsWhatTheCardSpends) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto own = [&](const char* step) { fprintf(out, "%s %llu\n", step, static_cast<unsigned long long>(cu.OwnMiB())); };
+    if (cu.Init() != CUDA_SUCCESS) return;
+    own("context");
+    fprintf(out, "defaults %zu %zu %zu\n", cu.GetLimit(CU_LIMIT_STACK_SIZE), cu.GetLimit(CU_LIMIT_MALLOC_HEAP_SIZE),
+            cu.GetLimit(CU_LIMIT_PRINTF_FIFO_SIZE));
+    fprintf(out, "heap-rc %d\n", cu.SetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 1ull << 30));
+    own("heap");
+    fprintf(out, "stack-rc %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 64 << 10));
+    own("stack");
+    fprintf(out, "fifo-rc %d\n", cu.SetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 256u << 20));
+    own("fifo");
+    fprintf(out, "limits %zu %zu %zu\n", cu.GetLimit(CU_LIMIT_STACK_SIZE), cu.GetLimit(CU_LIMIT_MALLOC_HEAP_SIZE),
+            cu.GetLimit(CU_LIMIT_PRINTF_FIFO_SIZE));
+    // 1 MiB a thread: 1023 KiB x 270,336 threads = 264 GiB, more than the card.
+    fprintf(out, "huge-rc %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 1 << 20));
+    own("huge");
+    fprintf(out, "kept %zu\n", cu.GetLimit(CU_LIMIT_STACK_SIZE));
+    fprintf(out, "lower-rc %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 1024));
+    own("lower");
+    // With 70 GiB allocated the 16,632 MiB no longer fit: refused, nothing charged.
+    CUdeviceptr p = 0;
+    fprintf(out, "alloc-rc %d\n", cu.Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&p, 70ull << 30));
+    own("allocated");
+    fprintf(out, "full-rc %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 64 << 10));
+    own("full");
+    cu.Cuda<CUresult (*)(CUdeviceptr)>("cuMemFree_v2")(p);
+    // A context reset gives the stack back and the limits return to their defaults.
+    fprintf(out, "stack2-rc %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 4 << 10));
+    own("stack2");
+    fprintf(out, "reset-rc %d\n", cu.Cuda<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxReset_v2")(0));
+    cu.Init();
+    own("reinit");
+    fprintf(out, "after-reset %zu\n", cu.GetLimit(CU_LIMIT_STACK_SIZE));
+  });
+  EXPECT_EQ(Lines(out, "context")[0], "context 518") << out;
+  EXPECT_EQ(Lines(out, "defaults")[0], "defaults 1024 8388608 1048576") << out;
+  EXPECT_EQ(Lines(out, "heap-rc")[0], "heap-rc 0") << out;
+  EXPECT_EQ(Lines(out, "heap ")[0], "heap 518") << out;  // +0 until used
+  EXPECT_EQ(Lines(out, "stack-rc")[0], "stack-rc 0") << out;
+  EXPECT_EQ(Lines(out, "stack ")[0], "stack 17150") << out;  // 518 + 16,632
+  EXPECT_EQ(Lines(out, "fifo-rc")[0], "fifo-rc 0") << out;
+  EXPECT_EQ(Lines(out, "fifo ")[0], "fifo 17150") << out;  // +0 until used
+  EXPECT_EQ(Lines(out, "limits")[0], "limits 65536 1073741824 268435456") << out;
+  EXPECT_EQ(Lines(out, "huge-rc")[0], "huge-rc 2") << out;  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Lines(out, "huge ")[0], "huge 17150") << out;
+  EXPECT_EQ(Lines(out, "kept")[0], "kept 65536") << out;
+  EXPECT_EQ(Lines(out, "lower-rc")[0], "lower-rc 0") << out;
+  EXPECT_EQ(Lines(out, "lower ")[0], "lower 518") << out;
+  EXPECT_EQ(Lines(out, "alloc-rc")[0], "alloc-rc 0") << out;
+  EXPECT_EQ(Lines(out, "allocated")[0], "allocated 72198") << out;  // 518 + 71,680
+  EXPECT_EQ(Lines(out, "full-rc")[0], "full-rc 2") << out;          // 9,361 MiB free < 16,632
+  EXPECT_EQ(Lines(out, "full ")[0], "full 72198") << out;
+  EXPECT_EQ(Lines(out, "stack2-rc")[0], "stack2-rc 0") << out;
+  EXPECT_EQ(Lines(out, "stack2 ")[0], "stack2 1310") << out;  // 518 + 3 KiB x 270,336 = 792 MiB
+  EXPECT_EQ(Lines(out, "reset-rc")[0], "reset-rc 0") << out;
+  EXPECT_EQ(Lines(out, "reinit")[0], "reinit 518") << out;  // the stack went with the old context
+  EXPECT_EQ(Lines(out, "after-reset")[0], "after-reset 1024") << out;
+}
+
+// Measured on the H100: a module with a 64 MiB .global added 64 MiB (NVML, own pid); the
+// driver's pages are 2 MiB. The module's memory goes with cuModuleUnload and with its
+// context.
+TEST(SimulatorMemory, AModuleCostsItsGlobals) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto own = [&](const char* step) { fprintf(out, "%s %llu\n", step, static_cast<unsigned long long>(cu.OwnMiB())); };
+    auto load = [&](const char* globals, CUmodule* m) {
+      std::string ptx = std::string(".version 8.0\n.target sm_90\n.address_size 64\n") + globals +
+                        "\n.visible .entry k() { ld.global.u32 %r1, [x]; ret; }\n";
+      return cu.Cuda<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData")(m, ptx.c_str());
+    };
+    auto unload = cu.Cuda<CUresult (*)(CUmodule)>("cuModuleUnload");
+    if (cu.Init() != CUDA_SUCCESS) return;
+    own("context");
+    CUmodule big = nullptr, small = nullptr, none = nullptr;
+    fprintf(out, "big-rc %d\n", load(".visible .global .align 1 .b8 big[67108864];", &big));
+    own("big");
+    fprintf(out, "small-rc %d\n", load(".global .u32 x;", &small));
+    own("small");  // 4 bytes take a 2 MiB page
+    fprintf(out, "none-rc %d\n", load("", &none));
+    own("none");
+    fprintf(out, "toobig-rc %d\n", load(".global .b8 t[90000000000];", &none));
+    own("toobig");
+    unload(big);
+    own("unloaded");
+    fprintf(out, "reset-rc %d\n", cu.Cuda<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxReset_v2")(0));
+    own("reset");
+  });
+  EXPECT_EQ(Lines(out, "context")[0], "context 518") << out;
+  EXPECT_EQ(Lines(out, "big-rc")[0], "big-rc 0") << out;
+  EXPECT_EQ(Lines(out, "big ")[0], "big 582") << out;  // +64
+  EXPECT_EQ(Lines(out, "small-rc")[0], "small-rc 0") << out;
+  EXPECT_EQ(Lines(out, "small ")[0], "small 584") << out;  // +2
+  EXPECT_EQ(Lines(out, "none-rc")[0], "none-rc 0") << out;
+  EXPECT_EQ(Lines(out, "none ")[0], "none 584") << out;  // +0
+  EXPECT_EQ(Lines(out, "toobig-rc")[0], "toobig-rc 2") << out;
+  EXPECT_EQ(Lines(out, "toobig ")[0], "toobig 584") << out;
+  EXPECT_EQ(Lines(out, "unloaded")[0], "unloaded 520") << out;
+  EXPECT_EQ(Lines(out, "reset-rc")[0], "reset-rc 0") << out;
+  EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;  // the context and its module's 2 MiB
+}
+
+// CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents
+// it; real-gpu-h100.md): every call answers CUDA_ERROR_NOT_INITIALIZED (3), cuInit
+// included, while the parent goes on. A child forked before cuInit uses CUDA as its own
+// process: NVML lists it under its own pid and its memory outlives the parent.
+TEST(SimulatorMemory, CudaIsRefusedInAChildForkedAfterInit) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    fprintf(out, "parent-init %d\n", cu.Init());
+    pid_t child = fork();
+    if (child == 0) {
+      int count = -1;
+      CUdevice dev = -1;
+      fprintf(out, "child-init %d\n", cu.Cuda<CUresult (*)(unsigned)>("cuInit")(0));
+      fprintf(out, "child-count %d\n", cu.Cuda<CUresult (*)(int*)>("cuDeviceGetCount")(&count));
+      fprintf(out, "child-get %d\n", cu.Cuda<CUresult (*)(CUdevice*, int)>("cuDeviceGet")(&dev, 0));
+      fprintf(out, "child-alloc %d\n", cu.Alloc(1 << 20));
+      fprintf(out, "child-limit %d\n", cu.SetLimit(CU_LIMIT_STACK_SIZE, 64 << 10));
+      _exit(0);
+    }
+    waitpid(child, nullptr, 0);
+    fprintf(out, "parent-alloc %d\n", cu.Alloc(64 << 20));
+    fprintf(out, "parent-own %llu\n", static_cast<unsigned long long>(cu.OwnMiB()));
+  });
+  EXPECT_EQ(Lines(out, "parent-init")[0], "parent-init 0") << out;
+  EXPECT_EQ(Lines(out, "child-init")[0], "child-init 3") << out;
+  EXPECT_EQ(Lines(out, "child-count")[0], "child-count 3") << out;
+  EXPECT_EQ(Lines(out, "child-get")[0], "child-get 3") << out;
+  EXPECT_EQ(Lines(out, "child-alloc")[0], "child-alloc 3") << out;
+  EXPECT_EQ(Lines(out, "child-limit")[0], "child-limit 3") << out;
+  EXPECT_EQ(Lines(out, "parent-alloc")[0], "parent-alloc 0") << out;
+  EXPECT_EQ(Lines(out, "parent-own")[0], "parent-own 582") << out;
+
+  out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    int version = 0;
+    cu.Cuda<CUresult (*)(int*)>("cuDriverGetVersion")(&version);  // attaches, CUDA not initialised
+    pid_t parent = getpid();
+    if (fork() != 0) _exit(0);  // the parent leaves; the child carries on
+    fprintf(out, "child-init %d\n", cu.Init());
+    fprintf(out, "child-alloc %d\n", cu.Alloc(1ull << 30));
+    fprintf(out, "child-own %llu parent %llu\n", static_cast<unsigned long long>(cu.OwnMiB()),
+            static_cast<unsigned long long>(cu.NvmlMiB(parent)));
+    for (int i = 0; i < 500 && kill(parent, 0) == 0; ++i) usleep(10000);  // until reaped
+    fprintf(out, "parent-gone %d own %llu\n", kill(parent, 0) != 0, static_cast<unsigned long long>(cu.OwnMiB()));
+  });
+  EXPECT_EQ(Lines(out, "child-init")[0], "child-init 0") << out;
+  EXPECT_EQ(Lines(out, "child-alloc")[0], "child-alloc 0") << out;
+  EXPECT_EQ(Lines(out, "child-own")[0], "child-own 1542 parent 0") << out;  // 518 + 1024, its own
+  EXPECT_EQ(Lines(out, "parent-gone")[0], "parent-gone 1 own 1542") << out;
 }
 
 TEST(SimulatorCli, BadScenariosAreRefusedWithTheReason) {

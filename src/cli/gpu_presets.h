@@ -19,7 +19,14 @@ struct GpuPreset {
   uint32_t pci_device;    // PCI device id (vendor 0x10DE)
   uint32_t power_limit_w;
   uint32_t sm_clock_mhz, mem_clock_mhz;
+  // Device memory one CUDA context costs on this card (NVML's per-process used memory of
+  // a process holding only a context). Measured where the table says so; elsewhere the
+  // simulator's earlier default, not measured.
+  uint64_t context_mib;
 };
+
+// What a context costs on a card nobody measured (and on hand-described scenario GPUs).
+inline constexpr uint64_t kUnmeasuredContextMib = 256;
 
 const std::vector<GpuPreset>& GpuPresets();
 const GpuPreset* FindGpuPreset(const std::string& key);  // case-insensitive; nullptr if unknown

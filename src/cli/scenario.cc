@@ -41,6 +41,7 @@ Status ApplyPreset(const std::string& key, ScenarioGpu* g) {
   g->power_limit_w = p->power_limit_w;
   g->sm_clock_mhz = p->sm_clock_mhz;
   g->mem_clock_mhz = p->mem_clock_mhz;
+  g->context_memory = p->context_mib << 20;
   return Status::Ok();
 }
 
@@ -75,9 +76,9 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
   } else if (item.IsMap()) {
     for (auto it = item.begin(); it != item.end(); ++it) {
       std::string k = it->first.as<std::string>();
-      static const char* kKeys[] = {"preset", "count",        "name", "memory", "sms",
-                                    "uuid",   "pci_bus_id",   "numa", "minor",  "compute_capability",
-                                    "serial", "power_limit_w"};
+      static const char* kKeys[] = {"preset", "count",         "name",          "memory", "sms",
+                                    "uuid",   "pci_bus_id",    "numa",          "minor",  "compute_capability",
+                                    "serial", "power_limit_w", "context_memory"};
       bool ok = false;
       for (const char* known : kKeys) ok |= k == known;
       if (!ok) return InvalidArgument(where + ": unknown key '" + k + "'");
@@ -103,6 +104,12 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
       g.minor_set = true;
     }
     if (item["power_limit_w"]) g.power_limit_w = item["power_limit_w"].as<uint32_t>();
+    if (item["context_memory"]) {
+      auto b = Bytes(item["context_memory"], where + ".context_memory");
+      if (!b.ok()) return b.status();
+      g.context_memory = *b;
+      g.context_memory_set = true;
+    }
     if (item["compute_capability"]) {
       std::string cc = item["compute_capability"].as<std::string>();
       if (sscanf(cc.c_str(), "%u.%u", &g.cc_major, &g.cc_minor) != 2)
@@ -196,6 +203,8 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
       if (!g.minor_set) g.minor = static_cast<uint32_t>(i);
       // Like a two-socket server: the first half of the cards on NUMA node 0.
       if (!g.numa_set) g.numa_node = sc.gpus.size() > 1 && i >= sc.gpus.size() / 2 ? 1 : 0;
+      // The top-level key overrides the presets' figures; a GPU's own key overrides both.
+      if (sc.context_memory && !g.context_memory_set) g.context_memory = *sc.context_memory;
     }
     for (size_t i = 0; i < sc.gpus.size(); ++i)
       for (size_t j = 0; j < i; ++j) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "src/cli/gpu_presets.h"
 #include "src/common/status.h"
 
 namespace gs::cli {
@@ -24,9 +26,14 @@ struct ScenarioGpu {
   uint32_t pci_device = 0;
   uint32_t power_limit_w = 300;
   uint32_t sm_clock_mhz = 1500, mem_clock_mhz = 1500;
+  // Device memory one CUDA context costs: the preset's (518 MiB on the H100, as measured),
+  // else 256 MiB (not measured); the scenario's `context_memory` (top level or per GPU)
+  // overrides it.
+  uint64_t context_memory = kUnmeasuredContextMib << 20;
   int numa_node = 0;
   uint32_t minor = 0;
   bool numa_set = false, minor_set = false;  // given in the scenario, not derived
+  bool context_memory_set = false;
 };
 
 struct ScenarioFault {
@@ -38,7 +45,9 @@ struct ScenarioFault {
 struct Scenario {
   std::string driver_version = "580.65.06";
   int cuda_version = 13000;
-  uint64_t context_memory = 256ull << 20;  // what one CUDA context costs on a card
+  // `context_memory` at the top level: what one CUDA context costs on every card,
+  // overriding the presets' figures (already applied to each of `gpus`).
+  std::optional<uint64_t> context_memory;
   // NVML's per-process sample period and the driver's time slice between processes
   // (src/sim/timeline.h; defaults as measured on the H100).
   double sample_period_ms = 200;

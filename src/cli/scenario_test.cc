@@ -20,19 +20,40 @@ TEST(Scenario, PresetsWithCountsInOneLine) {
   EXPECT_EQ(sc->gpus[2].numa_node, 1);
 }
 
+// Context footprints: the H100's 518 MiB as measured (NVML per-process, own pid,
+// real-gpu-h100.md); the cards nobody measured keep 256 MiB.
 TEST(Scenario, EveryPresetHasItsRealSize) {
   struct {
     const char* key;
     uint64_t mib;
     uint32_t sms;
-  } want[] = {{"T4", 15360, 40},         {"L4", 23034, 58},         {"A100-40GB", 40960, 108},
-              {"A100-80GB", 81920, 108}, {"H100-80GB", 81559, 132}, {"H200-141GB", 143771, 132}};
+    uint64_t context_mib;
+  } want[] = {{"T4", 15360, 40, 256},         {"L4", 23034, 58, 256},         {"A100-40GB", 40960, 108, 256},
+              {"A100-80GB", 81920, 108, 256}, {"H100-80GB", 81559, 132, 518}, {"H200-141GB", 143771, 132, 256}};
   for (auto& w : want) {
     auto sc = ParseScenario(std::string("gpus: [") + w.key + "]\n");
     ASSERT_TRUE(sc.ok()) << w.key << ": " << sc.status().message();
     EXPECT_EQ(sc->gpus[0].memory_bytes, w.mib << 20) << w.key;
     EXPECT_EQ(sc->gpus[0].sm_count, w.sms) << w.key;
+    EXPECT_EQ(sc->gpus[0].context_memory, w.context_mib << 20) << w.key;
   }
+}
+
+TEST(Scenario, ContextMemoryComesFromThePresetUnlessTheScenarioSaysOtherwise) {
+  auto sc = ParseScenario("gpus: [H100-80GB, T4, {name: Mine, memory: 8Gi, sms: 10}]\n");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_FALSE(sc->context_memory.has_value());
+  EXPECT_EQ(sc->gpus[0].context_memory, 518ull << 20);
+  EXPECT_EQ(sc->gpus[1].context_memory, 256ull << 20);
+  EXPECT_EQ(sc->gpus[2].context_memory, 256ull << 20);  // by hand: not measured
+  // The top-level key overrides every card; a card's own key overrides that.
+  sc = ParseScenario("context_memory: 100Mi\ngpus: [H100-80GB, {preset: H100-80GB, context_memory: 1Gi}]\n");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_EQ(sc->gpus[0].context_memory, 100ull << 20);
+  EXPECT_EQ(sc->gpus[1].context_memory, 1ull << 30);
+  sc = ParseScenario("gpus: [{preset: T4, context_memory: lots}]\n");
+  ASSERT_FALSE(sc.ok());
+  EXPECT_NE(sc.status().message().find("gpus[0].context_memory"), std::string::npos) << sc.status().message();
 }
 
 TEST(Scenario, ByHandWithFaults) {
@@ -58,6 +79,7 @@ faults:
   EXPECT_EQ(sc->cuda_version, 12080);
   EXPECT_EQ(sc->context_memory, 0u);
   ASSERT_EQ(sc->gpus.size(), 3u);
+  for (const auto& g : sc->gpus) EXPECT_EQ(g.context_memory, 0u) << g.name;
   EXPECT_EQ(sc->gpus[0].uuid, "GPU-11111111-2222-3333-4444-555555555555");
   EXPECT_EQ(sc->gpus[0].numa_node, 1);
   EXPECT_EQ(sc->gpus[0].cc_minor, 6u);

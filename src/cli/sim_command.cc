@@ -92,7 +92,7 @@ Status WriteState(const Scenario& sc, const std::string& path) {
     d.sm_clock_mhz = g.sm_clock_mhz;
     d.mem_clock_mhz = g.mem_clock_mhz;
     d.memory_total = g.memory_bytes;
-    d.context_memory = sc.context_memory;
+    d.context_memory = g.context_memory;
   }
   sim::Node node(s, RealClock::Get(), getpid(), 0);
   for (const auto& f : sc.faults)

@@ -3,6 +3,7 @@
 // mappings, so copies move real bytes; every device allocation is charged to the shared
 // node (src/sim/node.h) so all processes see one card. See docs/simulator.md.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,6 +39,8 @@ struct Driver {
 
 Driver* g_driver = nullptr;
 thread_local std::vector<Context*> t_ctx_stack;
+// Set in a child forked after this process initialised CUDA: CUDA is unusable there.
+bool g_forked_after_init = false;
 
 Node* node() {
   return g_driver->rt->node;
@@ -199,6 +202,64 @@ int64_t EventTime(const CudaEvent* e) {
 
 // ---- contexts -------------------------------------------------------------------------
 
+// cuCtxGetLimit's values in a fresh context: the three memory limits' defaults are CUDA's
+// documented ones (1 KiB of stack per thread, 1 MiB printf FIFO, 8 MiB malloc heap).
+size_t DefaultLimit(int limit) {
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE:
+      return 1024;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      return 1u << 20;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      return 8u << 20;
+    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
+      return 2;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+      return 2048;
+    default:
+      return 0;
+  }
+}
+
+void ResetLimits(Context* c) {
+  for (int i = 0; i < CU_LIMIT_MAX; ++i) c->limits[i] = DefaultLimit(i);
+}
+
+// The driver reserves device memory in 2 MiB pages (real-gpu-h100.md: a 1 MiB cuMemAlloc
+// added 2 MiB to NVML's per-process figure).
+constexpr uint64_t kDriverPage = 2u << 20;
+// Threads a card holds at once per SM, as cuDeviceGetAttribute reports it.
+constexpr uint64_t kMaxThreadsPerSm = 2048;
+
+// What a per-thread stack of `stack` bytes costs beyond the context's own 1 KiB: the
+// driver reserves it for every thread the card can hold at once. Measured on the H100
+// (real-gpu-h100.md, "What the driver really spends"): raising the stack to 64 KiB added
+// 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads. UINT64_MAX when it overflows.
+uint64_t StackBytes(int dev, size_t stack) {
+  const uint64_t base = DefaultLimit(CU_LIMIT_STACK_SIZE);
+  if (stack <= base) return 0;
+  uint64_t threads = static_cast<uint64_t>(Spec(dev).sm_count) * kMaxThreadsPerSm;
+  uint64_t per_thread = stack - base;
+  if (threads && per_thread > (UINT64_MAX - kDriverPage) / threads) return UINT64_MAX;
+  return RoundUp(per_thread * threads, kDriverPage);
+}
+
+// Gives back what a context holds besides allocations, when it goes away (destroyed,
+// last primary reference released, reset): its stack reservation and its modules'
+// .global memory; its limits return to the defaults. Called with c->mu held.
+void ReleaseContextMemory(Context* c) {
+  if (c->stack_bytes) node()->Release(c->device, c->stack_bytes);
+  c->stack_bytes = 0;
+  ResetLimits(c);
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  for (Module* m : c->modules) {
+    if (m->global_bytes) node()->Release(c->device, m->global_bytes);
+    m->global_bytes = 0;
+    m->ctx = nullptr;  // the handle stays, as dead as on a real driver
+  }
+  c->modules.clear();
+}
+
 CUresult ChargeContext(Context* ctx) {
   uint64_t overhead = Spec(ctx->device).context_memory;
   if (overhead && !node()->Reserve(ctx->device, overhead)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -220,6 +281,7 @@ CUresult CreateContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
   ctx->flags = flags;
   ctx->refcount = 1;
   ctx->null_stream.ctx = ctx;
+  ResetLimits(ctx);
   CUresult rc = ChargeContext(ctx);
   if (rc != CUDA_SUCCESS) {
     delete ctx;
@@ -237,7 +299,20 @@ using namespace gs::sim;  // NOLINT: the definitions below are the C ABI of this
 
 // ---- initialisation, versions, errors ---------------------------------------------------
 
+// CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents
+// it; real-gpu-h100.md, "Driver behaviour the simulator should share"). The reference
+// names no error code: the simulator answers cuInit and every call that needs an
+// initialised driver with CUDA_ERROR_NOT_INITIALIZED ("initialization error", what the
+// CUDA runtime reports in such a child), the least convenient reading. A child forked
+// before cuInit uses CUDA normally, in a process slot of its own (src/sim/runtime.cc).
+static void ForgetCudaInForkedChild() {
+  if (g_driver == nullptr) return;
+  g_driver = nullptr;
+  g_forked_after_init = true;
+}
+
 GS_SIM_CUDA(cuInit)(unsigned int Flags) {
+  if (g_forked_after_init) return CUDA_ERROR_NOT_INITIALIZED;
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (g_driver) return CUDA_SUCCESS;
   Runtime* rt = GetRuntime();
@@ -250,11 +325,13 @@ GS_SIM_CUDA(cuInit)(unsigned int Flags) {
       driver.primary[d].device = d;
       driver.primary[d].primary = true;
       driver.primary[d].null_stream.ctx = &driver.primary[d];
+      ResetLimits(&driver.primary[d]);
       driver.default_pool[d].device = d;
       driver.current_pool[d] = &driver.default_pool[d];
     }
     for (int i = 0; i < rt->cuda_count; ++i) driver.primary[rt->cuda_devices[i]].ordinal = i;
     g_driver = &driver;
+    pthread_atfork(nullptr, nullptr, ForgetCudaInForkedChild);
   });
   return rt->cuda_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
@@ -538,6 +615,10 @@ GS_SIM_CUDA(cuCtxDestroy_v2)(CUcontext ctx) {
   if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
   WaitContext(c);
   t_ctx_stack.erase(std::remove(t_ctx_stack.begin(), t_ctx_stack.end(), c), t_ctx_stack.end());
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    ReleaseContextMemory(c);
+  }
   UnchargeContext(c);
   delete c;
   return CUDA_SUCCESS;
@@ -604,15 +685,36 @@ GS_SIM_CUDA(cuCtxSynchronize)(void) {
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuCtxGetLimit)(size_t* pvalue, CUlimit) {
+GS_SIM_CUDA(cuCtxGetLimit)(size_t* pvalue, CUlimit limit) {
   GS_REQUIRE_INIT();
   if (pvalue == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *pvalue = 0;
+  if (limit < 0 || limit >= CU_LIMIT_MAX) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  Context* c = CurrentContext();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(c->mu);
+  *pvalue = c->limits[limit];
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuCtxSetLimit)(CUlimit, size_t) {
+// What the limits cost, as measured on the H100 (real-gpu-h100.md, "What the driver really
+// spends"): the stack is reserved at once for every resident thread (StackBytes), refused
+// with CUDA_ERROR_OUT_OF_MEMORY when the card has not that much free; the malloc heap and
+// the printf FIFO cost nothing until a kernel uses them (1 GiB heap, 256 MiB FIFO: +0 MiB),
+// and no simulated kernel does. Lowering the stack gives its memory back (not measured).
+GS_SIM_CUDA(cuCtxSetLimit)(CUlimit limit, size_t value) {
   GS_REQUIRE_INIT();
+  if (limit < 0 || limit >= CU_LIMIT_MAX) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  if (limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED) return CUDA_ERROR_INVALID_VALUE;  // query only
+  Context* c = CurrentContext();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(c->mu);
+  if (limit == CU_LIMIT_STACK_SIZE) {
+    uint64_t want = StackBytes(c->device, value);
+    if (want > c->stack_bytes && !node()->Reserve(c->device, want - c->stack_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (want < c->stack_bytes) node()->Release(c->device, c->stack_bytes - want);
+    c->stack_bytes = want;
+  }
+  c->limits[limit] = value;
   return CUDA_SUCCESS;
 }
 
@@ -637,7 +739,10 @@ GS_SIM_CUDA(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
   Context* c = &g_driver->primary[StateIndex(dev)];
   std::lock_guard<std::mutex> lock(c->mu);
   if (c->refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--c->refcount == 0) UnchargeContext(c);
+  if (--c->refcount == 0) {
+    ReleaseContextMemory(c);
+    UnchargeContext(c);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -646,7 +751,10 @@ GS_SIM_CUDA(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
   if (!ValidOrdinal(dev)) return CUDA_ERROR_INVALID_DEVICE;
   Context* c = &g_driver->primary[StateIndex(dev)];
   std::lock_guard<std::mutex> lock(c->mu);
-  if (c->refcount > 0) UnchargeContext(c);
+  if (c->refcount > 0) {
+    ReleaseContextMemory(c);
+    UnchargeContext(c);
+  }
   c->refcount = 0;
   return CUDA_SUCCESS;
 }
@@ -1280,14 +1388,25 @@ GS_SIM_CUDA(cuModuleLoadData)(CUmodule* module, const void* image) {
     GS_LOG(kWarn, "cuModuleLoadData: the simulator loads PTX text only (no .entry found)");
     return CUDA_ERROR_INVALID_IMAGE;
   }
+  // The module's .global variables take device memory in 2 MiB pages: a 64 MiB .global
+  // added 64 MiB to NVML's per-process figure on the H100 (real-gpu-h100.md); the code
+  // itself added nothing measurable.
+  uint64_t globals = PtxGlobalBytes(static_cast<const char*>(image));
+  uint64_t charge = globals > Spec(c->device).memory_total ? UINT64_MAX : RoundUp(globals, kDriverPage);
+  if (charge && !node()->Reserve(c->device, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* m = new Module;
-  m->ctx = c;
+  m->global_bytes = charge;
   for (auto& name : entries) {
     auto f = std::make_unique<Function>();
     f->kind = IsSpinKernel(name) ? KernelKind::kSpin : KernelKind::kGeneric;
     f->name = std::move(name);
     f->module = m;
     m->functions.push_back(std::move(f));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    m->ctx = c;
+    c->modules.push_back(m);
   }
   *module = reinterpret_cast<CUmodule>(m);
   return CUDA_SUCCESS;
@@ -1313,7 +1432,15 @@ GS_SIM_CUDA(cuModuleLoad)(CUmodule* module, const char* fname) {
 GS_SIM_CUDA(cuModuleUnload)(CUmodule hmod) {
   GS_REQUIRE_INIT();
   if (hmod == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<Module*>(hmod);
+  auto* m = reinterpret_cast<Module*>(hmod);
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    if (Context* c = m->ctx) {
+      c->modules.erase(std::remove(c->modules.begin(), c->modules.end(), m), c->modules.end());
+      if (m->global_bytes) node()->Release(c->device, m->global_bytes);
+    }
+  }
+  delete m;
   return CUDA_SUCCESS;
 }
 

@@ -45,6 +45,13 @@ void Node::Detach() {
   slot_ = nullptr;
 }
 
+bool Node::ReattachAs(pid_t pid, uint64_t start_time) {
+  pid_ = pid;
+  start_time_ = start_time;
+  slot_ = nullptr;
+  return Attach();
+}
+
 int Node::SweepDeadProcesses() {
   int swept = 0;
   static thread_local pid_t dead[kMaxProcesses];  // 2 KiB: off the caller's stack

@@ -34,6 +34,10 @@ class Node {
   bool Attach();
   // Returns this process's memory and frees its slot (clean exit).
   void Detach();
+  // In a child forked from the attached process: becomes `pid` and claims a slot of its
+  // own, leaving the parent's slot (and what it holds) to the parent. False when full.
+  bool ReattachAs(pid_t pid, uint64_t start_time);
+  pid_t pid() const { return pid_; }
   // Frees memory held by processes that are gone (pid, start time). Returns how many.
   int SweepDeadProcesses();
 

@@ -34,6 +34,8 @@ struct Stream {
   struct Graph* capture = nullptr;  // non-null while capturing
 };
 
+struct Module;
+
 struct Context {
   int device = 0;   // state index
   int ordinal = 0;  // CUdevice
@@ -43,6 +45,12 @@ struct Context {
   Stream null_stream;
   std::mutex mu;
   int64_t tail = 0;  // mark of everything queued in this context
+  // Guarded by mu: the context's limits (cuCtxSetLimit; set to the defaults when it is
+  // created), the device memory its stack reservation costs and its loaded modules,
+  // whose .global memory it holds.
+  size_t limits[CU_LIMIT_MAX] = {};
+  uint64_t stack_bytes = 0;
+  std::vector<Module*> modules;
 };
 
 struct CudaEvent {
@@ -62,7 +70,8 @@ struct Function {
 };
 
 struct Module {
-  Context* ctx = nullptr;
+  Context* ctx = nullptr;     // nullptr once its context was destroyed or reset
+  uint64_t global_bytes = 0;  // device memory its .global variables hold (charged)
   std::vector<std::unique_ptr<Function>> functions;
 };
 

@@ -19,6 +19,27 @@ namespace {
 Runtime g_runtime;
 Runtime* g_ready = nullptr;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+// Reset in every forked child: its first GetRuntime gives it a process slot of its own.
+pthread_once_t g_child_once = PTHREAD_ONCE_INIT;
+
+void AfterForkInChild() {
+  g_child_once = PTHREAD_ONCE_INIT;
+}
+
+// A child forked after the library attached still held its parent's pid and slot: its
+// memory was charged to the parent and swept when the parent exited. A real driver
+// knows each process by its own pid (NVML lists the child on its own).
+void ReattachIfForked() {
+  if (g_ready == nullptr) return;
+  pid_t pid = getpid();
+  Node* node = g_ready->node;
+  if (node->pid() == pid) return;
+  if (!node->ReattachAs(pid, ProcessStartTime(pid))) {
+    GS_LOG(kError, "simulated node has no free process slot for forked child %d (%d in use)", static_cast<int>(pid),
+           kMaxProcesses);
+    g_ready = nullptr;
+  }
+}
 
 void ConfigureLogging() {
   SetRawLogPrefix("gpuslice-sim");
@@ -134,6 +155,7 @@ void Init() {
   clock_gettime(CLOCK_MONOTONIC, &mono_ts);
   rt->realtime_minus_monotonic_ns =
       (rt_ts.tv_sec - mono_ts.tv_sec) * 1'000'000'000LL + (rt_ts.tv_nsec - mono_ts.tv_nsec);
+  pthread_atfork(nullptr, nullptr, AfterForkInChild);
   GS_LOG(kDetail, "attached to %s: %d GPU(s) visible to NVML, %d to CUDA", state_path, rt->nvml_count, rt->cuda_count);
   g_ready = rt;
 }
@@ -142,6 +164,7 @@ void Init() {
 
 Runtime* GetRuntime() {
   pthread_once(&g_once, Init);
+  pthread_once(&g_child_once, ReattachIfForked);
   return g_ready;
 }
 
