@@ -59,7 +59,7 @@ struct Local {
   uint64_t launches_at_join = 0;
   std::atomic<int> part{static_cast<int>(Part::kOut)};
   std::atomic<int> asking{0};  // threads of this process waiting in WaitForTurn
-  uint32_t seq = 0;  // the turn this process is part of
+  uint32_t seq = 0;            // the turn this process is part of
   std::atomic<CUcontext> ctx{nullptr};
   // Joined lazily on the first slow-path launch (under g_join_mu).
   std::atomic<bool> joined{false};
@@ -103,7 +103,6 @@ int LaunchDevice() {
   }
   return t_dev;
 }
-
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
   timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
@@ -239,6 +238,19 @@ void StartController() {
   pthread_attr_destroy(&attr);
 }
 
+// This process takes part in the current turn until `deadline`: launches counted from
+// now, as many allowed as the learned cost fits in the time left, the gate open.
+void OpenPart(Local& L, int64_t deadline, int64_t now, int64_t launches_taken) {
+  L.seen_launches = L.launches.load();
+  L.launches_at_join = L.seen_launches;
+  L.last_change_ns = now;
+  L.joined_ns = now;
+  L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+  L.in_turn.store(launches_taken);
+  L.part.store(static_cast<int>(Part::kIn));
+  L.open.store(true, std::memory_order_release);
+}
+
 // Joins the turn of our tenant when it holds the card; true when launches may go ahead.
 bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
   rg::Card* c = L.card;
@@ -247,16 +259,9 @@ bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
   if (L.part.load() == static_cast<int>(Part::kOut) &&
       c->turn.compare_exchange_strong(w, rg::PackTurn(rg::TurnSeq(w), rg::TurnHolder(w), rg::TurnActive(w) + 1))) {
     L.seq = rg::TurnSeq(w);
-    L.seen_launches = L.launches.load();
-    L.launches_at_join = L.seen_launches;
-    L.last_change_ns = now;
-    L.joined_ns = now;
     int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now + rg::TurnLength(c, L.tenant, now);
-    L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
-    L.in_turn.store(1);  // this launch
     c->tenants[L.tenant].wants_ns.store(0);
-    L.part.store(static_cast<int>(Part::kIn));
-    L.open.store(true, std::memory_order_release);
+    OpenPart(L, deadline, now, /*launches_taken=*/1);  // this launch
     joined = true;
   } else if (L.part.load() == static_cast<int>(Part::kIn) && L.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
@@ -272,8 +277,10 @@ void WaitForTurn(int dev) {
   rg::Card* c = L.card;
   const uint32_t me = static_cast<uint32_t>(L.tenant);
   if (TakeCardLost(dev))
-    GS_LOG(kError, "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
-           "coordinated within this process only", dev);
+    GS_LOG(kError,
+           "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
+           "coordinated within this process only",
+           dev);
   int64_t start = MonotonicNowNs();
   uint32_t start_seq = rg::TurnSeq(c->turn.load());
   struct Asking {
@@ -371,14 +378,7 @@ bool ReopenTurn(Local& L, int64_t now) {
   if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) return false;
   int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now;
   if (deadline <= now) return false;
-  L.seen_launches = L.launches.load();
-  L.launches_at_join = L.seen_launches;
-  L.last_change_ns = now;
-  L.joined_ns = now;
-  L.in_turn.store(0);
-  L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
-  L.part.store(static_cast<int>(Part::kIn));
-  L.open.store(true, std::memory_order_release);
+  OpenPart(L, deadline, now, /*launches_taken=*/0);
   FutexWakeAll(&c->turn_futex);  // our waiting threads sleep on it
   return true;
 }
@@ -440,7 +440,7 @@ void* ControllerMain(void*) {
       now = MonotonicNowNs();
       if (L.asking.load() > 0) {
         if (now < deadline && ReopenTurn(L, now)) continue;  // asked again in time: the turn goes on
-        c->tenants[L.tenant].wants_ns.store(now);  // chosen among the waiters when handing over
+        c->tenants[L.tenant].wants_ns.store(now);            // chosen among the waiters when handing over
       }
       Leave(L);
     }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "src/host/private_copy.h"
 #include "src/region/card.h"
 
 namespace gs::host {
@@ -16,12 +17,7 @@ namespace {
 
 namespace rg = gs::region;
 
-template <typename T>
-T Field(const unsigned char* copy, size_t offset) {
-  T v;
-  memcpy(&v, copy + offset, sizeof(T));
-  return v;
-}
+using internal::Field;
 
 }  // namespace
 
@@ -36,16 +32,10 @@ StatusOr<std::vector<CardTenantUse>> ReadCardTenants(const std::string& path) {
   std::unique_ptr<unsigned char[]> copy(new unsigned char[kSize]);
   struct stat st;
   bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  size_t got = 0;
-  while (regular && got < kSize) {
-    ssize_t n = pread(fd, copy.get() + got, kSize - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  bool whole = regular && internal::PreadAll(fd, copy.get(), kSize, 0);
   close(fd);
   if (!regular) return InvalidArgument(path + " is not a regular file; not a card region");
-  if (got < kSize) return InvalidArgument(path + " is shorter than a card region");
+  if (!whole) return InvalidArgument(path + " is shorter than a card region");
   const unsigned char* c = copy.get();
   uint64_t magic = Field<uint64_t>(c, offsetof(rg::Card, magic));
   if (magic == 0) return std::vector<CardTenantUse>{};  // not initialised: no tenant yet

@@ -11,6 +11,7 @@
 #include <memory>
 #include <utility>
 
+#include "src/host/private_copy.h"
 #include "src/region/region.h"
 
 namespace gs::host {
@@ -18,32 +19,14 @@ namespace {
 
 namespace rg = gs::region;
 
-// A field of the copy, by its offset in the layout (the copy is bytes, never a Region
-// object: no atomics or mutex of a container's making are touched as objects).
-template <typename T>
-T Field(const unsigned char* copy, size_t offset) {
-  T v;
-  memcpy(&v, copy + offset, sizeof(T));
-  return v;
-}
+using internal::Field;
+using internal::PreadAll;
 
 size_t DeviceOffset(int d) {
   return offsetof(rg::Region, devices) + static_cast<size_t>(d) * sizeof(rg::Device);
 }
 size_t SlotOffset(int s) {
   return offsetof(rg::Region, procs) + static_cast<size_t>(s) * sizeof(rg::ProcessSlot);
-}
-
-// Reads exactly size bytes at offset; false when the file is shorter (it shrank) or on error.
-bool PreadAll(int fd, void* buf, size_t size, off_t offset) {
-  auto* p = static_cast<unsigned char*>(buf);
-  for (size_t done = 0; done < size;) {
-    ssize_t n = pread(fd, p + done, size - done, offset + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // A UUID as the enforcer writes it: NUL-terminated inside the field, letters, digits and
