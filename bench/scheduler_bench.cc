@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -179,8 +179,10 @@ void ExtenderAtScale(int nodes, int pods) {
     prio_cpu.push_back(c3 - c2);
     bind_cpu.push_back(c4 - c4a);
     total_cpu.push_back(c1 - c0 + c3 - c2 + c4 - c4a);
-    if (bound) live.push_back(id);
-    else ++unschedulable;
+    if (bound)
+      live.push_back(id);
+    else
+      ++unschedulable;
   }
   Status c = ext.CheckConsistency();
   std::printf("\n== Extender at scale: %d nodes x 8 GPUs, %zu pods resident after fill, %d pods under churn ==\n",
@@ -198,8 +200,7 @@ void ExtenderAtScale(int nodes, int pods) {
   std::printf("unschedulable pods: %d of %d\n", unschedulable, pods);
   std::printf("resident memory: %ld MiB before nodes, %ld MiB after inventory and fill\n", rss0 / 1024,
               rss_filled / 1024);
-  std::printf("ledger consistent (no card over memory, cores or slots): %s\n",
-              c.ok() ? "yes" : c.message().c_str());
+  std::printf("ledger consistent (no card over memory, cores or slots): %s\n", c.ok() ? "yes" : c.message().c_str());
 }
 
 // Free memory a card cannot give to the smallest shape of the stream.
@@ -258,7 +259,8 @@ void StrandedCapacity(int nodes) {
       auto d = Decide(l, r, names[best], pol, &sc);
       if (d.ok() && l.Reserve(r.uid, *d).ok()) ++placed;
     }
-    report(pol.node == Policy::kBinpack ? "online, extender binpack (arrival order)" : "online, extender spread (arrival order)",
+    report(pol.node == Policy::kBinpack ? "online, extender binpack (arrival order)"
+                                        : "online, extender spread (arrival order)",
            l, placed);
   }
   {

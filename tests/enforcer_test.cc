@@ -234,9 +234,9 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
 // `gpuslice run` with a compute share around `gpuslice burn` at 100 % for `seconds`.
 std::vector<std::string> BurnRun(const std::string& cores, const std::string& policy, int seconds,
                                  std::vector<std::string> burn_flags = {}) {
-  std::vector<std::string> argv{GpusliceBin(), "run",        "--cores",  cores, "--policy", policy, "--",
-                                GpusliceBin(), "burn",       "--memory", "0",   "--util",   "100",  "--seconds",
-                                std::to_string(seconds)};
+  std::vector<std::string> argv{GpusliceBin(), "run",    "--cores",     cores,       "--policy",
+                                policy,        "--",     GpusliceBin(), "burn",      "--memory",
+                                "0",           "--util", "100",         "--seconds", std::to_string(seconds)};
   argv.insert(argv.end(), burn_flags.begin(), burn_flags.end());
   return argv;
 }
@@ -246,9 +246,7 @@ std::vector<std::string> BurnRun(const std::string& cores, const std::string& po
 // no NVML utilisation, so the period must not matter; these prove it.
 class EnforcerComputeAtSamplePeriod : public ::testing::TestWithParam<int> {
  protected:
-  std::string Scenario() const {
-    return "gpus: [H100-80GB]\nsample_period_ms: " + std::to_string(GetParam()) + "\n";
-  }
+  std::string Scenario() const { return "gpus: [H100-80GB]\nsample_period_ms: " + std::to_string(GetParam()) + "\n"; }
 };
 
 TEST_P(EnforcerComputeAtSamplePeriod, OneContainerAloneIsHeldToItsShareWithPolicyForce) {
@@ -277,7 +275,8 @@ TEST_P(EnforcerComputeAtSamplePeriod, ThreeContainersShareOneCard) {
   SimNode node(Scenario());
   std::vector<std::unique_ptr<Process>> ps;
   const double want[] = {20, 30, 50};
-  for (double share : want) ps.push_back(std::make_unique<Process>(BurnRun(std::to_string(int(share)), "default", 6), node.env()));
+  for (double share : want)
+    ps.push_back(std::make_unique<Process>(BurnRun(std::to_string(int(share)), "default", 6), node.env()));
   for (int i = 0; i < 3; ++i) {
     Result r = ps[i]->Wait();
     EXPECT_NEAR(BurnUtil(r.out), want[i], 5) << r.out << r.err;
@@ -294,9 +293,9 @@ INSTANTIATE_TEST_SUITE_P(Period, EnforcerComputeAtSamplePeriod, ::testing::Value
 TEST(EnforcerCompute, SharesHoldForKernelsFrom5usTo50ms) {
   SimNode node("gpus: [H100-80GB]\n");
   for (const char* kernel_us : {"5", "100", "2000", "50000"}) {
-    Result alone = RunProcess({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "2",
-                               "--kernel-us", kernel_us},
-                              node.env());
+    Result alone = RunProcess(
+        {GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "2", "--kernel-us", kernel_us},
+        node.env());
     Result held = RunProcess(BurnRun("30", "force", 4, {"--kernel-us", kernel_us}), node.env());
     ASSERT_EQ(held.code, 0) << held.out << held.err;
     double relative = 100 * BurnUtil(held.out) / BurnUtil(alone.out);

@@ -143,7 +143,7 @@ TEST(HostileProgram, PerContextLimitsAreChargedOrRefused) {
   auto heap = Lines(r.out, "heap");
   ASSERT_EQ(heap.size(), 2u);
   EXPECT_EQ(heap[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
-  EXPECT_EQ(heap[1], "heap CUDA_SUCCESS");         // 256 MiB above the 8 MiB default: charged
+  EXPECT_EQ(heap[1], "heap CUDA_SUCCESS");            // 256 MiB above the 8 MiB default: charged
   EXPECT_EQ(Filled(r), kFillUnder2g - 256) << r.out;  // and not a byte more
 }
 

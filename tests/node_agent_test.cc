@@ -322,7 +322,8 @@ TEST_F(NodeAgentTest, KillNineDuringAnAllocateStormLosesNoRecord) {
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
   auto ids = AllIds();
   std::vector<PodDevices> pods;
-  for (size_t i = 0; i < ids.size(); ++i) pods.push_back({"p" + std::to_string(i), "ns", "c", "nvidia.com/gpu", {ids[i]}});
+  for (size_t i = 0; i < ids.size(); ++i)
+    pods.push_back({"p" + std::to_string(i), "ns", "c", "nvidia.com/gpu", {ids[i]}});
   kubelet_->SetPods(pods);
   std::map<std::string, std::string> running;  // slice -> directory of its last answered Allocate
   std::mt19937 rng(20261123);
@@ -366,8 +367,8 @@ TEST_F(NodeAgentTest, KillNineDuringAnAllocateStormLosesNoRecord) {
     ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << "round " << round;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the start-up cleanup has run by now
     for (const auto& [slice, dir] : running)
-      ASSERT_TRUE(std::filesystem::exists(dir)) << "round " << round << ": the running container of " << slice
-                                                << " lost its directory " << dir;
+      ASSERT_TRUE(std::filesystem::exists(dir))
+          << "round " << round << ": the running container of " << slice << " lost its directory " << dir;
   }
   std::cout << answered << " Allocates answered across 100 kills\n";
   EXPECT_GE(answered, 100) << "some rounds got no Allocate answered before the kill";

@@ -68,7 +68,7 @@ TEST(Docs, ConfigurationReferenceListsEveryFlagOfEverySubcommand) {
       sections[current] += line + "\n";
   }
   const std::vector<std::string> commands = {
-      "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",       "sim env",
+      "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",        "sim env",
       "sim inject", "node", "cdi generate", "cdi list", "hook",     "runtime configure", "scheduler"};
   static const std::regex flag_line(R"(^  --([a-z0-9-]+))");
   for (const auto& command : commands) {

@@ -1,9 +1,9 @@
 #include "src/cli/burn_command.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -103,7 +103,8 @@ void BurnLoop(Work* w, bool reports) {
       next_period = now;  // running late (the GPU is shared or throttled): no catching up
     now = MonotonicNowNs();
     if (reports && now - second_start >= 1'000'000'000) {
-      double achieved = 100.0 * static_cast<double>(w->second_work.exchange(0)) / static_cast<double>(now - second_start);
+      double achieved =
+          100.0 * static_cast<double>(w->second_work.exchange(0)) / static_cast<double>(now - second_start);
       printf("burn: t=%.0fs device=%lld util=%.1f%% (target %.0f%%) memory=%s\n",
              static_cast<double>(now - w->start) / 1e9, w->device, achieved, w->target, w->memory_text);
       fflush(stdout);
@@ -142,11 +143,12 @@ int BurnCommand(const std::vector<std::string>& args) {
   flags.Double("util", &util, "target GPU utilisation in percent", 0, 100);
   flags.Double("seconds", &seconds, "how long to run", 0, 86400);
   flags.Int("device", &device, "CUDA device ordinal", 0, 63);
-  flags.Double("kernel-us", &kernel_us, "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)",
-               0, 50000);
+  flags.Double("kernel-us", &kernel_us,
+               "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)", 0, 50000);
   flags.Int("threads", &threads, "launching threads, each on a stream of its own when more than one", 1, 64);
-  flags.String("launch", &launch_path, "launch path: plain (cuLaunchKernel), ex (cuLaunchKernelEx), proc "
-                                       "(cuLaunchKernelEx through cuGetProcAddress, as the CUDA runtime)");
+  flags.String("launch", &launch_path,
+               "launch path: plain (cuLaunchKernel), ex (cuLaunchKernelEx), proc "
+               "(cuLaunchKernelEx through cuGetProcAddress, as the CUDA runtime)");
   flags.String("driver-root", &driver_root, "where libcuda.so.1 is ('/' = the loader's search path)");
   flags.Bool("json", &json, "print the final summary as one JSON line");
   std::vector<std::string> rest;

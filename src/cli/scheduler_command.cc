@@ -57,7 +57,8 @@ Status LoadInventory(const std::string& path, scheduler::Extender* extender, int
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     std::string reg = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     auto node = scheduler::hami::DecodeNodeRegister(it.key(), reg);
-    if (!node.ok()) return InvalidArgument("inventory file " + path + " node " + it.key() + ": " + node.status().message());
+    if (!node.ok())
+      return InvalidArgument("inventory file " + path + " node " + it.key() + ": " + node.status().message());
     GS_RETURN_IF_ERROR(extender->UpsertNode(std::move(*node)));
     ++*nodes;
   }
@@ -75,8 +76,8 @@ int SchedulerCommand(const std::vector<std::string>& args) {
                 "For now the node inventory comes from --inventory and bind prints its API calls.");
   flags.String("address", &address, "address to listen on", "GS_SCHEDULER_ADDRESS");
   flags.Int("port", &port, "port to listen on (0 = any free port, printed)", 0, 65535, "GS_SCHEDULER_PORT");
-  flags.String("inventory", &inventory,
-               "JSON file {\"node\": <hami.io/node-nvidia-register value>, ...}", "GS_SCHEDULER_INVENTORY");
+  flags.String("inventory", &inventory, "JSON file {\"node\": <hami.io/node-nvidia-register value>, ...}",
+               "GS_SCHEDULER_INVENTORY");
   flags.String("node-policy", &node_policy, "default node policy: binpack or spread (pods may override)");
   flags.String("gpu-policy", &gpu_policy, "default GPU policy: binpack or spread (pods may override)");
   std::vector<std::string> rest;

@@ -10,7 +10,18 @@
 
 namespace gs::enforcer {
 
-enum class HandleKind { kPointer, kArray, kMipmappedArray, kVmm, kGraph, kModule, kLibrary, kContext, kContextLimit, kCount };
+enum class HandleKind {
+  kPointer,
+  kArray,
+  kMipmappedArray,
+  kVmm,
+  kGraph,
+  kModule,
+  kLibrary,
+  kContext,
+  kContextLimit,
+  kCount
+};
 
 struct Charge {
   int device = -1;

@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -20,8 +20,8 @@ namespace {
 std::atomic<uint64_t> g_own[kMaxDevices];
 
 std::mutex g_ctx_mu;
-int g_primary_refs[kMaxDevices];        // primary-context references this process holds
-uint64_t g_primary_ctx[kMaxDevices];    // the primary context's handle, while referenced
+int g_primary_refs[kMaxDevices];      // primary-context references this process holds
+uint64_t g_primary_ctx[kMaxDevices];  // the primary context's handle, while referenced
 
 pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -87,11 +87,11 @@ bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api) {
     return true;
   }
   char want[32], used[32], lim[32];
-  GS_LOG(kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
-         FormatBytes(bytes, want, sizeof(want)), dev,
-         FormatBytes(own_fits ? g_state.region->devices[dev].memory_used.load() : g_own[dev].load(), used,
-                     sizeof(used)),
-         FormatBytes(limit, lim, sizeof(lim)));
+  GS_LOG(
+      kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
+      FormatBytes(bytes, want, sizeof(want)), dev,
+      FormatBytes(own_fits ? g_state.region->devices[dev].memory_used.load() : g_own[dev].load(), used, sizeof(used)),
+      FormatBytes(limit, lim, sizeof(lim)));
   return false;
 }
 
@@ -135,7 +135,8 @@ uint64_t OwnDeviceUse(int dev) {
   uint32_t me = static_cast<uint32_t>(getpid());
   uint32_t host = g_state.slot ? g_state.slot->host_pid.load() : 0;
   for (unsigned i = 0; i < n && i < 128; ++i)
-    if ((procs[i].pid == me || (host && procs[i].pid == host)) && procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
+    if ((procs[i].pid == me || (host && procs[i].pid == host)) &&
+        procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
       return procs[i].usedGpuMemory;
   return 0;
 }
@@ -204,8 +205,7 @@ CUresult ChargedSetLimit(CUlimit limit, size_t value) {
     // 64 KiB took 16,632 MiB on the H100 (132 SMs x 2048 threads, real-gpu-h100.md).
     int sms = 0, threads = 0;
     if (known && g_cuda.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ord) == CUDA_SUCCESS &&
-        g_cuda.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ord) ==
-            CUDA_SUCCESS)
+        g_cuda.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ord) == CUDA_SUCCESS)
       per_unit = static_cast<uint64_t>(sms) * static_cast<uint64_t>(threads);
     else
       known = false;

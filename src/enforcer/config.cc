@@ -116,7 +116,8 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
   // The rest. With the file, the operator's decisions come from it alone and the
   // environment may only tighten; without it, the environment is the source.
   const char* const* source = file_vars ? file_vars : env;
-  if (const char* v = FindVar(source, contract::kOversubscribe)) c->oversubscribe = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+  if (const char* v = FindVar(source, contract::kOversubscribe))
+    c->oversubscribe = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
   if (const char* v = FindVar(source, contract::kCorePolicy); v && !contract::ParseCorePolicy(v, &c->core_policy))
     AddError(c, "%s=%s is not default, force or disable; using default", contract::kCorePolicy, v);
   if (file_vars) {

@@ -49,7 +49,7 @@ struct Config {
   // is charged even when measured. With the limits file the environment may only raise it.
   uint64_t context_overhead = kDefaultContextOverhead;
   uint64_t context_overhead_min = 0;
-  char errors[1024] = {};                    // human-readable problems, "; "-separated
+  char errors[1024] = {};  // human-readable problems, "; "-separated
 };
 
 // Looks a variable up in a NULL-terminated "KEY=VALUE" array.

@@ -55,7 +55,6 @@ extern State g_state;
 extern RealCuda g_cuda;
 extern RealNvml g_nvml;
 
-
 // Loads the real CUDA driver and joins the region; false if there is no driver (the
 // hooks then return CUDA_ERROR_NOT_INITIALIZED as a driverless system would).
 bool CudaReady();

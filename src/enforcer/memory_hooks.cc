@@ -373,8 +373,8 @@ GS_HOOK(cuDevicePrimaryCtxRelease_v2) CUresult gs_hook_cuDevicePrimaryCtxRelease
 }
 GS_HOOK(cuDevicePrimaryCtxRelease) CUresult gs_hook_cuDevicePrimaryCtxRelease(CUdevice dev) {
   GS_NEED_CUDA();
-  return ReleasePrimary(dev, g_cuda.cuDevicePrimaryCtxRelease ? g_cuda.cuDevicePrimaryCtxRelease
-                                                              : g_cuda.cuDevicePrimaryCtxRelease_v2);
+  return ReleasePrimary(
+      dev, g_cuda.cuDevicePrimaryCtxRelease ? g_cuda.cuDevicePrimaryCtxRelease : g_cuda.cuDevicePrimaryCtxRelease_v2);
 }
 GS_HOOK(cuDevicePrimaryCtxReset_v2) CUresult gs_hook_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   GS_NEED_CUDA();
@@ -382,8 +382,8 @@ GS_HOOK(cuDevicePrimaryCtxReset_v2) CUresult gs_hook_cuDevicePrimaryCtxReset_v2(
 }
 GS_HOOK(cuDevicePrimaryCtxReset) CUresult gs_hook_cuDevicePrimaryCtxReset(CUdevice dev) {
   GS_NEED_CUDA();
-  return ResetPrimary(dev, g_cuda.cuDevicePrimaryCtxReset ? g_cuda.cuDevicePrimaryCtxReset
-                                                          : g_cuda.cuDevicePrimaryCtxReset_v2);
+  return ResetPrimary(
+      dev, g_cuda.cuDevicePrimaryCtxReset ? g_cuda.cuDevicePrimaryCtxReset : g_cuda.cuDevicePrimaryCtxReset_v2);
 }
 GS_HOOK(cuCtxCreate) CUresult gs_hook_cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   GS_NEED_CUDA();

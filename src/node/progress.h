@@ -10,8 +10,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
 #include <deque>
+#include <string>
 
 namespace gs::node {
 

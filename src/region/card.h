@@ -30,8 +30,8 @@ inline constexpr int kCardTenants = 64;
 inline constexpr uint32_t kNoHolder = 0xFFFF;
 
 // Scheduling constants (docs/enforcer.md, "Compute share").
-inline constexpr int64_t kTurnMaxNs = 20'000'000;         // longest turn while others wait
-inline constexpr int64_t kTurnMinNs = 1'000'000;          // idle capacity lent to a tenant in debt: enough to run
+inline constexpr int64_t kTurnMaxNs = 20'000'000;  // longest turn while others wait
+inline constexpr int64_t kTurnMinNs = 1'000'000;   // idle capacity lent to a tenant in debt: enough to run
 // A turn lasts at least this long, and a tenant held to its share waits until it has this
 // much credit (or its whole cap): each turn costs a drain and a hand-over, so short turns
 // of short kernels would spend a good part of the card on turn changes. Measured on the

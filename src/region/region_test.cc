@@ -107,7 +107,8 @@ TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
   constexpr uint64_t kLimit = 100 * 1024;
   constexpr int kProcs = 8;
   pid_t kids[kProcs];
-  for (int i = 0; i < kProcs; ++i) kids[i] = ForkReserver(1000, kLimit, [](uint64_t got) { _exit(got > kLimit ? 1 : 0); });
+  for (int i = 0; i < kProcs; ++i)
+    kids[i] = ForkReserver(1000, kLimit, [](uint64_t got) { _exit(got > kLimit ? 1 : 0); });
   // Children stay alive until reaped, so their memory is still counted below.
   for (int i = 0; i < kProcs; ++i) {
     int st;
@@ -180,7 +181,7 @@ TEST_F(RegionTest, MemoryOfADeadProcessIsReturnedBeforeAnAllocationFails) {
   ASSERT_TRUE(Reserve(r, dead, 0, 800, false, 1000));
   ProcessSlot* mine = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
   ASSERT_NE(mine, nullptr);
-  EXPECT_EQ(r->devices[0].memory_used.load(), 800u);  // joining did not look that closely
+  EXPECT_EQ(r->devices[0].memory_used.load(), 800u);   // joining did not look that closely
   EXPECT_TRUE(Reserve(r, mine, 0, 900, false, 1000));  // fits once the dead process's 800 are back
   EXPECT_EQ(r->devices[0].memory_used.load(), 900u);
   EXPECT_FALSE(Reserve(r, mine, 0, 200, false, 1000));  // and the limit still holds

@@ -2,8 +2,7 @@
 
 namespace gs::scheduler {
 
-CardVerdict CheckCard(const GpuDevice& card, const CardUsage& used, int64_t memory_mib, int cores,
-                      bool check_health) {
+CardVerdict CheckCard(const GpuDevice& card, const CardUsage& used, int64_t memory_mib, int cores, bool check_health) {
   if (check_health && !card.healthy) return CardVerdict::kUnhealthy;
   if (used.containers >= card.slots) return CardVerdict::kSlotsFull;
   if (cores >= 100 && used.containers > 0) return CardVerdict::kExclusiveBusy;
@@ -15,13 +14,20 @@ CardVerdict CheckCard(const GpuDevice& card, const CardUsage& used, int64_t memo
 
 const char* VerdictText(CardVerdict v) {
   switch (v) {
-    case CardVerdict::kFits: return "fits";
-    case CardVerdict::kUnhealthy: return "unhealthy";
-    case CardVerdict::kSlotsFull: return "all slots in use";
-    case CardVerdict::kExclusiveBusy: return "in use (exclusive asked)";
-    case CardVerdict::kNoMemory: return "too little free memory";
-    case CardVerdict::kNoCores: return "too few free cores";
-    case CardVerdict::kComputeExhausted: return "all cores handed out";
+    case CardVerdict::kFits:
+      return "fits";
+    case CardVerdict::kUnhealthy:
+      return "unhealthy";
+    case CardVerdict::kSlotsFull:
+      return "all slots in use";
+    case CardVerdict::kExclusiveBusy:
+      return "in use (exclusive asked)";
+    case CardVerdict::kNoMemory:
+      return "too little free memory";
+    case CardVerdict::kNoCores:
+      return "too few free cores";
+    case CardVerdict::kComputeExhausted:
+      return "all cores handed out";
   }
   return "?";
 }

@@ -21,11 +21,11 @@ struct CardUsage {
 enum class CardVerdict {
   kFits,
   kUnhealthy,
-  kSlotsFull,          // `slots` containers already share it
-  kExclusiveBusy,      // cores = 100 asked, but someone uses the card
+  kSlotsFull,      // `slots` containers already share it
+  kExclusiveBusy,  // cores = 100 asked, but someone uses the card
   kNoMemory,
   kNoCores,
-  kComputeExhausted,   // every core handed out: not even a cores = 0 container
+  kComputeExhausted,  // every core handed out: not even a cores = 0 container
 };
 
 // `memory_mib` and `cores` are the share asked on this card. With check_health false an

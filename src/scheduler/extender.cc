@@ -256,7 +256,8 @@ RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_jso
     // be written by anyone who can edit the pod (HAMi's #3041).
     std::string bound = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"].value("nodeName", "") : "";
     if (bound != (*r)->decision.node) {
-      bad.refused.push_back("pod " + uid + ": hami.io/vgpu-node '" + (*r)->decision.node + "' but bound to '" + bound + "'");
+      bad.refused.push_back("pod " + uid + ": hami.io/vgpu-node '" + (*r)->decision.node + "' but bound to '" + bound +
+                            "'");
       continue;
     }
     records.push_back(std::move(**r));

@@ -144,11 +144,21 @@ class Scanner {
       }
       char e = raw[++i];
       switch (e) {
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = Hex4(raw.data() + i + 1);
           i += 4;
@@ -160,7 +170,9 @@ class Scanner {
           AppendUtf8(cp, out);
           break;
         }
-        default: out->push_back(e); break;  // " \ /
+        default:
+          out->push_back(e);
+          break;  // " \ /
       }
     }
   }
@@ -188,9 +200,19 @@ class Scanner {
     if (p_ == end_) return false;
     char e = *p_++;
     switch (e) {
-      case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': return true;
-      case 'u': break;
-      default: return false;
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        return true;
+      case 'u':
+        break;
+      default:
+        return false;
     }
     int32_t cp = ReadHex4();
     if (cp < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return false;  // a low surrogate alone
@@ -209,14 +231,22 @@ class Scanner {
     unsigned c = b(0);
     int n;
     bool ok;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, ok = cont(1, 0x80, 0xBF);
-    else if (c == 0xE0) n = 3, ok = cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF);
-    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) n = 3, ok = cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF);
-    else if (c == 0xED) n = 3, ok = cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF);
-    else if (c == 0xF0) n = 4, ok = cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
-    else if (c >= 0xF1 && c <= 0xF3) n = 4, ok = cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
-    else if (c == 0xF4) n = 4, ok = cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
-    else return false;
+    if (c >= 0xC2 && c <= 0xDF)
+      n = 2, ok = cont(1, 0x80, 0xBF);
+    else if (c == 0xE0)
+      n = 3, ok = cont(1, 0xA0, 0xBF) && cont(2, 0x80, 0xBF);
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      n = 3, ok = cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF);
+    else if (c == 0xED)
+      n = 3, ok = cont(1, 0x80, 0x9F) && cont(2, 0x80, 0xBF);
+    else if (c == 0xF0)
+      n = 4, ok = cont(1, 0x90, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
+    else if (c >= 0xF1 && c <= 0xF3)
+      n = 4, ok = cont(1, 0x80, 0xBF) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
+    else if (c == 0xF4)
+      n = 4, ok = cont(1, 0x80, 0x8F) && cont(2, 0x80, 0xBF) && cont(3, 0x80, 0xBF);
+    else
+      return false;
     if (!ok) return false;
     p_ += n;
     return true;
@@ -225,7 +255,8 @@ class Scanner {
     const char* start = p_;
     if (*p_ == '-') ++p_;
     if (p_ == end_ || !IsDigit(*p_)) return false;
-    if (*p_ == '0') ++p_;
+    if (*p_ == '0')
+      ++p_;
     else
       while (p_ != end_ && IsDigit(*p_)) ++p_;
     bool plain = true;
@@ -365,9 +396,12 @@ Status ParseExtenderArgs(std::string_view body, ExtenderArgs* out) {
     case NamesState::kAbsent:
     case NamesState::kNull:
       return InvalidArgument("ExtenderArgs: no \"NodeNames\" (configure the extender with nodeCacheCapable: true)");
-    case NamesState::kNotArray: return InvalidArgument("ExtenderArgs: \"NodeNames\" is not an array");
-    case NamesState::kBadEntry: return InvalidArgument("ExtenderArgs: a \"NodeNames\" entry is not a string");
-    case NamesState::kOk: break;
+    case NamesState::kNotArray:
+      return InvalidArgument("ExtenderArgs: \"NodeNames\" is not an array");
+    case NamesState::kBadEntry:
+      return InvalidArgument("ExtenderArgs: a \"NodeNames\" entry is not a string");
+    case NamesState::kOk:
+      break;
   }
   return Status::Ok();
 }

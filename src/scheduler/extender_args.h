@@ -22,10 +22,10 @@
 namespace gs::scheduler {
 
 struct ExtenderArgs {
-  std::string_view pod;                  // the "Pod" value's JSON text (an object)
-  std::vector<std::string_view> names;   // "NodeNames", decoded
-  std::vector<std::string_view> raw;     // parallel: as written, between the quotes
-  std::deque<std::string> decoded;       // values of names that had escapes
+  std::string_view pod;                 // the "Pod" value's JSON text (an object)
+  std::vector<std::string_view> names;  // "NodeNames", decoded
+  std::vector<std::string_view> raw;    // parallel: as written, between the quotes
+  std::deque<std::string> decoded;      // values of names that had escapes
 };
 
 // The errors name what is wrong in words a kube-scheduler log reader can act on

@@ -15,13 +15,15 @@ ExtenderHttpServer::ExtenderHttpServer(Extender* extender) : impl_(std::make_uni
   impl_->server.Post(R"((.*/)?filter)", [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
     json_reply(res, extender->Filter(req.body));
   });
-  impl_->server.Post(R"((.*/)?prioritize)", [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
-    json_reply(res, extender->Prioritize(req.body));
-  });
+  impl_->server.Post(R"((.*/)?prioritize)",
+                     [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
+                       json_reply(res, extender->Prioritize(req.body));
+                     });
   impl_->server.Post(R"((.*/)?bind)", [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
     json_reply(res, extender->Bind(req.body));
   });
-  impl_->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  impl_->server.Get("/healthz",
+                    [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
   impl_->server.set_payload_max_length(64u << 20);  // 5000 node names and a pod fit easily
 }
 

@@ -72,10 +72,13 @@ class FakeApi : public KubeBinder {
 
 json GpuPod(const std::string& name, const std::string& mem, const std::string& cores, int gpus = 1) {
   json limits = {{"nvidia.com/gpu", std::to_string(gpus)}, {"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", cores}};
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}, {"annotations", json::object()}}},
-          {"spec", {{"schedulerName", "gpuslice"}, {"containers", json::array({{{"name", "c"}, {"image", "x"}, {"resources", {{"limits", limits}}}}})}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}, {"annotations", json::object()}}},
+      {"spec",
+       {{"schedulerName", "gpuslice"},
+        {"containers", json::array({{{"name", "c"}, {"image", "x"}, {"resources", {{"limits", limits}}}}})}}}};
 }
 
 // ExtenderArgs as kube-scheduler 1.20 sends it with nodeCacheCapable: Go field names.
@@ -130,8 +133,10 @@ TEST_F(ExtenderHttpTest, FilterReturnsEveryFeasibleNodeAndReasonsForTheRest) {
   json pod = GpuPod("p", "30000", "20");
   api_.AddPod(pod);
   ASSERT_EQ(Post("/gpuslice/bind", BindArgs(pod, "node-a"))["Error"], "");
-  ASSERT_EQ(Post("/gpuslice/bind", BindArgs(GpuPod("p2", "30000", "20"), "node-a"))["Error"].get<std::string>().find("bind"),
-            0u) << "p2 was never created in the API";
+  ASSERT_EQ(
+      Post("/gpuslice/bind", BindArgs(GpuPod("p2", "30000", "20"), "node-a"))["Error"].get<std::string>().find("bind"),
+      0u)
+      << "p2 was never created in the API";
   json big = GpuPod("big", "20000", "10", 2);
   json r = Post("/gpuslice/filter", Args(big, {"node-a", "node-b", "node-c"}));
   EXPECT_EQ(r["NodeNames"], json::array({"node-b"}));

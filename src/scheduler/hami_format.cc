@@ -1,8 +1,8 @@
 #include "src/scheduler/hami_format.h"
 
 #include <charconv>
-#include <type_traits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace gs::scheduler::hami {
 namespace {
@@ -146,7 +146,8 @@ StatusOr<NodeInventory> DecodeNodeRegister(const std::string& node_name, std::st
   node.name = node_name;
   for (size_t i = 0; i < doc.size(); ++i) {
     const json& d = doc[i];
-    if (!d.is_object()) return InvalidArgument(std::string(kNodeRegister) + ": device #" + std::to_string(i) + " is not an object");
+    if (!d.is_object())
+      return InvalidArgument(std::string(kNodeRegister) + ": device #" + std::to_string(i) + " is not an object");
     GpuDevice g;
     g.cores = 0;
     g.slots = 0;
@@ -234,12 +235,8 @@ StatusOr<std::vector<std::vector<DeviceShare>>> DecodePodDevices(std::string_vie
 Annotations DecisionAnnotations(const PodDecision& decision, int64_t now) {
   std::string devices = EncodePodDevices(decision);
   return {
-      {kAssignedNode, decision.node},
-      {kAssignedTime, std::to_string(now)},
-      {kDevicesToAllocate, devices},
-      {kDevicesAllocated, devices},
-      {kBindPhase, "allocating"},
-      {kBindTime, std::to_string(now)},
+      {kAssignedNode, decision.node}, {kAssignedTime, std::to_string(now)}, {kDevicesToAllocate, devices},
+      {kDevicesAllocated, devices},   {kBindPhase, "allocating"},           {kBindTime, std::to_string(now)},
   };
 }
 
@@ -248,7 +245,8 @@ StatusOr<std::optional<LedgerRecord>> RecordFromAnnotations(const std::string& p
   auto devices = annos.find(kDevicesAllocated);
   if (node == annos.end() || devices == annos.end()) return std::optional<LedgerRecord>();
   auto shares = DecodePodDevices(devices->second);
-  if (!shares.ok()) return InvalidArgument(std::string(kDevicesAllocated) + " on pod " + pod_uid + ": " + shares.status().message());
+  if (!shares.ok())
+    return InvalidArgument(std::string(kDevicesAllocated) + " on pod " + pod_uid + ": " + shares.status().message());
   LedgerRecord r;
   r.pod_uid = pod_uid;
   r.decision.node = node->second;
@@ -279,7 +277,8 @@ Status ApplyRequestAnnotations(const Annotations& annos, PodRequest* r) {
       }
     }
     if (!found && !Trim(it->second).empty())
-      return InvalidArgument(std::string("annotation ") + key + " '" + it->second + "': names neither binpack nor spread");
+      return InvalidArgument(std::string("annotation ") + key + " '" + it->second +
+                             "': names neither binpack nor spread");
   }
   return Status::Ok();
 }

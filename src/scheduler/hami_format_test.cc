@@ -37,7 +37,8 @@ TEST(HamiFormat, EncodesTheRegisterAnnotationExactlyAsGoDoes) {
 }
 
 TEST(HamiFormat, ReadsTheOlderColonForm) {
-  auto n = DecodeNodeRegister("n", "GPU-a,10,40960,100,NVIDIA-A100,0,true:GPU-b,10,40960,100,NVIDIA-A100,1,false,1,hami-core:");
+  auto n = DecodeNodeRegister(
+      "n", "GPU-a,10,40960,100,NVIDIA-A100,0,true:GPU-b,10,40960,100,NVIDIA-A100,1,false,1,hami-core:");
   ASSERT_TRUE(n.ok()) << n.status().message();
   ASSERT_EQ(n->gpus.size(), 2u);
   EXPECT_EQ(n->gpus[1].index, 1);
@@ -58,7 +59,8 @@ TEST(HamiFormat, MalformedRegisterNamesTheField) {
 
 TEST(HamiFormat, MigCardsAreNotOffered) {
   auto n = DecodeNodeRegister(
-      "n", R"([{"id":"GPU-a","count":1,"devmem":1,"devcore":100,"mode":"mig","health":true},{"id":"GPU-b","count":1,"devmem":1,"devcore":100,"mode":"hami-core","health":true}])");
+      "n",
+      R"([{"id":"GPU-a","count":1,"devmem":1,"devcore":100,"mode":"mig","health":true},{"id":"GPU-b","count":1,"devmem":1,"devcore":100,"mode":"hami-core","health":true}])");
   ASSERT_TRUE(n.ok());
   ASSERT_EQ(n->gpus.size(), 1u);
   EXPECT_EQ(n->gpus[0].uuid, "GPU-b");
@@ -67,7 +69,9 @@ TEST(HamiFormat, MigCardsAreNotOffered) {
 TEST(HamiFormat, PodDevicesRoundTripInHamisFormat) {
   PodDecision d;
   d.node = "n";
-  d.containers = {{DeviceShare{"GPU-a", "x", 3000, 30}, DeviceShare{"GPU-b", "x", 3000, 30}}, {}, {DeviceShare{"GPU-c", "x", 100, 0}}};
+  d.containers = {{DeviceShare{"GPU-a", "x", 3000, 30}, DeviceShare{"GPU-b", "x", 3000, 30}},
+                  {},
+                  {DeviceShare{"GPU-c", "x", 100, 0}}};
   std::string s = EncodePodDevices(d);
   EXPECT_EQ(s, "GPU-a,NVIDIA,3000,30:GPU-b,NVIDIA,3000,30:;;GPU-c,NVIDIA,100,0:;");
   auto back = DecodePodDevices(s);
@@ -119,12 +123,9 @@ TEST(HamiFormat, Handshake) {
 
 TEST(HamiFormat, RequestAnnotations) {
   PodRequest r;
-  Annotations a = {{"nvidia.com/use-gputype", "A100, H100"},
-                   {"nvidia.com/nouse-gputype", "V100"},
-                   {"nvidia.com/use-gpuuuid", "GPU-a,GPU-b"},
-                   {"nvidia.com/nouse-gpuuuid", " GPU-c "},
-                   {"nvidia.com/numa-bind", "true"},
-                   {"hami.io/gpu-scheduler-policy", "binpack"},
+  Annotations a = {{"nvidia.com/use-gputype", "A100, H100"},   {"nvidia.com/nouse-gputype", "V100"},
+                   {"nvidia.com/use-gpuuuid", "GPU-a,GPU-b"},  {"nvidia.com/nouse-gpuuuid", " GPU-c "},
+                   {"nvidia.com/numa-bind", "true"},           {"hami.io/gpu-scheduler-policy", "binpack"},
                    {"hami.io/node-scheduler-policy", "spread"}};
   ASSERT_TRUE(ApplyRequestAnnotations(a, &r).ok());
   EXPECT_EQ(r.use_types, (std::vector<std::string>{"A100", "H100"}));

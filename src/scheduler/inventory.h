@@ -14,13 +14,13 @@
 namespace gs::scheduler {
 
 struct GpuDevice {
-  std::string uuid;         // "GPU-…", unique on the node
-  int index = 0;            // the driver's index on the node
-  std::string model;        // e.g. "NVIDIA-H100-80GB-HBM3" (type include/exclude match this)
-  int64_t memory_mib = 0;   // memory the scheduler may hand out
-  int cores = 100;          // compute share in percent; 100 is the whole card
-  int slots = 1;            // most containers that may share the card at once
-  int numa = 0;             // NUMA node of the card
+  std::string uuid;        // "GPU-…", unique on the node
+  int index = 0;           // the driver's index on the node
+  std::string model;       // e.g. "NVIDIA-H100-80GB-HBM3" (type include/exclude match this)
+  int64_t memory_mib = 0;  // memory the scheduler may hand out
+  int cores = 100;         // compute share in percent; 100 is the whole card
+  int slots = 1;           // most containers that may share the card at once
+  int numa = 0;            // NUMA node of the card
   bool healthy = true;
 };
 

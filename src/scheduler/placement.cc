@@ -17,8 +17,8 @@ bool ContainsNoCase(const std::string& haystack, const std::string& needle) {
 }
 
 bool TypeAllowed(const PodRequest& r, const std::string& model) {
-  if (!r.use_types.empty() &&
-      std::none_of(r.use_types.begin(), r.use_types.end(), [&](const std::string& t) { return ContainsNoCase(model, t); }))
+  if (!r.use_types.empty() && std::none_of(r.use_types.begin(), r.use_types.end(),
+                                           [&](const std::string& t) { return ContainsNoCase(model, t); }))
     return false;
   return std::none_of(r.nouse_types.begin(), r.nouse_types.end(),
                       [&](const std::string& t) { return ContainsNoCase(model, t); });
@@ -32,8 +32,10 @@ bool UuidAllowed(const PodRequest& r, const std::string& uuid) {
 
 std::string Describe(const ContainerRequest& c, const FitFailure& f) {
   std::string s = "container #" + std::to_string(f.container) + " asks " + std::to_string(c.gpus) + " GPU(s)";
-  if (c.memory_mib > 0) s += " x " + std::to_string(c.memory_mib) + " MiB";
-  else s += " x " + std::to_string(c.memory_percent > 0 ? c.memory_percent : 100) + "% memory";
+  if (c.memory_mib > 0)
+    s += " x " + std::to_string(c.memory_mib) + " MiB";
+  else
+    s += " x " + std::to_string(c.memory_percent > 0 ? c.memory_percent : 100) + "% memory";
   s += ", " + std::to_string(c.cores) + "% cores: ";
   if (f.cards == 0) return s + "node has no GPUs";
   s += std::to_string(f.fitting) + " of " + std::to_string(f.cards) + " cards fit";
@@ -134,14 +136,15 @@ bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_polic
       int numa = -1;
       for (int i : s->candidates) {
         int n = cards[i].numa;
-        size_t count = std::count_if(s->candidates.begin(), s->candidates.end(),
-                                     [&](int j) { return cards[j].numa == n; });
+        size_t count =
+            std::count_if(s->candidates.begin(), s->candidates.end(), [&](int j) { return cards[j].numa == n; });
         if (count >= need) {
           numa = n;
           break;
         }
       }
-      if (numa < 0) numa_short = true;
+      if (numa < 0)
+        numa_short = true;
       else
         for (int i : s->candidates)
           if (cards[i].numa == numa && s->chosen.size() - first_chosen < need) s->chosen.push_back(i);
@@ -235,7 +238,8 @@ FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, cons
   for (size_t i = 0; i < names.size(); ++i) {
     const NodeState* node = ledger.FindNode(names[i]);
     if (node == nullptr) {
-      int r = reason_for(~uint64_t{0}, [] { return std::string("node has no GPU inventory (no hami.io/node-nvidia-register)"); });
+      int r = reason_for(~uint64_t{0},
+                         [] { return std::string("node has no GPU inventory (no hami.io/node-nvidia-register)"); });
       out.failed.emplace_back(static_cast<int>(i), r);
       continue;
     }
@@ -266,8 +270,8 @@ FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, cons
 }
 
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
-                            const std::vector<std::string_view>& names, const Policies& defaults,
-                            FitScratch* scratch, const ScoreMemo* memo) {
+                            const std::vector<std::string_view>& names, const Policies& defaults, FitScratch* scratch,
+                            const ScoreMemo* memo) {
   std::vector<int> scores(names.size(), 0);
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
@@ -275,8 +279,10 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
     const NodeState* node = ledger.FindNode(names[i]);
     if (node == nullptr) continue;
     int known = memo != nullptr ? memo->Get(*node) : -1;
-    if (known >= 0) scores[i] = known;
-    else if (FitCards(*node, request, gpu, scratch)) scores[i] = ScoreNode(*node, *scratch, node_policy);
+    if (known >= 0)
+      scores[i] = known;
+    else if (FitCards(*node, request, gpu, scratch))
+      scores[i] = ScoreNode(*node, *scratch, node_policy);
   }
   return scores;
 }

@@ -46,9 +46,9 @@ struct FitScratch {
   std::vector<CardUsage> used;  // the node's usage plus this pod's containers placed so far
   std::vector<int> candidates;
   std::vector<double> keys;
-  std::vector<int> chosen;      // card indexes: container 0's cards, then container 1's, ...
-  FitFailure failure;           // when FitCards / FitPod return false
-  std::string reason;           // FitPod only: `failure` in words
+  std::vector<int> chosen;  // card indexes: container 0's cards, then container 1's, ...
+  FitFailure failure;       // when FitCards / FitPod return false
+  std::string reason;       // FitPod only: `failure` in words
 };
 
 // Chooses cards for every container of `request` on `node`. On success scratch->chosen
@@ -103,8 +103,8 @@ FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, cons
 // Scores parallel to `names`; a node that cannot take the pod scores 0. Scores found in
 // `memo` (filled by Filter for this request) are taken as they are.
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
-                            const std::vector<std::string_view>& names, const Policies& defaults,
-                            FitScratch* scratch, const ScoreMemo* memo = nullptr);
+                            const std::vector<std::string_view>& names, const Policies& defaults, FitScratch* scratch,
+                            const ScoreMemo* memo = nullptr);
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
                             const std::vector<std::string>& names, const Policies& defaults, FitScratch* scratch);
 

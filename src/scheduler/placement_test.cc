@@ -243,7 +243,7 @@ TEST(Placement, FilterReasonsAreFewAndNameTheCausesNotTheirCounts) {
   Place(&l, Pod("c", 1, 1000, 10), "n2");
   Place(&l, Pod("d", 1, 1000, 10), "n2");
   Place(&l, Pod("e", 1, 1000, 10), "n2");
-  Place(&l, Pod("f", 1, 1000, 10), "n2");   // n2: both cards' slots full
+  Place(&l, Pod("f", 1, 1000, 10), "n2");  // n2: both cards' slots full
   std::vector<std::string> names = {"n0", "n1", "n2", "n3"};
   FitScratch s;
   FilterResult f = Filter(l, Pod("p", 2, 2000, 10), names, {}, &s);
@@ -319,8 +319,10 @@ TEST(Placement, NoCardEverOverCommittedUnderRandomChurn) {
       for (int c = 0; c < containers; ++c) {
         ContainerRequest cr;
         cr.gpus = static_cast<int>(rng() % 3);
-        if (rng() % 2) cr.memory_mib = 1000 + static_cast<int64_t>(rng() % 30000);
-        else cr.memory_percent = 5 + static_cast<int>(rng() % 50);
+        if (rng() % 2)
+          cr.memory_mib = 1000 + static_cast<int64_t>(rng() % 30000);
+        else
+          cr.memory_percent = 5 + static_cast<int>(rng() % 50);
         cr.cores = rng() % 10 == 0 ? 100 : static_cast<int>(rng() % 60);
         r.containers.push_back(cr);
       }

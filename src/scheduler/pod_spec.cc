@@ -59,14 +59,16 @@ StatusOr<ContainerRequest> ContainerFromJson(const json& c, size_t index) {
     if (!r->ok()) return r->status();
   ContainerRequest out;
   bool any_share = mem->has_value() || pct->has_value() || cores->has_value();
-  if (gpus->has_value()) out.gpus = static_cast<int>(std::min<int64_t>(**gpus, 1 << 20));
-  else if (any_share) out.gpus = 1;  // HAMi's webhook default (defaultGPUNum = 1)
+  if (gpus->has_value())
+    out.gpus = static_cast<int>(std::min<int64_t>(**gpus, 1 << 20));
+  else if (any_share)
+    out.gpus = 1;  // HAMi's webhook default (defaultGPUNum = 1)
   if (out.gpus == 0) return out;
   if (mem->has_value()) out.memory_mib = **mem;
   if (pct->has_value()) {
     if (**pct > 100)
-      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceMemoryPercent +
-                             " = " + std::to_string(**pct) + ": must be 0..100");
+      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceMemoryPercent + " = " +
+                             std::to_string(**pct) + ": must be 0..100");
     out.memory_percent = static_cast<int>(**pct);  // 0 = unset, as in HAMi
   }
   if (cores->has_value()) {
@@ -105,21 +107,36 @@ StatusOr<int64_t> ParseKubeQuantity(std::string_view text) {
   std::string_view suffix = text.substr(i);
   int exp10 = 0, exp2 = 0;
   if (suffix.empty()) {
-  } else if (suffix == "Ki") exp2 = 10;
-  else if (suffix == "Mi") exp2 = 20;
-  else if (suffix == "Gi") exp2 = 30;
-  else if (suffix == "Ti") exp2 = 40;
-  else if (suffix == "Pi") exp2 = 50;
-  else if (suffix == "Ei") exp2 = 60;
-  else if (suffix == "n") exp10 = -9;
-  else if (suffix == "u") exp10 = -6;
-  else if (suffix == "m") exp10 = -3;
-  else if (suffix == "k") exp10 = 3;
-  else if (suffix == "M") exp10 = 6;
-  else if (suffix == "G") exp10 = 9;
-  else if (suffix == "T") exp10 = 12;
-  else if (suffix == "P") exp10 = 15;
-  else if (suffix == "E") exp10 = 18;
+  } else if (suffix == "Ki")
+    exp2 = 10;
+  else if (suffix == "Mi")
+    exp2 = 20;
+  else if (suffix == "Gi")
+    exp2 = 30;
+  else if (suffix == "Ti")
+    exp2 = 40;
+  else if (suffix == "Pi")
+    exp2 = 50;
+  else if (suffix == "Ei")
+    exp2 = 60;
+  else if (suffix == "n")
+    exp10 = -9;
+  else if (suffix == "u")
+    exp10 = -6;
+  else if (suffix == "m")
+    exp10 = -3;
+  else if (suffix == "k")
+    exp10 = 3;
+  else if (suffix == "M")
+    exp10 = 6;
+  else if (suffix == "G")
+    exp10 = 9;
+  else if (suffix == "T")
+    exp10 = 12;
+  else if (suffix == "P")
+    exp10 = 15;
+  else if (suffix == "E")
+    exp10 = 18;
   else if (suffix[0] == 'e' || suffix[0] == 'E') {
     std::string_view e = suffix.substr(1);
     bool eneg = !e.empty() && e[0] == '-';

@@ -25,8 +25,8 @@ inline NodeInventory Node(const std::string& name, int cards, int64_t memory_mib
   NodeInventory n;
   n.name = name;
   for (int i = 0; i < cards; ++i)
-    n.gpus.push_back(Card(name + "-gpu" + std::to_string(i), i, memory_mib, i < cards / 2 ? 0 : 1,
-                          "NVIDIA-A100-SXM4-40GB", slots));
+    n.gpus.push_back(
+        Card(name + "-gpu" + std::to_string(i), i, memory_mib, i < cards / 2 ? 0 : 1, "NVIDIA-A100-SXM4-40GB", slots));
   return n;
 }
 
