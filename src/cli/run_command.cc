@@ -12,10 +12,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "src/cli/node_gpus.h"
 #include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/model/container_edits.h"
-#include "src/platform/gpu_driver.h"
 #include "src/region/region.h"
 
 namespace gs::cli {
@@ -109,21 +109,16 @@ int RunCommand(const std::vector<std::string>& args) {
   a.oversubscribe = oversubscribe;
   a.priority = static_cast<int>(priority);
 
-  auto driver = platform::OpenNvmlGpuDriver(driver_root);
-  if (!driver.ok()) {
-    std::cerr << "gpuslice run: " << driver.status().message() << "\n";
+  auto node = OpenNodeGpus(driver_root);
+  if (!node.ok()) {
+    std::cerr << "gpuslice run: " << node.status().message() << "\n";
     return 1;
   }
-  auto gpus = (*driver)->ListGpus();
-  if (!gpus.ok()) {
-    std::cerr << "gpuslice run: " << gpus.status().message() << "\n";
-    return 1;
-  }
-  if (device >= static_cast<int64_t>(gpus->size())) {
-    std::cerr << "gpuslice run: --device " << device << ": this machine has " << gpus->size() << " GPU(s)\n";
+  if (device >= static_cast<int64_t>(node->gpus.size())) {
+    std::cerr << "gpuslice run: --device " << device << ": this machine has " << node->gpus.size() << " GPU(s)\n";
     return 2;
   }
-  const auto& g = (*gpus)[static_cast<size_t>(device)];
+  const model::Gpu& g = node->gpus[static_cast<size_t>(device)];
   a.devices.push_back({g.uuid, g.minor, memory, static_cast<unsigned>(cores)});
 
   std::string runs = RunsDir();

@@ -9,7 +9,18 @@
 
 namespace gs {
 
-enum class StatusCode { kOk, kInvalidArgument, kNotFound, kFailedPrecondition, kUnavailable, kInternal };
+// kAborted: a conflict with a concurrent writer, retry after re-reading (HTTP 409);
+// kOutOfRange: asked for a version the server no longer has, start over (HTTP 410).
+enum class StatusCode {
+  kOk,
+  kInvalidArgument,
+  kNotFound,
+  kFailedPrecondition,
+  kUnavailable,
+  kInternal,
+  kAborted,
+  kOutOfRange,
+};
 
 class Status {
  public:
@@ -40,6 +51,12 @@ inline Status Unavailable(std::string m) {
 inline Status Internal(std::string m) {
   return {StatusCode::kInternal, std::move(m)};
 }
+inline Status Aborted(std::string m) {
+  return {StatusCode::kAborted, std::move(m)};
+}
+inline Status OutOfRange(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
 
 template <typename T>
 class StatusOr {
@@ -67,3 +84,15 @@ class StatusOr {
     ::gs::Status gs_status_ = (expr);        \
     if (!gs_status_.ok()) return gs_status_; \
   } while (0)
+
+// GS_ASSIGN_OR_RETURN(auto x, F()); evaluates F() (a StatusOr), returns its status from
+// the enclosing function when it is an error, else moves the value into `x` (a
+// declaration or an existing variable). It is several statements: one use per line, and
+// never as the body of an `if` without braces.
+#define GS_ASSIGN_OR_RETURN(lhs, expr) GS_ASSIGN_OR_RETURN_IMPL_(GS_STATUS_CONCAT_(gs_statusor_, __LINE__), lhs, expr)
+#define GS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  if (!tmp.ok()) return tmp.status();             \
+  lhs = std::move(tmp).value()
+#define GS_STATUS_CONCAT_(a, b) GS_STATUS_CONCAT_IMPL_(a, b)
+#define GS_STATUS_CONCAT_IMPL_(a, b) a##b

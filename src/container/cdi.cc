@@ -2,24 +2,27 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "src/container/library_dirs.h"
 
 namespace gs::container {
 namespace {
 
-nlohmann::json Node(const DeviceNodeEdit& n) {
+nlohmann::json Node(const model::DeviceNode& n) {
   nlohmann::json j{{"path", n.container_path}};
   if (n.host_path != n.container_path) j["hostPath"] = n.host_path;  // needs cdiVersion 0.5.0
   return j;
 }
 
-nlohmann::json Mount(const MountEdit& m) {
+nlohmann::json Mount(const model::Mount& m) {
   return {{"hostPath", m.host_path},
           {"containerPath", m.container_path},
-          {"options", m.writable ? std::vector<std::string>{"rw", "nosuid", "nodev", "bind"}
-                                 : std::vector<std::string>{"ro", "nosuid", "nodev", "bind"}}};
+          {"options", m.read_only ? std::vector<std::string>{"ro", "nosuid", "nodev", "bind"}
+                                  : std::vector<std::string>{"rw", "nosuid", "nodev", "bind"}}};
 }
 
 void Emit(YAML::Emitter& out, const nlohmann::json& j) {
@@ -45,6 +48,21 @@ void Emit(YAML::Emitter& out, const nlohmann::json& j) {
   }
 }
 
+nlohmann::json YamlToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (auto it = n.begin(); it != n.end(); ++it) j[it->first.as<std::string>()] = YamlToJson(it->second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& v : n) j.push_back(YamlToJson(v));
+    return j;
+  }
+  if (n.IsNull()) return nullptr;
+  return n.as<std::string>();
+}
+
 }  // namespace
 
 std::string MinimumCdiVersion(const nlohmann::json& spec) {
@@ -59,15 +77,14 @@ std::string MinimumCdiVersion(const nlohmann::json& spec) {
 }
 
 StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<model::Gpu>& gpus) {
-  auto all_plan = PlanEdits(o.plan, gpus);
-  if (!all_plan.ok()) return all_plan.status();
-  PlaceLibraries(&*all_plan, DefaultImageLibraryDirs());  // the image is not known yet
+  GS_ASSIGN_OR_RETURN(model::ContainerEdits edits, PlanEdits(o.plan, gpus));
+  PlaceLibraries(&edits, DefaultImageLibraryDirs());  // the image is not known yet
   nlohmann::json spec;
   spec["kind"] = o.kind;
   spec["devices"] = nlohmann::json::array();
   nlohmann::json all_nodes = nlohmann::json::array();
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    nlohmann::json node = Node(all_plan->gpu_nodes[i]);
+  for (size_t i = 0; i < gpus.size(); ++i) {  // PlanEdits: the GPUs' nodes come first
+    nlohmann::json node = Node(edits.devices[i]);
     all_nodes.push_back(node);
     for (const std::string& name : {std::to_string(gpus[i].index), gpus[i].uuid})
       spec["devices"].push_back({{"name", name}, {"containerEdits", {{"deviceNodes", {node}}}}});
@@ -75,12 +92,10 @@ StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<
   spec["devices"].push_back({{"name", "all"}, {"containerEdits", {{"deviceNodes", all_nodes}}}});
   nlohmann::json common;
   common["deviceNodes"] = nlohmann::json::array();
-  for (const auto& n : all_plan->control_nodes) common["deviceNodes"].push_back(Node(n));
+  for (size_t i = gpus.size(); i < edits.devices.size(); ++i) common["deviceNodes"].push_back(Node(edits.devices[i]));
   common["mounts"] = nlohmann::json::array();
-  for (const auto& m : all_plan->mounts) common["mounts"].push_back(Mount(m));
-  if (!all_plan->env.empty()) common["env"] = all_plan->env;
-  if (!SimulatorState(o.plan.driver_root).empty())
-    common["env"].push_back(std::string("GPUSLICE_SIM_STATE=") + kSimStateContainerPath);
+  for (const auto& m : edits.mounts) common["mounts"].push_back(Mount(m));
+  for (const auto& [k, v] : edits.env) common["env"].push_back(k + "=" + v);
   // No hooks: libraries go to the loader's default directories of both image families and
   // the enforcer is named by absolute path, so nothing needs to run in the container (and
   // no hook can inherit an image's env).
@@ -93,6 +108,32 @@ std::string ToYaml(const nlohmann::json& spec) {
   YAML::Emitter out;
   Emit(out, spec);
   return std::string(out.c_str()) + "\n";
+}
+
+StatusOr<std::string> SaveCdiSpec(const std::string& text, std::string output, const std::string& format) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(output, ec) || output.back() == '/') {
+    std::filesystem::create_directories(output, ec);
+    output += "/gpuslice." + format;
+  }
+  std::string tmp = output + ".tmp";
+  std::ofstream(tmp) << text;
+  std::filesystem::rename(tmp, output, ec);  // runtimes never see a half-written spec
+  if (ec) return Internal("cannot write " + output + ": " + ec.message());
+  return output;
+}
+
+StatusOr<nlohmann::json> LoadCdiSpec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(ss.str())
+                                                                      : YamlToJson(YAML::Load(ss.str()));
+  } catch (const std::exception& e) {
+    return InvalidArgument(path + ": " + e.what());
+  }
 }
 
 StatusOr<std::vector<std::string>> CdiDeviceNames(const nlohmann::json& spec) {

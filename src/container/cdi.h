@@ -1,7 +1,8 @@
 // CDI specs for gpuslice: one device per GPU by index and by UUID, and "all"; common
 // edits for the control nodes, the driver files of the chosen capabilities, the enforcer
 // and /etc/ld.so.preload. The spec declares the lowest cdiVersion its fields need, so
-// podman 4.3 (which accepts up to 0.5.0) and current runtimes both load it.
+// podman 4.3 (which accepts up to 0.5.0) and current runtimes both load it. Used by
+// `gpuslice cdi` (src/cli/cdi_command.cc) and the node agent, which keeps a spec current.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,14 @@ StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<
 std::string MinimumCdiVersion(const nlohmann::json& spec);
 
 std::string ToYaml(const nlohmann::json& spec);
+
+// Writes a spec's text to `output`: a file, or a directory (one that exists or a path
+// ending in '/': then <dir>/gpuslice.<format>). Replaced by a rename, so runtimes never
+// see a half-written spec. Returns the path written.
+StatusOr<std::string> SaveCdiSpec(const std::string& text, std::string output, const std::string& format);
+
+// Reads a spec file: JSON when its name ends in .json, else YAML. Errors name the file.
+StatusOr<nlohmann::json> LoadCdiSpec(const std::string& path);
 
 // Validates a spec as a strict loader would (version, kind, device names, known fields);
 // returns the qualified device names it offers.

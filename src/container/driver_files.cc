@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/model/container_edits.h"
+
 namespace fs = std::filesystem;
 
 namespace gs::container {
@@ -45,7 +47,7 @@ const char* const kLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib
 
 StatusOr<std::set<std::string>> ParseCapabilities(const std::string& text) {
   std::set<std::string> caps;
-  if (text.empty()) return std::set<std::string>{"utility", "compute"};
+  if (text.empty()) return model::DefaultCapabilities();
   std::stringstream in(text);
   for (std::string c; std::getline(in, c, ',');) {
     if (c.empty()) continue;

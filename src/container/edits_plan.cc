@@ -4,56 +4,52 @@
 #include <sys/sysmacros.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace gs::container {
 
-StatusOr<DeviceNodeEdit> DeviceNode(const std::string& driver_root, const std::string& name) {
-  std::string dev = driver_root == "/" ? "/dev/" : driver_root + "/dev/";
-  DeviceNodeEdit e{"/dev/" + name, dev + name};
+Status FillDeviceNumbers(model::DeviceNode* node) {
   struct stat st;
-  if (stat(e.host_path.c_str(), &st) != 0) return NotFound(e.host_path + ": " + strerror(errno));
+  if (stat(node->host_path.c_str(), &st) != 0) return NotFound(node->host_path + ": " + strerror(errno));
   if (S_ISCHR(st.st_mode)) {
-    e.major = major(st.st_rdev);
-    e.minor = minor(st.st_rdev);
-  } else {
-    // A simulated node made without mknod rights: regular files stand in for devices.
-    e.major = name.rfind("nvidia-uvm", 0) == 0 ? 510 : 195;
-    e.minor = name == "nvidiactl"          ? 255
-              : name == "nvidia-uvm-tools" ? 1
-              : name == "nvidia-uvm"       ? 0
-                                           : static_cast<unsigned>(atoi(name.c_str() + 6));
+    node->major = major(st.st_rdev);
+    node->minor = minor(st.st_rdev);
+    return Status::Ok();
   }
-  return e;
+  const std::string name = node->container_path.substr(node->container_path.rfind('/') + 1);
+  node->major = name.rfind("nvidia-uvm", 0) == 0 ? 510 : 195;
+  node->minor = name == "nvidiactl"          ? 255
+                : name == "nvidia-uvm-tools" ? 1
+                : name == "nvidia-uvm"       ? 0
+                                             : static_cast<unsigned>(atoi(name.c_str() + 6));
+  return Status::Ok();
 }
 
-StatusOr<EditsPlan> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu>& gpus) {
-  EditsPlan p;
-  for (const auto& g : gpus) {
-    auto n = DeviceNode(o.driver_root, "nvidia" + std::to_string(g.minor));
-    if (!n.ok()) return FailedPrecondition("GPU " + g.uuid + " has no device node: " + n.status().message());
-    p.gpu_nodes.push_back(*n);
-  }
-  bool compute = o.capabilities.count("compute") > 0;
-  for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
-    std::string n = name;
-    // The toolkit's rules: uvm nodes only with compute libraries, modeset only with display.
-    if (n.rfind("nvidia-uvm", 0) == 0 && !compute) continue;
-    if (n == "nvidia-modeset" && !o.capabilities.count("display")) continue;
-    auto e = DeviceNode(o.driver_root, n);
-    if (e.ok()) p.control_nodes.push_back(*e);
+StatusOr<model::ContainerEdits> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu>& gpus) {
+  model::ContainerEdits e;
+  std::vector<unsigned> minors;
+  for (const auto& g : gpus) minors.push_back(g.minor);
+  auto nodes = model::DeviceNodes(minors, o.capabilities, model::DevRoot(o.driver_root));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Status s = FillDeviceNumbers(&nodes[i]);
+    if (i < gpus.size() && !s.ok())
+      return FailedPrecondition("GPU " + gpus[i].uuid + " has no device node: " + s.message());
+    if (s.ok()) e.devices.push_back(nodes[i]);  // a control node the node lacks is left out
   }
   for (const auto& f : FindDriverFiles(o.driver_root, o.capabilities))
-    p.mounts.push_back({f.host_path, f.container_path, false, f.library});
+    e.mounts.push_back({f.host_path, f.container_path, true, f.library});
   if (!o.enforcer.host_path.empty()) {
-    p.mounts.push_back({o.enforcer.host_path, o.enforcer.container_path});
-    p.mounts.push_back({o.enforcer.preload_file, "/etc/ld.so.preload"});
-    // Processes of one container share accounting through a region in its own /tmp.
-    p.env.push_back("CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/.gpuslice-region");
+    for (auto& m : model::EnforcerMounts(o.enforcer.host_path, o.enforcer.container_path, o.enforcer.preload_file))
+      e.mounts.push_back(m);
+    e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = kContainerRegion;
   }
   std::string sim = SimulatorState(o.driver_root);
-  if (!sim.empty()) p.mounts.push_back({sim, kSimStateContainerPath, true});
-  return p;
+  if (!sim.empty()) {
+    e.mounts.push_back({sim, kSimStateContainerPath, false});
+    e.env["GPUSLICE_SIM_STATE"] = kSimStateContainerPath;
+  }
+  return e;
 }
 
 }  // namespace gs::container

@@ -1,7 +1,10 @@
-// What a container asking for GPUs gets, worked out on the host before anything is
-// touched: device nodes, driver files, the enforcer and its preload file, and on a
-// simulated node the simulator's state. Shared by the OCI hook and the CDI generator so
-// both routes make the same edits.
+// What a container asking for GPUs gets on this node, worked out on the host before
+// anything is touched, as a model::ContainerEdits: the device nodes model::DeviceNodes
+// lists (with their numbers; control nodes only where the node has them), the driver
+// files of the capabilities, the enforcer and its preload file, and on a simulated node
+// the simulator's state. The CDI generator (cdi.h) and the OCI hook (oci_hook.h) render
+// these same edits, as the device plugin renders model::ToContainerEdits. Reads the
+// filesystem; changes nothing.
 #pragma once
 
 #include <set>
@@ -10,37 +13,27 @@
 
 #include "src/common/status.h"
 #include "src/container/driver_files.h"
+#include "src/model/container_edits.h"
 #include "src/model/slices.h"
 
 namespace gs::container {
 
-struct DeviceNodeEdit {
-  std::string container_path, host_path;
-  unsigned major = 0, minor = 0;
-};
-
-struct MountEdit {
-  std::string host_path, container_path;
-  bool writable = false;
-  bool library = false;  // a driver library: PlaceLibraries may move it (library_dirs.h)
-};
-
-struct EditsPlan {
-  std::vector<DeviceNodeEdit> gpu_nodes;      // /dev/nvidia<N> of the selected GPUs
-  std::vector<DeviceNodeEdit> control_nodes;  // nvidiactl, nvidia-uvm, nvidia-uvm-tools (present ones)
-  std::vector<MountEdit> mounts;              // driver files, enforcer, /etc/ld.so.preload, sim state
-  std::vector<std::string> env;               // for CDI; a hook cannot change a process's env
-};
-
 struct PlanOptions {
   std::string driver_root = "/";
-  std::set<std::string> capabilities = {"utility", "compute"};
+  std::set<std::string> capabilities = model::DefaultCapabilities();
   EnforcerInstall enforcer;  // empty host_path: no enforcer
 };
 
-// Device node of a GPU (or control node) in the driver root, with its numbers.
-StatusOr<DeviceNodeEdit> DeviceNode(const std::string& driver_root, const std::string& name);
+// Processes of one container share accounting through a region in its own /tmp (CDI's
+// env; the hook cannot set any).
+inline constexpr char kContainerRegion[] = "/tmp/.gpuslice-region";
 
-StatusOr<EditsPlan> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu>& gpus);
+// The edits for a container given `gpus`. `devices` holds the GPUs' nodes first, in the
+// order of `gpus`, then the control nodes. Fails when a GPU has no device node.
+StatusOr<model::ContainerEdits> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu>& gpus);
+
+// Fills in the device numbers of `node` from its host path. A simulated node made without
+// mknod rights has regular files there: the numbers are the driver's conventional ones.
+Status FillDeviceNumbers(model::DeviceNode* node);
 
 }  // namespace gs::container

@@ -28,21 +28,21 @@ std::string ImageLibraryDir(const RootFs& root) {
   return "";
 }
 
-void PlaceLibraries(EditsPlan* plan, const std::vector<std::string>& dirs) {
+void PlaceLibraries(model::ContainerEdits* edits, const std::vector<std::string>& dirs) {
   if (dirs.empty()) return;
-  std::vector<MountEdit> placed;
-  for (const auto& m : plan->mounts) {
+  std::vector<model::Mount> placed;
+  for (const auto& m : edits->mounts) {
     if (!m.library) {
       placed.push_back(m);
       continue;
     }
     for (const auto& dir : dirs) {
-      MountEdit copy = m;
+      model::Mount copy = m;
       copy.container_path = dir + "/" + BaseName(m.container_path);
       placed.push_back(copy);
     }
   }
-  plan->mounts = std::move(placed);
+  edits->mounts = std::move(placed);
 }
 
 }  // namespace gs::container

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "src/container/edits_plan.h"
 #include "src/container/rootfs.h"
+#include "src/model/container_edits.h"
 
 namespace gs::container {
 
@@ -22,8 +22,9 @@ std::vector<std::string> DefaultImageLibraryDirs();
 // it by default. "" when the image has no glibc (static or musl images).
 std::string ImageLibraryDir(const RootFs& root);
 
-// Moves every driver library mount of `plan` to each of `dirs`, keeping the file names;
-// other mounts are unchanged. Empty `dirs`: the libraries stay at the host's path.
-void PlaceLibraries(EditsPlan* plan, const std::vector<std::string>& dirs);
+// Moves every driver library mount of `edits` (Mount::library) to each of `dirs`, keeping
+// the file names; other mounts are unchanged. Empty `dirs`: the libraries stay at the
+// host's path.
+void PlaceLibraries(model::ContainerEdits* edits, const std::vector<std::string>& dirs);
 
 }  // namespace gs::container

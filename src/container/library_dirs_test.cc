@@ -62,19 +62,19 @@ TEST_F(ImageLibraryDirTest, LinksPlantedInTheImageAreNotFollowed) {
 }
 
 TEST(PlaceLibraries, MovesOnlyLibrariesIntoEachDirectory) {
-  EditsPlan plan;
-  plan.mounts = {{"/host/usr/lib64/libcuda.so.550.1", "/usr/lib64/libcuda.so.1", false, true},
-                 {"/state/lib/v/libgpuslice.so", "/usr/lib/gpuslice/v/libgpuslice.so", false, false},
-                 {"/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", false, false}};
-  PlaceLibraries(&plan, {"/usr/lib/x86_64-linux-gnu", "/usr/lib64"});
-  ASSERT_EQ(plan.mounts.size(), 4u);
-  EXPECT_EQ(plan.mounts[0].container_path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
-  EXPECT_EQ(plan.mounts[1].container_path, "/usr/lib64/libcuda.so.1");
-  EXPECT_EQ(plan.mounts[0].host_path, "/host/usr/lib64/libcuda.so.550.1");
-  EXPECT_EQ(plan.mounts[2].container_path, "/usr/lib/gpuslice/v/libgpuslice.so");
-  EXPECT_EQ(plan.mounts[3].container_path, "/usr/bin/nvidia-smi");
-  PlaceLibraries(&plan, {});
-  EXPECT_EQ(plan.mounts.size(), 4u);
+  model::ContainerEdits edits;
+  edits.mounts = {{"/host/usr/lib64/libcuda.so.550.1", "/usr/lib64/libcuda.so.1", true, true},
+                  {"/state/lib/v/libgpuslice.so", "/usr/lib/gpuslice/v/libgpuslice.so", true, false},
+                  {"/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", true, false}};
+  PlaceLibraries(&edits, {"/usr/lib/x86_64-linux-gnu", "/usr/lib64"});
+  ASSERT_EQ(edits.mounts.size(), 4u);
+  EXPECT_EQ(edits.mounts[0].container_path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  EXPECT_EQ(edits.mounts[1].container_path, "/usr/lib64/libcuda.so.1");
+  EXPECT_EQ(edits.mounts[0].host_path, "/host/usr/lib64/libcuda.so.550.1");
+  EXPECT_EQ(edits.mounts[2].container_path, "/usr/lib/gpuslice/v/libgpuslice.so");
+  EXPECT_EQ(edits.mounts[3].container_path, "/usr/bin/nvidia-smi");
+  PlaceLibraries(&edits, {});
+  EXPECT_EQ(edits.mounts.size(), 4u);
 }
 
 }  // namespace

@@ -7,39 +7,28 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
 
-#include "src/common/flags.h"
-#include "src/container/device_request.h"
 #include "src/container/edits_plan.h"
 #include "src/container/library_dirs.h"
-#include "src/container/oci_config.h"
 #include "src/container/rootfs.h"
-#include "src/model/visible_devices.h"
-#include "src/platform/gpu_driver.h"
 
 namespace gs::container {
 namespace {
 
 constexpr size_t kMaxState = 1 << 20, kMaxConfig = 16 << 20;
 
-struct Container {
-  int pid = 0;
-  std::string id;  // for messages; may be empty
-  ContainerConfig config;
-};
+}  // namespace
 
-StatusOr<Container> ReadContainer(std::istream& state_in) {
+StatusOr<HookContainer> ReadHookContainer(std::istream& state_in) {
   std::string text(kMaxState + 1, '\0');
   state_in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(state_in.gcount()));
   if (text.size() > kMaxState) return InvalidArgument("container state on stdin is larger than 1 MiB");
-  Container c;
+  HookContainer c;
   std::string bundle;
   try {
     auto st = nlohmann::json::parse(text);
@@ -65,31 +54,10 @@ StatusOr<Container> ReadContainer(std::istream& state_in) {
   return c;
 }
 
-// A message on stderr (runc shows it only when the hook fails) and, with --log, appended
-// to that file, so a refusal of a container that still starts leaves a trace.
-void Log(const std::string& log_path, const std::string& container_id, const std::string& message) {
-  std::string line =
-      "gpuslice hook: " + (container_id.empty() ? "" : "container " + Printable(container_id, 80) + ": ") + message +
-      "\n";
-  std::cerr << line;
-  if (log_path.empty()) return;
-  int fd = open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-  if (fd < 0) {
-    std::cerr << "gpuslice hook: cannot open the log " << log_path << ": " << strerror(errno) << "\n";
-    return;
-  }
-  time_t now = time(nullptr);
-  char stamp[32];
-  struct tm tm_utc;
-  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", gmtime_r(&now, &tm_utc));
-  line = stamp + line;
-  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    std::cerr << "gpuslice hook: cannot write the log " << log_path << ": " << strerror(errno) << "\n";
-  close(fd);
-}
+namespace {
 
 // cgroup v1: "N:devices:/path" in /proc/<pid>/cgroup.
-Status AllowDevices(int pid, const std::vector<DeviceNodeEdit>& nodes) {
+Status AllowDevices(int pid, const std::vector<model::DeviceNode>& nodes) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
   std::string line, path;
   while (std::getline(in, line)) {
@@ -110,152 +78,97 @@ Status AllowDevices(int pid, const std::vector<DeviceNodeEdit>& nodes) {
 
 // In a child (setns needs a single-threaded process): enter the container's mount
 // namespace and make the edits through fds opened beneath its root.
-int ApplyInNamespace(const Container& c, EditsPlan plan) {
+Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits) {
   const std::string& rootfs = c.config.rootfs;
   int ns = open(("/proc/" + std::to_string(c.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
-  if (ns < 0 || setns(ns, CLONE_NEWNS) != 0) {
-    std::cerr << "gpuslice hook: cannot enter the mount namespace of pid " << c.pid << ": " << strerror(errno) << "\n";
-    return 1;
-  }
-  auto root = RootFs::Open(rootfs);
-  if (!root.ok()) {
-    std::cerr << "gpuslice hook: " << root.status().message() << "\n";
-    return 1;
-  }
+  if (ns < 0 || setns(ns, CLONE_NEWNS) != 0)
+    return Internal("cannot enter the mount namespace of pid " + std::to_string(c.pid) + ": " + strerror(errno));
+  GS_ASSIGN_OR_RETURN(RootFs root, RootFs::Open(rootfs));
   // Libraries go where the image's own loader looks (a static image keeps the host's path).
-  std::string lib_dir = ImageLibraryDir(*root);
-  if (!lib_dir.empty()) PlaceLibraries(&plan, {lib_dir});
+  std::string lib_dir = ImageLibraryDir(root);
+  if (!lib_dir.empty()) PlaceLibraries(&edits, {lib_dir});
   // Before pivot_root (prestart, createRuntime) the container's namespace still holds the
   // host's tree: sources are opened here, since bind mounts may not cross namespaces.
   // They are host paths gpuslice chose (driver root, state dir), never image paths.
   std::vector<int> sources;
-  for (const auto& m : plan.mounts) {
+  for (const auto& m : edits.mounts) {
     int fd = open(m.host_path.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0) {
-      std::cerr << "gpuslice hook: cannot open " << m.host_path << " in the container's namespace: " << strerror(errno)
-                << " (is the hook running after pivot_root? use prestart or createRuntime)\n";
-      return 1;
-    }
+    if (fd < 0)
+      return Internal("cannot open " + m.host_path + " in the container's namespace: " + strerror(errno) +
+                      " (is the hook running after pivot_root? use prestart or createRuntime)");
     sources.push_back(fd);
   }
   // Resolve every target first: a refused path leaves the container untouched.
   std::vector<int> targets;
-  for (const auto& m : plan.mounts) {
-    auto t = root->Target(m.container_path, false);
-    if (!t.ok()) {
-      std::cerr << "gpuslice hook: " << t.status().message() << "\n";
-      return 1;
-    }
-    targets.push_back(*t);
+  for (const auto& m : edits.mounts) {
+    GS_ASSIGN_OR_RETURN(int t, root.Target(m.container_path, false));
+    targets.push_back(t);
   }
-  for (const auto* list : {&plan.control_nodes, &plan.gpu_nodes})
-    for (const auto& n : *list)
-      if (Status s = root->CharDevice(n.container_path, n.major, n.minor); !s.ok()) {
-        std::cerr << "gpuslice hook: " << s.message() << "\n";
-        return 1;
-      }
-  for (size_t i = 0; i < plan.mounts.size(); ++i) {
-    const MountEdit& m = plan.mounts[i];
-    Status s = BindMount(sources[i], targets[i], m.container_path);
-    if (s.ok()) {
-      auto mounted = root->Target(m.container_path, false);  // now the mount, not what is beneath
-      s = mounted.ok() ? RestrictMount(*mounted, m.writable, m.container_path) : mounted.status();
-      if (mounted.ok()) close(*mounted);
-    }
-    if (!s.ok()) {
-      std::cerr << "gpuslice hook: " << s.message() << "\n";
-      return 1;
-    }
+  for (const auto& n : edits.devices) GS_RETURN_IF_ERROR(root.CharDevice(n.container_path, n.major, n.minor));
+  for (size_t i = 0; i < edits.mounts.size(); ++i) {
+    const model::Mount& m = edits.mounts[i];
+    GS_RETURN_IF_ERROR(BindMount(sources[i], targets[i], m.container_path));
+    GS_ASSIGN_OR_RETURN(int mounted, root.Target(m.container_path, false));  // now the mount, not what is beneath
+    Status s = RestrictMount(mounted, !m.read_only, m.container_path);
+    close(mounted);
+    GS_RETURN_IF_ERROR(s);
   }
-  return 0;
+  return Status::Ok();
+}
+
+// Runs ApplyInNamespace in a child; its error comes back through a pipe.
+Status ApplyInChild(const HookContainer& c, const model::ContainerEdits& edits) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + strerror(errno));
+  pid_t child = fork();
+  if (child < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return Internal(std::string("fork: ") + strerror(errno));
+  }
+  if (child == 0) {
+    close(pipe_fds[0]);
+    Status s = ApplyInNamespace(c, edits);
+    if (s.ok()) _exit(0);
+    if (write(pipe_fds[1], s.message().data(), s.message().size()) < 0) _exit(1);
+    _exit(1);
+  }
+  close(pipe_fds[1]);
+  std::string message;
+  char buf[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof(buf))) != 0;) {
+    if (n > 0)
+      message.append(buf, static_cast<size_t>(n));
+    else if (errno != EINTR)
+      break;
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  return Internal(message.empty() ? "the process that edits the container failed" : message);
 }
 
 }  // namespace
 
-int RunHook(const std::vector<std::string>& args) {
-  std::string driver_root = "/", state_dir = "/var/lib/gpuslice", enforcer, log_path;
-  DevicePolicy policy;
-  FlagSet flags("hook", "OCI prestart/createRuntime hook: reads the container state on stdin.");
-  flags.String("driver-root", &driver_root, "root of the driver installation");
-  flags.String("state-dir", &state_dir, "where the enforcer is installed for containers");
-  flags.String("enforcer", &enforcer, "libgpuslice.so to install (empty: none)");
-  flags.Bool("accept-env-when-unprivileged", &policy.accept_env_when_unprivileged,
-             "honour NVIDIA_VISIBLE_DEVICES of unprivileged containers without a device allocation");
-  flags.String("log", &log_path, "file to append refusals to (empty: stderr only)");
-  std::vector<std::string> rest;
-  if (Status s = flags.Parse(args, &rest, true); !s.ok()) {
-    std::cerr << "gpuslice hook: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.help_requested()) return std::cout << flags.Usage(), 0;
-  auto c = ReadContainer(std::cin);
-  if (!c.ok()) {
-    std::cerr << "gpuslice hook: " << c.status().message() << "\n";
-    return 1;
-  }
-  auto decision = DecideDevices(c->config, policy);
-  if (!decision.ok()) {
-    Log(log_path, c->id, decision.status().message());
-    return 1;
-  }
-  if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
-  const model::VisibleDevices& visible = decision->devices;
-  if (visible.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
-  auto caps = ParseCapabilities(c->config.capabilities);
-  if (!caps.ok()) {
-    std::cerr << "gpuslice hook: " << caps.status().message() << "\n";
-    return 1;
-  }
+Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible, const HookOptions& o,
+                   const GpuLister& node_gpus) {
+  GS_ASSIGN_OR_RETURN(auto caps, ParseCapabilities(c.config.capabilities));
   std::vector<model::Gpu> selected;
   if (visible.kind != model::Visibility::kNone) {
-    auto driver = platform::OpenNvmlGpuDriver(driver_root);
-    if (!driver.ok()) {
-      std::cerr << "gpuslice hook: " << driver.status().message() << "\n";
-      return 1;
-    }
-    auto infos = (*driver)->ListGpus();
-    if (!infos.ok()) {
-      std::cerr << "gpuslice hook: " << infos.status().message() << "\n";
-      return 1;
-    }
-    std::vector<model::Gpu> gpus;
-    for (const auto& g : *infos)
-      gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
-    auto sel = model::SelectGpus(visible, gpus);
-    if (!sel.ok()) {
-      std::cerr << "gpuslice hook: " << sel.status().message() << "\n";
-      return 1;
-    }
-    selected = *sel;
+    GS_ASSIGN_OR_RETURN(auto gpus, node_gpus());
+    GS_ASSIGN_OR_RETURN(selected, model::SelectGpus(visible, gpus));
   }
-  PlanOptions o;
-  o.driver_root = driver_root;
-  o.capabilities = *caps;
-  if (!enforcer.empty()) {
-    auto e = InstallEnforcer(enforcer, state_dir);
-    if (!e.ok()) {
-      std::cerr << "gpuslice hook: " << e.status().message() << "\n";
-      return 1;
-    }
-    o.enforcer = *e;
+  PlanOptions plan_options;
+  plan_options.driver_root = o.driver_root;
+  plan_options.capabilities = caps;
+  if (!o.enforcer.empty()) {
+    GS_ASSIGN_OR_RETURN(plan_options.enforcer, InstallEnforcer(o.enforcer, o.state_dir));
   }
-  auto plan = PlanEdits(o, selected);
-  if (!plan.ok()) {
-    std::cerr << "gpuslice hook: " << plan.status().message() << "\n";
-    return 1;
-  }
-  pid_t child = fork();
-  if (child == 0) _exit(ApplyInNamespace(*c, *plan));
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-  std::vector<DeviceNodeEdit> all = plan->control_nodes;
-  all.insert(all.end(), plan->gpu_nodes.begin(), plan->gpu_nodes.end());
-  if (Status s = AllowDevices(c->pid, all); !s.ok()) {
-    std::cerr << "gpuslice hook: " << s.message() << "\n";
-    return 1;
-  }
-  return 0;
+  GS_ASSIGN_OR_RETURN(model::ContainerEdits edits, PlanEdits(plan_options, selected));
+  GS_RETURN_IF_ERROR(ApplyInChild(c, edits));
+  return AllowDevices(c.pid, edits.devices);
 }
 
 }  // namespace gs::container

@@ -1,7 +1,9 @@
-// `gpuslice runtime configure`: the runtime configuration that turns on one of the two
-// routes (CDI, or the OCI hook), printed, or applied with --write. Applying is idempotent
-// and merges into existing files instead of replacing them; a file that contradicts the
-// change is left alone with an error that says what to change by hand.
+// The runtime configuration that turns on one of the two routes (CDI, or the OCI hook),
+// for `gpuslice runtime configure` (src/cli/runtime_command.cc): printed, or applied with
+// --write. Applying is idempotent and merges into existing files instead of replacing
+// them; a file that contradicts the change is left alone with an error that says what to
+// change by hand. Each runtime is one row of a table in runtime_config.cc: a new runtime
+// is a new row (and a line in runtime_config_test.cc).
 #pragma once
 
 #include <string>
@@ -12,7 +14,7 @@
 namespace gs::container {
 
 struct RuntimeConfigRequest {
-  std::string runtime;       // containerd, crio, docker, podman
+  std::string runtime;       // one of RuntimeNames()
   std::string mode = "cdi";  // cdi or hook
   std::string root;          // prefix for --write (tests); "" = /
   std::string gpuslice_path = "/usr/bin/gpuslice";
@@ -21,15 +23,24 @@ struct RuntimeConfigRequest {
   std::string state_dir;    // passed to the hook when set
 };
 
+// How a change goes into its file.
+enum class ConfigMerge {
+  kReplace,          // a file gpuslice owns: written whole
+  kJsonFeaturesCdi,  // docker's daemon.json: "features": {"cdi": true} set, the rest kept
+  kTomlAppend,       // containerd's config.toml: appended once, never against what it sets
+};
+
 struct ConfigChange {
-  std::string path;     // absolute, without the root prefix
+  std::string path;     // absolute, without the root prefix; "" = nothing to write
   std::string content;  // what to add (or the whole file)
   std::string note;
+  ConfigMerge merge = ConfigMerge::kReplace;
 };
+
+// The runtimes of the table, in its order: "containerd, crio, docker or podman" by default.
+std::string RuntimeNames(const std::string& separator = ", ", const std::string& last_separator = " or ");
 
 StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r);
 Status ApplyRuntimeConfig(const RuntimeConfigRequest& r, const ConfigChange& c);
-
-int RuntimeCommand(const std::vector<std::string>& args);
 
 }  // namespace gs::container

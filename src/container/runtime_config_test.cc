@@ -69,5 +69,20 @@ TEST_F(RuntimeConfigTest, HookFilesCarryAnExplicitEnv) {
   EXPECT_FALSE(Apply("lxc").ok());
 }
 
+TEST(RuntimeTable, EveryRowIsNamedAndRefusalsSayWhatToDoInstead) {
+  EXPECT_EQ(RuntimeNames(), "containerd, crio, docker or podman");
+  RuntimeConfigRequest r;
+  r.runtime = "lxc";
+  EXPECT_EQ(PlanRuntimeConfig(r).status().message(), "--runtime must be containerd, crio, docker or podman, not 'lxc'");
+  r.runtime = "docker";
+  r.mode = "hook";
+  EXPECT_NE(PlanRuntimeConfig(r).status().message().find("use --mode cdi"), std::string::npos);
+  r.runtime = "podman";
+  r.mode = "cdi";
+  auto c = PlanRuntimeConfig(r);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->path, "");  // nothing to configure
+}
+
 }  // namespace
 }  // namespace gs::container

@@ -135,6 +135,10 @@ struct Allocation {
   int device = -1;      // -1 for host kinds
   AllocKind kind = AllocKind::kDevice;
   MemPool* pool = nullptr;
+  // The context it was made in: destroying or resetting that context frees it, as the
+  // driver does (cudaDeviceReset hands the whole card back, real-gpu-h100.md). Null for
+  // VMM and registered host memory, which outlive contexts here.
+  const void* ctx = nullptr;
 };
 
 }  // namespace gs::sim

@@ -1,17 +1,12 @@
-#include "src/container/cdi_command.h"
+#include "src/cli/cdi_command.h"
 
-#include <yaml-cpp/yaml.h>
-
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
+#include "src/cli/node_gpus.h"
 #include "src/common/flags.h"
 #include "src/container/cdi.h"
-#include "src/platform/gpu_driver.h"
 
-namespace gs::container {
+namespace gs::cli {
 namespace {
 
 int Fail(const std::string& m) {
@@ -19,19 +14,17 @@ int Fail(const std::string& m) {
   return 1;
 }
 
-nlohmann::json YamlToJson(const YAML::Node& n) {
-  if (n.IsMap()) {
-    nlohmann::json j = nlohmann::json::object();
-    for (auto it = n.begin(); it != n.end(); ++it) j[it->first.as<std::string>()] = YamlToJson(it->second);
-    return j;
+StatusOr<nlohmann::json> NodeSpec(const std::string& driver_root, const std::string& kind, const std::string& caps,
+                                  const std::string& enforcer, const std::string& state_dir) {
+  container::CdiOptions o;
+  o.kind = kind;
+  o.plan.driver_root = driver_root;
+  GS_ASSIGN_OR_RETURN(o.plan.capabilities, container::ParseCapabilities(caps));
+  if (!enforcer.empty()) {
+    GS_ASSIGN_OR_RETURN(o.plan.enforcer, container::InstallEnforcer(enforcer, state_dir));
   }
-  if (n.IsSequence()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& v : n) j.push_back(YamlToJson(v));
-    return j;
-  }
-  if (n.IsNull()) return nullptr;
-  return n.as<std::string>();
+  GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(driver_root));
+  return container::GenerateCdiSpec(o, node.gpus);
 }
 
 int Generate(const std::vector<std::string>& args) {
@@ -49,40 +42,16 @@ int Generate(const std::vector<std::string>& args) {
   if (Status s = f.Parse(args, &rest); !s.ok()) return Fail(s.message());
   if (f.help_requested()) return std::cout << f.Usage(), 0;
   if (format != "json" && format != "yaml") return Fail("--format must be json or yaml, not '" + format + "'");
-  CdiOptions o;
-  o.kind = kind;
-  o.plan.driver_root = driver_root;
-  auto parsed_caps = ParseCapabilities(caps);
-  if (!parsed_caps.ok()) return Fail(parsed_caps.status().message());
-  o.plan.capabilities = *parsed_caps;
-  if (!enforcer.empty()) {
-    auto e = InstallEnforcer(enforcer, state_dir);
-    if (!e.ok()) return Fail(e.status().message());
-    o.plan.enforcer = *e;
-  }
-  auto driver = platform::OpenNvmlGpuDriver(driver_root);
-  if (!driver.ok()) return Fail(driver.status().message());
-  auto infos = (*driver)->ListGpus();
-  if (!infos.ok()) return Fail(infos.status().message());
-  std::vector<model::Gpu> gpus;
-  for (const auto& g : *infos) gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
-  auto spec = GenerateCdiSpec(o, gpus);
+  auto spec = NodeSpec(driver_root, kind, caps, enforcer, state_dir);
   if (!spec.ok()) return Fail(spec.status().message());
-  std::string text = format == "json" ? spec->dump(2) + "\n" : ToYaml(*spec);
+  std::string text = format == "json" ? spec->dump(2) + "\n" : container::ToYaml(*spec);
   if (output.empty()) {
     std::cout << text;
     return 0;
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(output, ec) || output.back() == '/') {
-    std::filesystem::create_directories(output, ec);
-    output += "/gpuslice." + format;
-  }
-  std::string tmp = output + ".tmp";
-  std::ofstream(tmp) << text;
-  std::filesystem::rename(tmp, output, ec);  // runtimes never see a half-written spec
-  if (ec) return Fail("cannot write " + output + ": " + ec.message());
-  std::cout << "wrote " << output << " (cdiVersion " << (*spec)["cdiVersion"].get<std::string>() << ", "
+  auto path = container::SaveCdiSpec(text, output, format);
+  if (!path.ok()) return Fail(path.status().message());
+  std::cout << "wrote " << *path << " (cdiVersion " << (*spec)["cdiVersion"].get<std::string>() << ", "
             << (*spec)["devices"].size() << " devices)\n";
   return 0;
 }
@@ -94,18 +63,9 @@ int List(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   if (Status s = f.Parse(args, &rest); !s.ok()) return Fail(s.message());
   if (f.help_requested()) return std::cout << f.Usage(), 0;
-  std::ifstream in(path);
-  if (!in) return Fail("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json spec;
-  try {
-    spec = path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(ss.str())
-                                                                      : YamlToJson(YAML::Load(ss.str()));
-  } catch (const std::exception& e) {
-    return Fail(path + ": " + e.what());
-  }
-  auto names = CdiDeviceNames(spec);
+  auto spec = container::LoadCdiSpec(path);
+  if (!spec.ok()) return Fail(spec.status().message());
+  auto names = container::CdiDeviceNames(*spec);
   if (!names.ok()) return Fail(path + ": " + names.status().message());
   for (const auto& n : *names) std::cout << n << "\n";
   return 0;
@@ -125,4 +85,4 @@ int CdiCommand(const std::vector<std::string>& args) {
   return 2;
 }
 
-}  // namespace gs::container
+}  // namespace gs::cli

@@ -1,0 +1,82 @@
+#include "src/cli/hook_command.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+
+#include "src/cli/node_gpus.h"
+#include "src/common/flags.h"
+#include "src/container/device_request.h"
+#include "src/container/oci_hook.h"
+
+namespace gs::cli {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "gpuslice hook: " << s.message() << "\n";
+  return 1;
+}
+
+// A message on stderr and, with --log, appended to that file, so a refusal of a container
+// that still starts leaves a trace.
+void Log(const std::string& log_path, const std::string& container_id, const std::string& message) {
+  std::string line =
+      "gpuslice hook: " + (container_id.empty() ? "" : "container " + container::Printable(container_id, 80) + ": ") +
+      message + "\n";
+  std::cerr << line;
+  if (log_path.empty()) return;
+  int fd = open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    std::cerr << "gpuslice hook: cannot open the log " << log_path << ": " << strerror(errno) << "\n";
+    return;
+  }
+  time_t now = time(nullptr);
+  char stamp[32];
+  struct tm tm_utc;
+  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", gmtime_r(&now, &tm_utc));
+  line = stamp + line;
+  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    std::cerr << "gpuslice hook: cannot write the log " << log_path << ": " << strerror(errno) << "\n";
+  close(fd);
+}
+
+}  // namespace
+
+int HookCommand(const std::vector<std::string>& args) {
+  container::HookOptions o;
+  container::DevicePolicy policy;
+  std::string log_path;
+  FlagSet flags("hook", "OCI prestart/createRuntime hook: reads the container state on stdin.");
+  flags.String("driver-root", &o.driver_root, "root of the driver installation");
+  flags.String("state-dir", &o.state_dir, "where the enforcer is installed for containers");
+  flags.String("enforcer", &o.enforcer, "libgpuslice.so to install (empty: none)");
+  flags.Bool("accept-env-when-unprivileged", &policy.accept_env_when_unprivileged,
+             "honour NVIDIA_VISIBLE_DEVICES of unprivileged containers without a device allocation");
+  flags.String("log", &log_path, "file to append refusals to (empty: stderr only)");
+  std::vector<std::string> rest;
+  if (Status s = flags.Parse(args, &rest, true); !s.ok()) {
+    Fail(s);
+    return 2;
+  }
+  if (flags.help_requested()) return std::cout << flags.Usage(), 0;
+  auto c = container::ReadHookContainer(std::cin);
+  if (!c.ok()) return Fail(c.status());
+  auto decision = container::DecideDevices(c->config, policy);
+  if (!decision.ok()) {
+    Log(log_path, c->id, decision.status().message());
+    return 1;
+  }
+  if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
+  if (decision->devices.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
+  Status s = container::GiveDevices(*c, decision->devices, o, [&]() -> StatusOr<std::vector<model::Gpu>> {
+    GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(o.driver_root));
+    return std::move(node.gpus);
+  });
+  return s.ok() ? 0 : Fail(s);
+}
+
+}  // namespace gs::cli

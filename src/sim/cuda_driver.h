@@ -1,0 +1,117 @@
+// The simulated CUDA driver's process-wide state and the helpers its API files share
+// (src/sim/cuda_*.cc, one per part of the driver API: init, device, context, memory, pool,
+// vmm, arrays, module, launch, stream, graph). Device pointers are host addresses of
+// lazily backed mappings, so copies move real bytes; every device allocation is charged to
+// the shared node (src/sim/node.h) so all processes see one card. See docs/simulator.md.
+//
+// Internal to libcuda.so.1 (hidden like everything but the exports). Threading: Driver::mu
+// guards the maps; a Context's and a Stream's own mutex guard their fields.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "src/platform/cuda_api.h"
+#include "src/sim/objects.h"
+#include "src/sim/runtime.h"
+
+namespace gs::sim {
+
+constexpr size_t kVmmGranularity = 2u << 20;
+constexpr int kDriverApiVersion = 13000;
+// The driver reserves device memory in 2 MiB pages (real-gpu-h100.md: a 1 MiB cuMemAlloc
+// added 2 MiB to NVML's per-process figure).
+constexpr uint64_t kDriverPage = 2u << 20;
+
+struct Driver {
+  Runtime* rt = nullptr;
+  std::mutex mu;
+  std::map<uintptr_t, Allocation> allocations;  // by start address
+  std::map<CUmemGenericAllocationHandle, std::unique_ptr<PhysicalMemory>> physical;
+  std::map<uintptr_t, std::pair<PhysicalMemory*, size_t>> vmm_maps;  // start -> (phys, size)
+  Context primary[kMaxDevices];
+  MemPool default_pool[kMaxDevices];
+  MemPool* current_pool[kMaxDevices] = {};
+};
+
+// Set by cuInit (src/sim/cuda_init.cc); null before, and in a child forked after it.
+extern Driver* g_driver;
+extern thread_local std::vector<Context*> t_ctx_stack;
+// Set in a child forked after this process initialised CUDA: CUDA is unusable there.
+extern bool g_forked_after_init;
+
+inline Node* node() {
+  return g_driver->rt->node;
+}
+inline int64_t Now() {
+  return node()->clock()->NowNs();
+}
+
+#define GS_REQUIRE_INIT()                             \
+  do {                                                \
+    if (!g_driver) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+
+inline Context* CurrentContext() {
+  return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
+}
+
+inline bool ValidOrdinal(CUdevice dev) {
+  return dev >= 0 && dev < g_driver->rt->cuda_count;
+}
+inline int StateIndex(CUdevice dev) {
+  return g_driver->rt->cuda_devices[dev];
+}
+inline const DeviceSpec& Spec(int state_index) {
+  return node()->spec(state_index);
+}
+
+// ---- memory (src/sim/cuda_driver.cc) ----------------------------------------------------
+
+void* MapLazy(size_t bytes);
+size_t RoundUp(size_t v, size_t to);
+// Charges `bytes` to device `dev` and maps backing memory; records the allocation.
+CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CUdeviceptr* out);
+CUresult FreeAllocation(uintptr_t addr, bool host);
+// True when [p, p+n) lies inside one known allocation (device, host or mapped VMM).
+bool ValidRange(uintptr_t p, size_t n);
+// Host pointers in copies may be any host memory; only device sides are checked.
+CUresult CheckDevice(CUdeviceptr p, size_t n);
+// cuMemAllocAsync / cuMemAllocFromPoolAsync on a capturing stream: a graph memory node
+// (src/sim/cuda_graph.cc).
+CUresult AllocInGraphCapture(Stream* st, size_t bytes, CUdeviceptr* dptr);
+
+// ---- streams and time (src/sim/cuda_driver.cc) ------------------------------------------
+
+Stream* ResolveStream(CUstream s);
+bool IsNullStream(const Stream* st);
+// Queues a kernel of duration_ns on st; blocks while the stream's queue is full. The
+// device runs a process's work in launch order, so stream and context order hold.
+CUresult EnqueueKernel(Stream* st, int64_t duration_ns);
+int64_t StreamTail(Stream* st);
+int64_t ContextTail(Context* ctx);
+// The legacy default stream orders against all work in its context.
+int64_t StreamOrderTail(Stream* st);
+void WaitStream(Stream* st);
+void WaitContext(Context* ctx);
+bool EventDone(const CudaEvent* e);
+int64_t EventTime(const CudaEvent* e);
+
+// ---- launches (src/sim/cuda_launch.cc) --------------------------------------------------
+
+// The spin kernel's only parameter: nanoseconds each block runs.
+int64_t SpinParam(void** params, void** extra);
+
+// ---- context limits (src/sim/cuda_driver.cc) --------------------------------------------
+
+// cuCtxGetLimit's values in a fresh context: the three memory limits' defaults are CUDA's
+// documented ones (1 KiB of stack per thread, 1 MiB printf FIFO, 8 MiB malloc heap).
+size_t DefaultLimit(int limit);
+void ResetLimits(Context* c);
+
+}  // namespace gs::sim
