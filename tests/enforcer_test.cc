@@ -15,6 +15,15 @@
 namespace gs::testing {
 namespace {
 
+// Bytes in use by a cuda_probe "meminfo FREE TOTAL" line (total - free).
+uint64_t MeminfoUsed(const std::string& line) {
+  std::istringstream in(line);
+  std::string tag;
+  uint64_t free = 0, total = 0;
+  in >> tag >> free >> total;
+  return total - free;
+}
+
 TEST(Enforcer, LimitIsExactOnEveryAllocationApiAndPath) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   for (const char* via : {"linked", "dlsym", "getproc"}) {
@@ -99,13 +108,7 @@ TEST(Enforcer, ModulesAndLibrariesAreChargedAndReturned) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   auto info = Lines(r.out, "meminfo");
   ASSERT_EQ(info.size(), 4u);
-  auto used = [&](size_t i) {
-    std::istringstream in(info[i]);
-    std::string tag;
-    uint64_t free = 0, total = 0;
-    in >> tag >> free >> total;
-    return total - free;
-  };
+  auto used = [&](size_t i) { return MeminfoUsed(info[i]); };
   EXPECT_EQ(used(0), 2 * kMiB);  // a module
   EXPECT_EQ(used(1), 4 * kMiB);  // and a library
   EXPECT_EQ(used(2), 2 * kMiB);  // module unloaded
@@ -113,6 +116,30 @@ TEST(Enforcer, ModulesAndLibrariesAreChargedAndReturned) {
   // 1 MiB left: neither fits, and the driver is not asked.
   EXPECT_EQ(Lines(r.out, "libload").back(), "libload CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(Lines(r.out, "modload").back(), "modload CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+// What a module really takes on the card shows only after the driver loaded it (a 64 MiB
+// .global took 64 MiB on the H100, real-gpu-h100.md): the enforcer reconciles with NVML's
+// figure for its own pid, charges the difference, and unloads a module that does not fit.
+TEST(Enforcer, ModulesAreChargedWhatTheCardSpendsOnThem) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "256m"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess({ProbeBin(), "init", "modglobal", "64m", "meminfo", "nvml", "modglobal", "200m", "meminfo",
+                         "modunload", "meminfo", "alloc", "mem", "256m", "alloc", "mem", "2m"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto info = Lines(r.out, "meminfo");
+  ASSERT_EQ(info.size(), 3u);
+  auto used = [&](size_t i) { return MeminfoUsed(info[i]); };
+  EXPECT_EQ(Lines(r.out, "modglobal")[0], "modglobal ok");
+  EXPECT_EQ(used(0), 64 * kMiB);
+  EXPECT_EQ(U(Fields(r.out, "nvml")[2]), 64 * kMiB);  // NVML's view of the slice agrees
+  // 64 + 200 MiB do not fit in 256: the second module is unloaded and refused.
+  EXPECT_EQ(Lines(r.out, "modglobal")[1], "modglobal CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(used(1), 64 * kMiB);
+  EXPECT_EQ(used(2), 0u);  // unloaded: all of it comes back at once
+  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc ok");
+  EXPECT_EQ(Lines(r.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {

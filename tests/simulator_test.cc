@@ -439,6 +439,38 @@ TEST(SimulatorMemory, AModuleCostsItsGlobals) {
   EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;  // the context and its module's 2 MiB
 }
 
+// Destroying or resetting a context frees the memory allocated in it (the driver's
+// behaviour: after cudaDeviceReset the whole card is free again, real-gpu-h100.md), and a
+// context's memory is not another context's.
+TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto own = [&](const char* step) { fprintf(out, "%s %llu\n", step, static_cast<unsigned long long>(cu.OwnMiB())); };
+    auto alloc = cu.Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    auto create = cu.Cuda<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate_v2");
+    auto destroy = cu.Cuda<CUresult (*)(CUcontext)>("cuCtxDestroy_v2");
+    auto pop = cu.Cuda<CUresult (*)(CUcontext*)>("cuCtxPopCurrent_v2");
+    if (cu.Init() != CUDA_SUCCESS) return;
+    CUdeviceptr p = 0, q = 0;
+    fprintf(out, "alloc-rc %d\n", alloc(&p, 1ull << 30));
+    CUcontext extra = nullptr, popped = nullptr;
+    fprintf(out, "create-rc %d\n", create(&extra, 0, 0));
+    fprintf(out, "alloc2-rc %d\n", alloc(&q, 256ull << 20));
+    own("both");
+    pop(&popped);
+    fprintf(out, "destroy-rc %d\n", destroy(extra));
+    own("destroyed");  // the second context and its 256 MiB
+    fprintf(out, "reset-rc %d\n", cu.Cuda<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxReset_v2")(0));
+    own("reset");
+  });
+  EXPECT_EQ(Lines(out, "alloc-rc")[0], "alloc-rc 0") << out;
+  EXPECT_EQ(Lines(out, "create-rc")[0], "create-rc 0") << out;
+  EXPECT_EQ(Lines(out, "alloc2-rc")[0], "alloc2-rc 0") << out;
+  EXPECT_EQ(Lines(out, "both")[0], "both " + std::to_string(518 * 2 + 1024 + 256)) << out;
+  EXPECT_EQ(Lines(out, "destroyed")[0], "destroyed " + std::to_string(518 + 1024)) << out;
+  EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;
+}
+
 // CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents
 // it; real-gpu-h100.md): every call answers CUDA_ERROR_NOT_INITIALIZED (3), cuInit
 // included, while the parent goes on. A child forked before cuInit uses CUDA as its own

@@ -3,7 +3,7 @@
 // environment variables and limits-file keys (docs/configuration.md), where the limits file
 // is, how many devices one container may see, and the compute-share policies. Written
 // once here so a writer and a reader can never drift apart (tested end to end by
-// src/enforcer/limits_contract_test.cc).
+// tests/limits_contract_test.cc).
 //
 // Allocation-free and dependency-free (no std::string, no I/O): the enforcer and the
 // simulator include it from inside other people's processes. Thread-safe: constants and

@@ -1,6 +1,7 @@
 #include "src/enforcer/charging.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,8 +17,31 @@
 namespace gs::enforcer {
 namespace {
 
-// This process's own ledger per device (see the header: a bound the region cannot undo).
+// This process's own ledger per device (see the header: a bound the region cannot undo):
+// everything charged, of which g_own_spilled lives in host memory and g_unseen is what
+// reconciliation added for memory NVML shows and no hooked call accounts for.
 std::atomic<uint64_t> g_own[kMaxDevices];
+std::atomic<uint64_t> g_own_spilled[kMaxDevices];
+std::atomic<uint64_t> g_unseen[kMaxDevices];
+
+std::mutex g_reconcile_mu;
+std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconcile_mu
+// How often a charge asks NVML again: lazily loaded kernels and libraries' own memory
+// appear without a call to hook, so the books are brought up to date this often while the
+// program allocates; an NVML process query costs well under this (docs/enforcer.md).
+constexpr int64_t kReconcileEveryNs = 100'000'000;
+
+int64_t MonotonicNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+void SubtractClamped(std::atomic<uint64_t>* v, uint64_t bytes) {
+  uint64_t cur = v->load();
+  while (!v->compare_exchange_weak(cur, cur > bytes ? cur - bytes : 0)) {
+  }
+}
 
 std::mutex g_ctx_mu;
 int g_primary_refs[kMaxDevices];      // primary-context references this process holds
@@ -45,17 +69,22 @@ void ClaimOwnSlot() {
 }
 
 void BeforeFork() {
+  g_reconcile_mu.lock();
   TheAllocations().LockForFork();
 }
 void AfterForkInParent() {
   TheAllocations().UnlockAfterFork();
+  g_reconcile_mu.unlock();
 }
 void AfterForkInChild() {
   // Nothing the parent holds is the child's: its books start empty, its slot is claimed
   // on its first charge (most children exec at once and never need one).
   TheAllocations().UnlockAfterFork();
+  g_reconcile_mu.unlock();
   TheAllocations().ForgetAll();
-  for (auto& o : g_own) o.store(0);
+  for (auto* books : {g_own, g_own_spilled, g_unseen})
+    for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
+  for (auto& t : g_reconciled_at_ns) t.store(0);
   for (int d = 0; d < kMaxDevices; ++d) g_primary_refs[d] = 0, g_primary_ctx[d] = 0;
   g_state.slot = nullptr;
 }
@@ -79,12 +108,28 @@ Gate CheckDevice(int dev) {
   return Gate::kCharge;
 }
 
-bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api) {
+namespace {
+
+bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own_fits) {
+  *own_fits = limit == 0 || (bytes <= limit && g_own[dev].load() <= limit - bytes);
+  if (!*own_fits || !region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) return false;
+  g_own[dev].fetch_add(bytes);
+  if (spilled) g_own_spilled[dev].fetch_add(bytes);
+  return true;
+}
+
+// `reconcile` = false for a charge NVML already shows (a context just created): asking
+// NVML first would count those bytes once as unseen and once as the charge.
+bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool reconcile) {
   uint64_t limit = MemoryLimit(dev);
-  bool own_fits = limit == 0 || (bytes <= limit && g_own[dev].load() <= limit - bytes);
-  if (own_fits && region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) {
-    g_own[dev].fetch_add(bytes);
-    return true;
+  if (reconcile) Reconcile(dev, false);
+  bool own_fits = false;
+  if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
+  // What reconciliation charged may be stale (memory given back since): ask NVML once
+  // more before refusing.
+  if (reconcile && g_unseen[dev].load() > 0) {
+    Reconcile(dev, true);
+    if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   }
   char want[32], used[32], lim[32];
   GS_LOG(
@@ -95,12 +140,60 @@ bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api) {
   return false;
 }
 
+}  // namespace
+
+bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api) {
+  return ReserveChecked(dev, bytes, spilled, api, /*reconcile=*/true);
+}
+
 void Unreserve(int dev, uint64_t bytes, bool spilled) {
   if (g_state.region == nullptr || g_state.slot == nullptr || dev < 0 || dev >= kMaxDevices) return;
   region::Unreserve(g_state.region, g_state.slot, dev, bytes, spilled);
-  uint64_t own = g_own[dev].load();
-  while (!g_own[dev].compare_exchange_weak(own, own > bytes ? own - bytes : 0)) {
+  SubtractClamped(&g_own[dev], bytes);
+  if (spilled) SubtractClamped(&g_own_spilled[dev], bytes);
+}
+
+int Reconcile(int dev, bool force) {
+  if (dev < 0 || dev >= kMaxDevices || g_state.region == nullptr || g_state.slot == nullptr ||
+      g_state.slot_pid.load(std::memory_order_relaxed) != getpid() || MemoryLimit(dev) == 0)
+    return 0;
+  int64_t now = MonotonicNs();
+  auto due = [&] { return force || now - g_reconciled_at_ns[dev].load() >= kReconcileEveryNs; };
+  if (!due()) return 0;  // the common case: no lock
+  std::lock_guard<std::mutex> lock(g_reconcile_mu);
+  if (!due()) return 0;
+  g_reconciled_at_ns[dev].store(now);
+  uint64_t measured = 0;
+  // Not measurable here: no NVML, or a PID namespace without the host pid.
+  if (!internal::MeasureOwnDeviceUse(dev, &measured)) return 0;
+  // Charges are reserved before the driver is called and given back after it freed, so
+  // memory in flight is in the books before NVML sees it: a race can only make `unseen`
+  // too small for a moment, never charge the same bytes twice for long.
+  uint64_t unseen = g_unseen[dev].load();
+  uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), g_own_spilled[dev].load() + unseen);
+  uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
+  if (want > unseen) {
+    // Already spent on the card: charged even past the limit (limit 0 = unconditional),
+    // so every later allocation is refused until memory comes back.
+    region::Reserve(g_state.region, g_state.slot, dev, want - unseen, false, 0);
+    g_own[dev].fetch_add(want - unseen);
+  } else if (want < unseen) {
+    region::Unreserve(g_state.region, g_state.slot, dev, unseen - want, false);
+    SubtractClamped(&g_own[dev], unseen - want);
   }
+  g_unseen[dev].store(want);
+  uint64_t limit = MemoryLimit(dev);
+  bool over = g_own[dev].load() > limit || g_state.region->devices[dev].memory_used.load() > limit;
+  char b[32], m[32];
+  if (want > unseen && over)
+    GS_LOG(kInfo,
+           "device %d: %s spent without a call to count (libraries, lazily loaded kernels; NVML: this process holds "
+           "%s) puts it over its limit: further allocations are refused",
+           dev, FormatBytes(want, b, sizeof(b)), FormatBytes(measured, m, sizeof(m)));
+  else if (want != unseen)
+    GS_LOG(kDetail, "device %d: %s that no hooked call accounts for (NVML: this process holds %s)", dev,
+           FormatBytes(want, b, sizeof(b)), FormatBytes(measured, m, sizeof(m)));
+  return over ? -1 : (want > unseen ? 1 : 0);
 }
 
 uint64_t CurrentContextId() {
@@ -109,36 +202,51 @@ uint64_t CurrentContextId() {
   return reinterpret_cast<uint64_t>(ctx);
 }
 
-void Release(HandleKind kind, uint64_t handle) {
+int Release(HandleKind kind, uint64_t handle) {
   Charge c;
-  if (TheAllocations().Take(kind, handle, &c)) Unreserve(c.device, c.bytes, c.spilled);
+  if (!TheAllocations().Take(kind, handle, &c)) return -1;
+  Unreserve(c.device, c.bytes, c.spilled);
+  return c.device;
 }
 
 // ---- contexts ------------------------------------------------------------------------------
 
 namespace internal {
 
-uint64_t OwnDeviceUse(int dev) {
-  if (dev < 0 || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr) return 0;
+bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
+  // Once this process was found in NVML's list for dev, its absence means it holds
+  // nothing there; before that, absence may only mean NVML knows it under another pid.
+  static std::atomic<bool> seen[kMaxDevices];
+  if (dev < 0 || dev >= kMaxDevices || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
+    return false;
   static const bool init_ok = g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
-  if (!init_ok) return 0;
+  if (!init_ok) return false;
   char uuid[sizeof(g_state.region->devices[0].uuid)];
   memcpy(uuid, g_state.region->devices[dev].uuid, sizeof(uuid));
   uuid[sizeof(uuid) - 1] = 0;
   nvmlDevice_t device;
-  if (g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return 0;
+  if (g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
   nvmlProcessInfo_t procs[128];
   unsigned int n = 128;
-  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return 0;
+  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;
   // NVML reports the node's pids: ours, unless in a PID namespace (then the node agent's
   // host pid, once it has written it).
   uint32_t me = static_cast<uint32_t>(getpid());
   uint32_t host = g_state.slot ? g_state.slot->host_pid.load() : 0;
   for (unsigned i = 0; i < n && i < 128; ++i)
     if ((procs[i].pid == me || (host && procs[i].pid == host)) &&
-        procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
-      return procs[i].usedGpuMemory;
-  return 0;
+        procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+      seen[dev].store(true);
+      *bytes = procs[i].usedGpuMemory;
+      return true;
+    }
+  *bytes = 0;
+  return seen[dev].load();
+}
+
+uint64_t OwnDeviceUse(int dev) {
+  uint64_t bytes = 0;
+  return MeasureOwnDeviceUse(dev, &bytes) ? bytes : 0;
 }
 
 Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before) {
@@ -151,12 +259,13 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
   uint64_t measured = after > measured_before ? after - measured_before : 0;
   uint64_t charge = measured ? std::max(measured, g_state.cfg.context_overhead_min) : g_state.cfg.context_overhead;
   charge = Footprint(charge);
-  if (charge && !Reserve(dev, charge, false, "context creation")) {
+  if (charge && !ReserveChecked(dev, charge, false, "context creation", /*reconcile=*/false)) {
     if (primary) --g_primary_refs[dev];
     return Gate::kRefuse;
   }
   if (primary) g_primary_ctx[dev] = ctx;
   TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
+  Reconcile(dev, true);  // the books now hold the context: anything beyond it is unseen
   char b[32];
   GS_LOG(kDetail, "context on device %d charged %s (%s)", dev, FormatBytes(charge, b, sizeof(b)),
          measured ? "measured by NVML" : "configured");
@@ -174,8 +283,11 @@ void ContextGone(int dev, uint64_t ctx) {
     if (spilled[d]) Unreserve(d, spilled[d], true);
   }
   if (dev >= 0 && dev < kMaxDevices) {
-    std::lock_guard<std::mutex> lock(g_ctx_mu);
-    if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_ctx_mu);
+      if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
+    }
+    Reconcile(dev, true);  // what the context's libraries held is gone with it
   }
 }
 

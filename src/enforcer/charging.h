@@ -38,6 +38,17 @@ Gate CheckDevice(int dev);
 bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api);
 void Unreserve(int dev, uint64_t bytes, bool spilled);
 
+// Reconciliation with the card (docs/enforcer.md, "Memory"): NVML's figure for this
+// process on dev is the truth on hardware, and part of it comes from no call the enforcer
+// sees (kernels loaded lazily at first launch, libraries' own buffers). The difference
+// between that figure and the device bytes charged is charged too, as "unseen" memory,
+// raised or lowered to match, and past the limit if it must be (it is already spent; later
+// allocations are then refused). Runs with `force`, or at most every 100 ms from
+// Reserve. Returns -1 when the process is over dev's limit afterwards, 1 when the charge
+// grew, 0 otherwise (also when nothing could be measured: no NVML, a PID namespace
+// without the host pid, no limit on dev).
+int Reconcile(int dev, bool force);
+
 // The current context, as charges record it (0 when none).
 uint64_t CurrentContextId();
 
@@ -56,8 +67,8 @@ CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record rec
   return rc;
 }
 
-// Gives back what the handle was charged, if anything.
-void Release(HandleKind kind, uint64_t handle);
+// Gives back what the handle was charged, if anything; returns its device (-1: nothing).
+int Release(HandleKind kind, uint64_t handle);
 
 // ---- contexts ----------------------------------------------------------------------------
 // A context's own footprint (docs/enforcer.md, "Memory"): charged when it is created,
@@ -84,6 +95,8 @@ void InstallForkHandlers();
 namespace internal {
 Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before);
 uint64_t OwnDeviceUse(int dev);  // what NVML says this process holds on dev; 0 unknown
+// The same, false when it cannot be told (no NVML, the process not found under its pid).
+bool MeasureOwnDeviceUse(int dev, uint64_t* bytes);
 }  // namespace internal
 
 template <typename Create, typename Undo>

@@ -128,17 +128,22 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
                                                              c->core_policy == CorePolicy::kDefault)
       c->core_policy = CorePolicy::kForce;
   }
-  // A container may not lift its own priority above what the operator gave it.
-  if (const char* v = FindVar(env, contract::kPriority)) {
-    uint64_t p = 0;
-    if (ParseUnsigned(v, &p) && p < 1000)
-      c->priority = static_cast<int>(p);
-    else
-      AddError(c, "%s=%s is not a priority (0 = highest); ignored", contract::kPriority, v);
-  }
+  // The limits file sets the priority; a container may not lift its own above it (0 is the
+  // highest), only lower it.
+  bool file_priority = false;
   if (const char* v = FindVar(file_vars, contract::kPriority)) {
     uint64_t p = 0;
-    if (ParseUnsigned(v, &p) && static_cast<int>(p) > c->priority) c->priority = static_cast<int>(p);
+    if (ParseUnsigned(v, &p) && p < 1000) {
+      c->priority = static_cast<int>(p);
+      file_priority = true;
+    }
+  }
+  if (const char* v = FindVar(env, contract::kPriority)) {
+    uint64_t p = 0;
+    if (!ParseUnsigned(v, &p) || p >= 1000)
+      AddError(c, "%s=%s is not a priority (0 = highest); ignored", contract::kPriority, v);
+    else if (!file_priority || static_cast<int>(p) > c->priority)
+      c->priority = static_cast<int>(p);
   }
   if (const char* v = FindVar(env, contract::kLogLevel)) {
     uint64_t l = 0;

@@ -463,10 +463,25 @@ GS_HOOK(cuDeviceTotalMem) CUresult gs_hook_cuDeviceTotalMem(unsigned int* bytes,
 // ---- modules and libraries -------------------------------------------------------------------
 
 namespace {
+// A module's or library's real size (its .global variables, its code) shows only after
+// the driver loaded it: it is charged the estimate up front, then reconciled with NVML at
+// once, and one that takes the process past its limit is unloaded again.
+template <typename Handle, typename Call, typename Unload>
+CUresult LoadCode(int dev, HandleKind kind, Handle* handle, const char* api, Call call, Unload unload) {
+  CUresult rc = Charged(dev, kModuleEstimate, api, call,
+                        [&](Charge c) { TheAllocations().Add(kind, reinterpret_cast<uint64_t>(*handle), c); });
+  if (rc != CUDA_SUCCESS || Reconcile(dev, true) >= 0) return rc;
+  if (unload(*handle) == CUDA_SUCCESS) {
+    Release(kind, reinterpret_cast<uint64_t>(*handle));
+    Reconcile(dev, true);
+  }
+  *handle = nullptr;
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 template <typename Call>
 CUresult LoadModule(CUmodule* module, Call call) {
-  return Charged(CurrentDevice(), kModuleEstimate, "module load", call,
-                 [&](Charge c) { TheAllocations().Add(HandleKind::kModule, reinterpret_cast<uint64_t>(*module), c); });
+  return LoadCode(CurrentDevice(), HandleKind::kModule, module, "module load", call, g_cuda.cuModuleUnload);
 }
 }  // namespace
 
@@ -490,7 +505,7 @@ GS_HOOK(cuModuleLoadFatBinary) CUresult gs_hook_cuModuleLoadFatBinary(CUmodule* 
 GS_HOOK(cuModuleUnload) CUresult gs_hook_cuModuleUnload(CUmodule hmod) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuModuleUnload(hmod);
-  if (rc == CUDA_SUCCESS) Release(HandleKind::kModule, reinterpret_cast<uint64_t>(hmod));
+  if (rc == CUDA_SUCCESS) Reconcile(Release(HandleKind::kModule, reinterpret_cast<uint64_t>(hmod)), true);
   return rc;
 }
 
@@ -503,9 +518,7 @@ template <typename Call>
 CUresult LoadLibrary(CUlibrary* library, Call call) {
   int dev = CurrentDevice();
   if (dev < 0) dev = DeviceOfOrdinal(0);
-  return Charged(dev, kModuleEstimate, "library load", call, [&](Charge c) {
-    TheAllocations().Add(HandleKind::kLibrary, reinterpret_cast<uint64_t>(*library), c);
-  });
+  return LoadCode(dev, HandleKind::kLibrary, library, "library load", call, g_cuda.cuLibraryUnload);
 }
 }  // namespace
 
@@ -530,7 +543,7 @@ CUresult gs_hook_cuLibraryLoadFromFile(CUlibrary* library, const char* file, CUj
 GS_HOOK(cuLibraryUnload) CUresult gs_hook_cuLibraryUnload(CUlibrary library) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuLibraryUnload(library);
-  if (rc == CUDA_SUCCESS) Release(HandleKind::kLibrary, reinterpret_cast<uint64_t>(library));
+  if (rc == CUDA_SUCCESS) Reconcile(Release(HandleKind::kLibrary, reinterpret_cast<uint64_t>(library)), true);
   return rc;
 }
 

@@ -29,6 +29,39 @@ std::map<std::string, std::string> LimitVariables(const Allocation& a, const std
   return env;
 }
 
+std::string LimitsFileText(const Allocation& a, const std::string& region_path, const std::string& cards_dir,
+                           const std::string& comment) {
+  std::string text = "# " + comment + "\n";
+  for (const auto& [k, v] : LimitVariables(a, region_path, cards_dir)) text += k + "=" + v + "\n";
+  return text;
+}
+
+std::string DevRoot(const std::string& driver_root) {
+  return driver_root == "/" ? "/dev" : driver_root + "/dev";
+}
+
+std::vector<DeviceNode> DeviceNodes(const std::vector<unsigned>& minors, const std::set<std::string>& capabilities,
+                                    const std::string& dev_root) {
+  std::vector<DeviceNode> nodes;
+  for (unsigned minor : minors) {
+    std::string name = "nvidia" + std::to_string(minor);
+    nodes.push_back({"/dev/" + name, dev_root + "/" + name, "rw"});
+  }
+  const bool compute = capabilities.count("compute") > 0, display = capabilities.count("display") > 0;
+  for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+    std::string n = name;
+    if (n.rfind("nvidia-uvm", 0) == 0 && !compute) continue;
+    if (n == "nvidia-modeset" && !display) continue;
+    nodes.push_back({"/dev/" + n, dev_root + "/" + n, "rw"});
+  }
+  return nodes;
+}
+
+std::vector<Mount> EnforcerMounts(const std::string& enforcer_host_path, const std::string& enforcer_container_path,
+                                  const std::string& preload_file_host_path) {
+  return {{enforcer_host_path, enforcer_container_path, true}, {preload_file_host_path, "/etc/ld.so.preload", true}};
+}
+
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   ContainerEdits e;
   std::string uuids;
@@ -41,13 +74,10 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   }
   e.env = LimitVariables(a, o.region_container_dir + "/region", o.cards_host_dir.empty() ? "" : o.cards_container_dir);
   e.env["NVIDIA_VISIBLE_DEVICES"] = uuids.empty() ? "void" : uuids;
-  for (const auto& d : a.devices)
-    e.devices.push_back(
-        {"/dev/nvidia" + std::to_string(d.minor), o.dev_root + "/nvidia" + std::to_string(d.minor), "rw"});
-  for (const char* ctl : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
-    e.devices.push_back({std::string("/dev/") + ctl, o.dev_root + "/" + ctl, "rw"});
-  e.mounts.push_back({o.enforcer_host_path, o.enforcer_container_path, true});
-  e.mounts.push_back({o.preload_file_host_path, "/etc/ld.so.preload", true});
+  std::vector<unsigned> minors;
+  for (const auto& d : a.devices) minors.push_back(d.minor);
+  e.devices = DeviceNodes(minors, o.capabilities, o.dev_root);
+  e.mounts = EnforcerMounts(o.enforcer_host_path, o.enforcer_container_path, o.preload_file_host_path);
   if (!o.limits_file_host_path.empty()) e.mounts.push_back({o.limits_file_host_path, "/etc/gpuslice/limits", true});
   if (!o.region_host_dir.empty()) e.mounts.push_back({o.region_host_dir, o.region_container_dir, false});
   if (!o.cards_host_dir.empty()) e.mounts.push_back({o.cards_host_dir, o.cards_container_dir, false});

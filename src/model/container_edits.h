@@ -1,13 +1,16 @@
-// The domain's central translation (docs/architecture.md, "Data flow"): what a slice
-// allocation means for a process — environment, device nodes, mounts. It feeds the
-// kubelet's ContainerAllocateResponse and `gpuslice run`; the CDI spec and the OCI hook
-// still plan their edits in container::PlanEdits (issue 14: one path). The names and keys
-// are those of src/common/contract.h.
+// What a container gets, in one vocabulary (docs/architecture.md, "Data flow"): environment,
+// mounts and device nodes. Every consumer renders a ContainerEdits: the kubelet's
+// ContainerAllocateResponse and `gpuslice run` (from ToContainerEdits), the CDI spec and
+// the OCI hook (from container::PlanEdits, which fills in what only the host can know:
+// driver files, device numbers). The device nodes and the enforcer's mounts are listed
+// once, here (DeviceNodes, EnforcerMounts). The names and keys are those of
+// src/common/contract.h.
 // Pure: no I/O, no clocks.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,11 +38,15 @@ struct Allocation {
 struct Mount {
   std::string host_path, container_path;
   bool read_only = true;
+  // A driver library: CDI and the hook mount it where the image's loader looks
+  // (src/container/library_dirs.h).
+  bool library = false;
 };
 
 struct DeviceNode {
   std::string container_path, host_path;
   std::string permissions = "rw";
+  unsigned major = 0, minor = 0;  // filled in on the host (container::PlanEdits) for the hook's mknod
 };
 
 struct ContainerEdits {
@@ -55,6 +62,25 @@ struct ContainerEdits {
 // trust NVIDIA_VISIBLE_DEVICES (src/container/device_request.h).
 inline constexpr char kDeviceMarkerDir[] = "/var/run/nvidia-container-devices";
 inline constexpr char kDeviceMarkerSource[] = "/dev/null";
+
+// NVIDIA_DRIVER_CAPABILITIES when a container names none.
+inline const std::set<std::string>& DefaultCapabilities() {
+  static const std::set<std::string> caps = {"utility", "compute"};
+  return caps;
+}
+
+// Where a driver root's device nodes are: "/dev" for "/", else <root>/dev.
+std::string DevRoot(const std::string& driver_root);
+
+// The device nodes of the granted cards (/dev/nvidia<minor>, in the order given), then the
+// control nodes the capabilities need (ARCHITECTURE.md 3.5): nvidiactl; nvidia-uvm and
+// nvidia-uvm-tools with compute; nvidia-modeset with display (the toolkit's rules).
+std::vector<DeviceNode> DeviceNodes(const std::vector<unsigned>& minors, const std::set<std::string>& capabilities,
+                                    const std::string& dev_root);
+
+// The enforcer at its versioned path and /etc/ld.so.preload naming it, both read-only.
+std::vector<Mount> EnforcerMounts(const std::string& enforcer_host_path, const std::string& enforcer_container_path,
+                                  const std::string& preload_file_host_path);
 
 struct EditOptions {
   // Standalone (`gpuslice run`): no container; LD_PRELOAD and host paths are used, and
@@ -72,8 +98,9 @@ struct EditOptions {
   // then coordinates only its own processes). Named by GPUSLICE_CARDS_DIR.
   std::string cards_host_dir;
   std::string cards_container_dir = "/var/run/gpuslice-cards";
-  std::string dev_root = "/dev";    // where the host's device nodes are
-  std::string existing_ld_preload;  // standalone: kept after the enforcer
+  std::string dev_root = "/dev";                               // where the host's device nodes are
+  std::set<std::string> capabilities = DefaultCapabilities();  // which control nodes
+  std::string existing_ld_preload;                             // standalone: kept after the enforcer
 };
 
 // Memory limits are written in MiB ("<n>m"), as HAMi's device plugin does, when they are
@@ -84,6 +111,12 @@ std::string FormatMemoryLimit(uint64_t bytes);
 // with GPUSLICE_CARDS_DIR when cards_dir is not empty.
 std::map<std::string, std::string> LimitVariables(const Allocation& a, const std::string& region_path,
                                                   const std::string& cards_dir = "");
+
+// The limits file (contract::kLimitsFile): `comment` as a first "# " line, then one
+// KEY=VALUE line per limit variable, as the enforcer's SplitLimitsFile reads it (tested
+// end to end by tests/limits_contract_test.cc).
+std::string LimitsFileText(const Allocation& a, const std::string& region_path, const std::string& cards_dir,
+                           const std::string& comment);
 
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o);
 

@@ -80,5 +80,20 @@ TEST(ContainerEdits, StandaloneUsesPreloadEnvAndVisibleDevices) {
   EXPECT_TRUE(e.mounts.empty());  // `gpuslice run` has no container: no marker either
 }
 
+TEST(ContainerEdits, ControlNodesFollowTheCapabilities) {
+  auto paths = [](const std::set<std::string>& caps) {
+    std::vector<std::string> out;
+    for (const auto& n : DeviceNodes({2}, caps, "/sim/dev")) out.push_back(n.container_path);
+    return out;
+  };
+  EXPECT_EQ(paths(DefaultCapabilities()),
+            (std::vector<std::string>{"/dev/nvidia2", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}));
+  EXPECT_EQ(paths({"utility"}), (std::vector<std::string>{"/dev/nvidia2", "/dev/nvidiactl"}));
+  EXPECT_EQ(paths({"compute", "display"}).back(), "/dev/nvidia-modeset");
+  EXPECT_EQ(DeviceNodes({2}, {"utility"}, "/sim/dev")[0].host_path, "/sim/dev/nvidia2");
+  EXPECT_EQ(DevRoot("/"), "/dev");
+  EXPECT_EQ(DevRoot("/sim"), "/sim/dev");
+}
+
 }  // namespace
 }  // namespace gs::model

@@ -35,7 +35,8 @@ bool ParseSliceId(const std::string& id, std::string* uuid, int* k) {
   auto sep = id.rfind("::");
   if (sep == std::string::npos || sep == 0 || sep + 2 >= id.size()) return false;
   const std::string num = id.substr(sep + 2);
-  if (num.size() > 3 || !std::all_of(num.begin(), num.end(), ::isdigit)) return false;
+  if (num.size() > 3 || !std::all_of(num.begin(), num.end(), [](unsigned char c) { return c >= '0' && c <= '9'; }))
+    return false;
   *uuid = id.substr(0, sep);
   *k = std::stoi(num);
   return true;

@@ -51,11 +51,12 @@ struct Device {
   std::atomic<uint32_t> effective_share;  // share applied in the last step, percent
   std::atomic<uint64_t> spilled_peak;     // most bytes ever spilled at once
   std::atomic<int64_t> lead_ns;           // pre-paid GPU time of launched work not yet seen running
-  // Written by the node-wide priority arbiter (src/cli/arbiter.h), read by the limiter;
-  // ignored when arbiter_ns is older than kArbiterFreshNs (no arbiter running any more).
-  std::atomic<uint32_t> yield;      // 1: a higher-priority container is active on this card
-  std::atomic<uint32_t> boost;      // 1: the other active containers here all have lower priority
-  std::atomic<int64_t> arbiter_ns;  // CLOCK_MONOTONIC of the arbiter's last decision
+  // Unused: written by the node-wide priority arbiter of earlier versions. Priorities now
+  // act through the card region (src/region/card.h); the fields stay so the pinned layout
+  // does not move.
+  std::atomic<uint32_t> yield;
+  std::atomic<uint32_t> boost;
+  std::atomic<int64_t> arbiter_ns;
   // The container's identity among the tenants of this device's card region
   // (src/region/card.h); set once by the first process that computes on the device.
   std::atomic<uint64_t> card_tenant_id;
@@ -109,9 +110,6 @@ static_assert(offsetof(Device, arbiter_ns) == 208);
 static_assert(offsetof(Device, card_tenant_id) == 216);
 static_assert(sizeof(ProcessSlot) == 280);
 static_assert(offsetof(Region, procs) == 128 + 16 * 256);
-
-// How long an arbiter decision stays valid.
-inline constexpr int64_t kArbiterFreshNs = 2'000'000'000;
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };
 

@@ -19,6 +19,7 @@
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
 //   maps                           "maps enforcer loaded|absent" (is libgpuslice.so mapped?)
 //   modload / libload              loads the spin kernel by cuModuleLoadData / cuLibraryLoadData
+//   modglobal SIZE                 loads a module declaring SIZE bytes of .global variables
 //   modunload / libunload          unloads the newest one
 #include <dlfcn.h>
 #include <unistd.h>
@@ -479,6 +480,15 @@ int main(int argc, char** argv) {
         if (rc == CUDA_SUCCESS) g_libraries.push_back(l);
       }
       printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "modglobal") {
+      std::string ptx = std::string(kSpinPtx) + ".visible .global .align 1 .b8 gs_probe_globals[" +
+                        std::to_string(Size(arg(1))) + "];\n";
+      ++i;
+      CUmodule m = nullptr;
+      rc = c.cuModuleLoadData(&m, ptx.c_str());
+      if (rc == CUDA_SUCCESS) g_modules.push_back(m);
+      printf("modglobal %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
       continue;
     } else if (cmd == "modunload" || cmd == "libunload") {
       if (cmd == "modunload" && !g_modules.empty()) {
