@@ -25,6 +25,7 @@
 #include <random>
 #include <thread>
 
+#include "src/kube/testing/fake_api_server.h"
 #include "tests/harness.h"
 #include "tests/kubelet_double.h"
 
@@ -237,6 +238,81 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   } else {
     std::cout << "NOTE: promtool not installed: metrics lint skipped (make test installs prometheus)\n";
   }
+}
+
+// With --scheduler-decisions the agent publishes its cards for gpuslice scheduler and
+// gives a container what the scheduler decided for its pod (HAMi's annotations), found
+// and claimed through the API server without a node lock; a container whose pod has no
+// decision gets nothing.
+TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecided) {
+  kube::testing::FakeApiServer api;
+  api.Put("nodes", {{"metadata", {{"name", "n1"}}}});
+  std::string kubeconfig = node_->root() + "/kubeconfig";
+  std::ofstream(kubeconfig) << "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                               "clusters: [{name: c, cluster: {server: '"
+                            << api.url()
+                            << "'}}]\nusers: [{name: u, user: {token: x}}]\n"
+                               "contexts: [{name: t, context: {cluster: c, user: u}}]\n";
+  StopAgent();
+  agent_flags_ = {"--scheduler-decisions", "--node-name", "n1", "--kubeconfig", kubeconfig};
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  // The first card: outside a real container the probe sees every simulated card, and
+  // CUDA's device 0 must be the one the limits name.
+  std::string card = AllIds().front().substr(0, AllIds().front().find("::"));
+
+  // The cards, as the scheduler reads them.
+  std::string reg;
+  for (int i = 0; i < 100 && reg.empty(); ++i) {
+    auto n = api.Find("nodes", "", "n1");
+    reg = (*n)["metadata"].value("annotations", nlohmann::json::object()).value("hami.io/node-nvidia-register", "");
+    if (reg.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto cards = nlohmann::json::parse(reg);
+  ASSERT_EQ(cards.size(), 2u) << reg;
+  EXPECT_EQ(cards[0]["id"], card);
+  EXPECT_EQ(cards[0]["count"], 4);
+  EXPECT_EQ(cards[0]["devmem"], 81559);
+  EXPECT_EQ(cards[1]["numa"], 1);
+
+  // A pod the scheduler bound here: 3000 MiB and 30 % of `card`.
+  std::string devices = card + ",NVIDIA,3000,30:;";
+  api.Put("pods", {{"metadata",
+                    {{"name", "infer"},
+                     {"namespace", "ml"},
+                     {"annotations",
+                      {{"hami.io/vgpu-node", "n1"},
+                       {"hami.io/bind-phase", "allocating"},
+                       {"hami.io/bind-time", "100"},
+                       {"hami.io/vgpu-devices-allocated", devices},
+                       {"hami.io/vgpu-devices-to-allocate", devices}}}}},
+                   {"spec",
+                    {{"nodeName", "n1"},
+                     {"containers", {{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}});
+  kubelet_->SetPods({{"infer", "ml", "c", "nvidia.com/gpu", {AllIds()[5]}}});
+  v1beta1::ContainerAllocateResponse resp;
+  grpc::Status s = kubelet_->Allocate({AllIds()[5]}, &resp);  // kubelet's choice of slice does not matter
+  ASSERT_TRUE(s.ok()) << s.error_message() << agent_log_;
+  auto env = resp.envs();
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], card);
+  EXPECT_EQ(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "3000m");
+  EXPECT_EQ(env["CUDA_DEVICE_SM_LIMIT_0"], "30");
+  auto pod = api.Find("pods", "ml", "infer");
+  EXPECT_EQ((*pod)["metadata"]["annotations"]["hami.io/bind-phase"], "success");
+
+  // A process started with those edits is held to the decided 3000 MiB (its context
+  // counts too: the configured 518 MiB, as this simulated card measures none).
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2000m", "alloc", "mem", "600m"}, ContainerEnv(resp));
+  auto allocs = Lines(r.out, "alloc");
+  ASSERT_EQ(allocs.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(allocs[0], "alloc ok") << r.out << r.err;
+  EXPECT_EQ(allocs[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << r.err;
+
+  // Nothing left to claim: refused, naming why.
+  v1beta1::ContainerAllocateResponse none;
+  s = kubelet_->Allocate({AllIds()[1]}, &none);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error_message().find("gpuslice scheduler"), std::string::npos) << s.error_message();
 }
 
 TEST_F(NodeAgentTest, XidMakesSlicesUnhealthyAndTheyRecover) {

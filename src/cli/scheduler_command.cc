@@ -2,26 +2,35 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "src/common/flags.h"
+#include "src/kube/client.h"
+#include "src/kube/config.h"
+#include "src/scheduler/cluster_sync.h"
 #include "src/scheduler/extender.h"
 #include "src/scheduler/extender_http.h"
 #include "src/scheduler/hami_format.h"
+#include "src/scheduler/kube_binder.h"
+#include "src/scheduler/webhook_http.h"
 
 namespace gs::cli {
 namespace {
 
 using nlohmann::json;
 
-// Until the Kubernetes client lands, bind's API calls are printed (one JSON line each)
-// instead of sent: the extender can be driven by hand or by a test harness.
+// Without an API server (--inventory alone), bind's API calls are printed (one JSON line
+// each) instead of sent: the extender can be driven by hand or by a test harness.
 class PrintingBinder : public scheduler::KubeBinder {
  public:
   Status AnnotatePod(const std::string& ns, const std::string& name, const scheduler::hami::Annotations& a) override {
@@ -34,7 +43,8 @@ class PrintingBinder : public scheduler::KubeBinder {
     return Status::Ok();
   }
   StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override {
-    return Unavailable("no Kubernetes API client yet: pod " + ns + "/" + name + " must pass /filter first");
+    return Unavailable("no Kubernetes API configured (--kubeconfig or --in-cluster): pod " + ns + "/" + name +
+                       " must pass /filter first");
   }
 
  private:
@@ -65,19 +75,70 @@ Status LoadInventory(const std::string& path, scheduler::Extender* extender, int
   return Status::Ok();
 }
 
+// Where the API server is: --in-cluster, --kubeconfig, or (when neither they nor
+// --inventory are given) $KUBECONFIG. No API at all is offline mode (nullopt).
+StatusOr<std::optional<kube::ClientConfig>> ApiConfig(bool in_cluster, std::string kubeconfig,
+                                                      const std::string& context, bool have_inventory) {
+  if (in_cluster && !kubeconfig.empty()) return InvalidArgument("--in-cluster and --kubeconfig exclude each other");
+  if (!context.empty() && in_cluster) return InvalidArgument("--context needs a kubeconfig, not --in-cluster");
+  if (in_cluster) {
+    auto c = kube::InClusterConfig();
+    if (!c.ok()) return c.status();
+    return std::optional<kube::ClientConfig>(std::move(*c));
+  }
+  if (kubeconfig.empty() && !have_inventory) {
+    const char* env = std::getenv("KUBECONFIG");
+    if (env != nullptr) kubeconfig = env;
+    if (kubeconfig.find(':') != std::string::npos)
+      return InvalidArgument("KUBECONFIG lists several files (" + kubeconfig +
+                             "); merging them is not supported: name one with --kubeconfig");
+  }
+  if (kubeconfig.empty()) {
+    if (!context.empty()) return InvalidArgument("--context needs --kubeconfig (or KUBECONFIG)");
+    return std::optional<kube::ClientConfig>();
+  }
+  auto c = kube::LoadKubeconfig(kubeconfig, context);
+  if (!c.ok()) return c.status();
+  return std::optional<kube::ClientConfig>(std::move(*c));
+}
+
 }  // namespace
 
 int SchedulerCommand(const std::vector<std::string>& args) {
   std::string address = "127.0.0.1", inventory, node_policy = "binpack", gpu_policy = "spread";
+  std::string kubeconfig, context;
+  bool in_cluster = false;
   int64_t port = 9395;
-  FlagSet flags("scheduler",
-                "kube-scheduler extender for fractional GPU requests (HAMi's resources and annotations).\n"
-                "Serves POST <prefix>/filter, /prioritize, /bind (nodeCacheCapable: true) and GET /healthz.\n"
-                "For now the node inventory comes from --inventory and bind prints its API calls.");
+  int64_t webhook_port = 0;
+  std::string webhook_address = "0.0.0.0", tls_cert, tls_key, scheduler_name = "gpuslice-scheduler", trusted_users;
+  FlagSet flags(
+      "scheduler",
+      "kube-scheduler extender for fractional GPU requests (HAMi's resources and annotations).\n"
+      "Serves POST <prefix>/filter, /prioritize, /bind (nodeCacheCapable: true), GET /healthz and GET /metrics.\n"
+      "With --kubeconfig, --in-cluster or $KUBECONFIG, nodes' GPUs come from their\n"
+      "hami.io/node-nvidia-register annotations, the ledger is rebuilt from the pods' decisions, and\n"
+      "bind writes the decision and the Binding through the API (refused until that first sync).\n"
+      "Offline, with --inventory alone, bind prints its API calls as JSON lines instead.");
   flags.String("address", &address, "address to listen on", "GS_SCHEDULER_ADDRESS");
   flags.Int("port", &port, "port to listen on (0 = any free port, printed)", 0, 65535, "GS_SCHEDULER_PORT");
   flags.String("inventory", &inventory, "JSON file {\"node\": <hami.io/node-nvidia-register value>, ...}",
                "GS_SCHEDULER_INVENTORY");
+  flags.String("kubeconfig", &kubeconfig,
+               "kubeconfig file of the API server to use (default $KUBECONFIG unless --inventory is given)");
+  flags.String("context", &context, "kubeconfig context (default: its current-context)");
+  flags.Bool("in-cluster", &in_cluster, "use the pod's service account and KUBERNETES_SERVICE_HOST/PORT");
+  flags.Int("webhook-port", &webhook_port,
+            "serve the mutating admission webhook (POST .../mutate) over HTTPS on this port (0 = no webhook)", 0,
+            65535);
+  flags.String("webhook-address", &webhook_address, "address the webhook listens on");
+  flags.String("tls-cert", &tls_cert, "the webhook's TLS certificate (PEM file)");
+  flags.String("tls-key", &tls_key, "the webhook's TLS private key (PEM file)");
+  flags.String(
+      "scheduler-name", &scheduler_name,
+      "the webhook sets spec.schedulerName of GPU pods to this (kube-scheduler profile that uses the extender)");
+  flags.String("webhook-trusted-users", &trusted_users,
+               "comma list of users allowed to change hami.io decision annotations on pod updates (the scheduler's "
+               "and the node agent's service accounts, as system:serviceaccount:<ns>:<name>)");
   flags.String("node-policy", &node_policy, "default node policy: binpack or spread (pods may override)");
   flags.String("gpu-policy", &gpu_policy, "default GPU policy: binpack or spread (pods may override)");
   std::vector<std::string> rest;
@@ -97,6 +158,34 @@ int SchedulerCommand(const std::vector<std::string>& args) {
               << "\n";
     return 2;
   }
+  if (webhook_port > 0 && (tls_cert.empty() || tls_key.empty())) {
+    std::cerr << "gpuslice scheduler: --webhook-port needs --tls-cert and --tls-key (the API server calls webhooks "
+                 "over HTTPS only)\n";
+    return 2;
+  }
+  if (webhook_port == 0 && (!tls_cert.empty() || !tls_key.empty())) {
+    std::cerr << "gpuslice scheduler: --tls-cert/--tls-key are for the webhook: set --webhook-port too\n";
+    return 2;
+  }
+  auto api = ApiConfig(in_cluster, kubeconfig, context, !inventory.empty());
+  if (!api.ok()) {
+    std::cerr << "gpuslice scheduler: " << api.status().message() << "\n";
+    return 2;
+  }
+  if (api->has_value() && !inventory.empty()) {
+    std::cerr << "gpuslice scheduler: --inventory is for offline use; with an API server the nodes' GPUs come from "
+                 "their hami.io/node-nvidia-register annotations\n";
+    return 2;
+  }
+  std::unique_ptr<kube::Client> client;
+  if (api->has_value()) {
+    auto c = kube::Client::Create(std::move(**api));
+    if (!c.ok()) {
+      std::cerr << "gpuslice scheduler: " << c.status().message() << "\n";
+      return 1;
+    }
+    client = std::move(*c);
+  }
   // Block the stop signals before any thread starts; one thread waits for them.
   sigset_t stop;
   sigemptyset(&stop);
@@ -104,14 +193,33 @@ int SchedulerCommand(const std::vector<std::string>& args) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  PrintingBinder binder;
+  PrintingBinder printing;
+  std::unique_ptr<scheduler::ApiBinder> api_binder;
+  std::unique_ptr<scheduler::SyncedBinder> synced_binder;
+  scheduler::KubeBinder* binder = &printing;
+  if (client) {
+    api_binder = std::make_unique<scheduler::ApiBinder>(client.get());
+    synced_binder = std::make_unique<scheduler::SyncedBinder>(api_binder.get());
+    binder = synced_binder.get();
+  }
   scheduler::ExtenderOptions options;
   options.defaults = scheduler::Policies{*np, *gp};
   options.now_unix_seconds = [] {
     return static_cast<int64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   };
-  scheduler::Extender extender(options, &binder);
+  scheduler::Extender extender(options, binder);
+  std::unique_ptr<scheduler::ClusterSync> sync;
+  if (client) {
+    scheduler::ClusterSyncOptions so;
+    auto log_mu = std::make_shared<std::mutex>();
+    so.log = [log_mu](const std::string& line) {
+      std::lock_guard<std::mutex> lock(*log_mu);
+      std::cerr << "gpuslice scheduler: " << line << std::endl;
+    };
+    sync = std::make_unique<scheduler::ClusterSync>(client.get(), &extender, so);
+    synced_binder->set_sync(sync.get());
+  }
   int nodes = 0;
   if (!inventory.empty()) {
     s = LoadInventory(inventory, &extender, &nodes);
@@ -126,16 +234,55 @@ int SchedulerCommand(const std::vector<std::string>& args) {
     std::cerr << "gpuslice scheduler: " << bound.status().message() << "\n";
     return 1;
   }
-  std::cerr << "gpuslice scheduler: listening on " << address << ":" << *bound << " with " << nodes
-            << " node(s); policies node=" << node_policy << " gpu=" << gpu_policy << std::endl;
+  if (client) {
+    std::cerr << "gpuslice scheduler: listening on " << address << ":" << *bound << "; API server "
+              << client->config().server << " (" << client->config().source << "); policies node=" << node_policy
+              << " gpu=" << gpu_policy << std::endl;
+    sync->Start();
+  } else {
+    std::cerr << "gpuslice scheduler: listening on " << address << ":" << *bound << " with " << nodes
+              << " node(s) from " << (inventory.empty() ? "nowhere (no --inventory, no API)" : inventory)
+              << "; policies node=" << node_policy << " gpu=" << gpu_policy << std::endl;
+  }
+  std::unique_ptr<scheduler::WebhookHttpsServer> webhook;
+  std::thread webhook_thread;
+  std::atomic<bool> webhook_done{false};
+  if (webhook_port > 0) {
+    scheduler::WebhookOptions wo;
+    wo.scheduler_name = scheduler_name;
+    std::stringstream users(trusted_users);
+    for (std::string u; std::getline(users, u, ',');)
+      if (!u.empty()) wo.trusted_users.push_back(u);
+    webhook = std::make_unique<scheduler::WebhookHttpsServer>(wo);
+    auto wport = webhook->Bind(webhook_address, static_cast<int>(webhook_port), tls_cert, tls_key);
+    if (!wport.ok()) {
+      std::cerr << "gpuslice scheduler: " << wport.status().message() << "\n";
+      if (sync) sync->Stop();
+      return 1;
+    }
+    std::cerr << "gpuslice scheduler: webhook on https://" << webhook_address << ":" << *wport
+              << "/mutate; GPU pods go to scheduler " << scheduler_name << std::endl;
+    webhook_thread = std::thread([&] {
+      webhook->Serve();
+      webhook_done = true;
+    });
+  }
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop, &sig);
     server.Stop();
+    if (webhook) webhook->Stop();
   });
   bool ok = server.Serve();
+  // A stop that came before the webhook's Serve started is lost: ask until it ends.
+  while (webhook && !webhook_done) {
+    webhook->Stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (webhook_thread.joinable()) webhook_thread.join();
   pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if Serve failed first
   waiter.join();
+  if (sync) sync->Stop();
   return ok ? 0 : 1;
 }
 

@@ -1,19 +1,16 @@
 #include "src/node/agent.h"
 
-#include <malloc.h>
-#include <signal.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <thread>
 
-#include "src/cli/paths.h"
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/container/cdi.h"
+#include "src/kube/client.h"
+#include "src/kube/config.h"
 #include "src/node/card_files.h"
 #include "src/node/config.h"
 #include "src/node/device_plugin.h"
@@ -25,15 +22,11 @@
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
 #include "src/node/progress.h"
+#include "src/node/scheduler_decisions.h"
 #include "src/node/stale_allocations.h"
 
 namespace gs::node {
 namespace {
-
-std::atomic<bool> g_stop{false};
-void OnSignal(int) {
-  g_stop = true;
-}
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -84,53 +77,52 @@ void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::Enf
     GS_LOG(kError, "CDI spec: %s", s.message().c_str());
 }
 
+// With --scheduler-decisions: the API client, where Allocate finds the decisions, and
+// the registrar that publishes the cards. Null (logged) when the API cannot be reached.
+struct SchedulerLink {
+  std::unique_ptr<kube::Client> client;
+  std::unique_ptr<DecisionSource> decisions;
+  std::unique_ptr<NodeRegistrar> registrar;
+};
+
+std::unique_ptr<SchedulerLink> ConnectToScheduler(const Config& cfg, const SliceBook* book) {
+  auto config = cfg.kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(cfg.kubeconfig);
+  if (!config.ok()) {
+    GS_LOG(kError, "API server: %s", config.status().message().c_str());
+    return nullptr;
+  }
+  auto client = kube::Client::Create(std::move(*config));
+  if (!client.ok()) {
+    GS_LOG(kError, "API server: %s", client.status().message().c_str());
+    return nullptr;
+  }
+  auto link = std::make_unique<SchedulerLink>();
+  link->client = std::move(*client);
+  link->decisions = std::make_unique<ApiDecisionSource>(link->client.get(), cfg.node_name);
+  link->registrar = std::make_unique<NodeRegistrar>(
+      link->client.get(), cfg.node_name, [book] { return book->Gpus(); }, cfg.split, std::chrono::seconds(30),
+      [](const std::string& line) { GS_LOG(kWarn, "%s", line.c_str()); });
+  // Not fatal: the registrar keeps trying, and Allocate works once the API answers.
+  if (Status s = link->registrar->Start(); !s.ok())
+    GS_LOG(kWarn, "%s; retrying", s.message().c_str());
+  else
+    GS_LOG(kInfo, "published %zu card(s) on node %s for gpuslice scheduler", book->Gpus().size(),
+           cfg.node_name.c_str());
+  return link;
+}
+
 }  // namespace
 
-int RunNode(const std::vector<std::string>& args) {
-  // Large buffers (a /metrics body is ~170 KiB on 8 GPUs x 16 slices) from mmap, always:
-  // glibc otherwise raises its threshold after the first such free and keeps later ones
-  // in the heap, resident for the agent's life.
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-  SetRawLogPrefix("gpuslice node");
-  SetRawLogLevel(2);
-  std::string usage;
-  auto cfg_or = LoadConfig(args, &usage);
-  if (!cfg_or.ok()) {
-    std::cerr << "gpuslice node: " << cfg_or.status().message() << "\n";
-    return 2;
-  }
-  if (!usage.empty()) return std::cout << usage, 0;
-  const Config cfg = *cfg_or;
-  signal(SIGTERM, OnSignal);
-  signal(SIGINT, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto fail = [&](const std::string& why) {
-    GS_LOG(kError, "%s", why.c_str());
-    if (cfg.fail_on_init_error) return 1;
-    // One DaemonSet on every node: on a node without GPUs, wait quietly instead of
-    // crash-looping.
-    GS_LOG(kWarn, "--fail-on-init-error=false: waiting without serving");
-    while (!g_stop) SleepUntilNs(MonotonicNowNs() + 1'000'000'000);
-    return 0;
-  };
-  auto driver = platform::OpenNvmlGpuDriver(cfg.driver_root);
-  if (!driver.ok()) return fail("no GPUs: " + driver.status().message());
-  auto infos = (*driver)->ListGpus();
-  if (!infos.ok()) return fail("cannot list GPUs: " + infos.status().message());
-  if (infos->empty()) return fail("NVML reports no GPUs on this node");
-  std::vector<model::Gpu> gpus;
-  for (const auto& g : *infos) gpus.push_back({g.uuid, g.index, g.name, g.memory_total, g.numa_node, g.minor, !g.lost});
-
+Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vector<model::Gpu>& gpus,
+                 const std::string& enforcer_library, const std::atomic<bool>& stop) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/containers", ec);
-  if (ec) return fail("cannot create " + cfg.state_dir + ": " + ec.message());
-  auto enforcer =
-      container::InstallEnforcer(cfg.enforcer_path.empty() ? cli::EnforcerLibrary() : cfg.enforcer_path, cfg.state_dir);
-  if (!enforcer.ok()) return fail(enforcer.status().message());
+  if (ec) return Internal("cannot create " + cfg.state_dir + ": " + ec.message());
+  auto enforcer = container::InstallEnforcer(enforcer_library, cfg.state_dir);
+  if (!enforcer.ok()) return enforcer.status();
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);
-  if (Status s = PrepareCardFiles(book.CardsDir(), gpus); !s.ok()) return fail(s.message());
+  GS_RETURN_IF_ERROR(PrepareCardFiles(book.CardsDir(), gpus));
   Status loaded = book.Load();
   if (!loaded.ok())
     GS_LOG(kError, "%s; records may be missing: keeping every container directory under %s", loaded.message().c_str(),
@@ -138,7 +130,10 @@ int RunNode(const std::vector<std::string>& args) {
   ContainerDirs dirs(&book);
   dirs.Start(/*keep_unrecorded=*/!loaded.ok());
   StaleAllocations stale(cfg.cleanup_grace_seconds, UnixNow());
-  DevicePluginService service(cfg, &book, &dirs, *enforcer);
+  auto scheduler_link = cfg.scheduler_decisions ? ConnectToScheduler(cfg, &book) : nullptr;
+  if (cfg.scheduler_decisions && scheduler_link == nullptr)
+    return FailedPrecondition("--scheduler-decisions: no access to the API server (see the log)");
+  DevicePluginService service(cfg, &book, &dirs, *enforcer, scheduler_link ? scheduler_link->decisions.get() : nullptr);
   PluginServer server(cfg, &service);
   server.Start();
   GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
@@ -149,8 +144,8 @@ int RunNode(const std::vector<std::string>& args) {
   Progress progress;
   const int main_loop = progress.Register("main loop", 60'000'000'000, MonotonicNowNs());
   const int health_loop = progress.Register("health watcher", 30'000'000'000, MonotonicNowNs());
-  HealthWatcher health(cfg, driver->get(), &book);
-  std::thread health_thread([&] { health.Run(g_stop, [&] { progress.Beat(health_loop, MonotonicNowNs()); }); });
+  HealthWatcher health(cfg, driver, &book);
+  std::thread health_thread([&] { health.Run(stop, [&] { progress.Beat(health_loop, MonotonicNowNs()); }); });
 
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
@@ -163,7 +158,7 @@ int RunNode(const std::vector<std::string>& args) {
       snapshot = pods;
     }
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                        CollectMetrics(driver->get(), book, snapshot, service.allocate_latency(), &sm_use)};
+                        CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use)};
   });
   http.Handle("/healthz", [&] {
     if (!server.registered()) return HttpResponse{503, "text/plain; charset=utf-8", "not registered\n"};
@@ -184,7 +179,7 @@ int RunNode(const std::vector<std::string>& args) {
 
   int64_t next_sweep = 0, next_pids = 0;
   std::string cdi_health;  // the healthy set the spec was last written for
-  while (!g_stop) {
+  while (!stop) {
     progress.Beat(main_loop, MonotonicNowNs());
     server.Keep();
     int64_t now = MonotonicNowNs();
@@ -192,6 +187,7 @@ int RunNode(const std::vector<std::string>& args) {
     for (const auto& g : book.Gpus()) health += g.healthy ? '1' : '0';
     if (health != cdi_health) {
       WriteCdiSpec(cfg, book, *enforcer);
+      if (scheduler_link && !cdi_health.empty()) scheduler_link->registrar->Poke();
       cdi_health = health;
     }
     std::vector<std::string> regions;
@@ -218,12 +214,13 @@ int RunNode(const std::vector<std::string>& args) {
     SleepUntilNs(MonotonicNowNs() + 200'000'000);
   }
   GS_LOG(kInfo, "stopping");
+  if (scheduler_link) scheduler_link->registrar->Stop();
   service.Stop();
   server.Stop();
   http.Stop();
   if (metrics_thread.joinable()) metrics_thread.join();
   health_thread.join();
-  return 0;
+  return Status::Ok();
 }
 
 }  // namespace gs::node

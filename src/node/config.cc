@@ -67,6 +67,9 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
                                 "sweepSeconds",
                                 "cleanupGraceSeconds",
                                 "enforcerPath",
+                                "schedulerDecisions",
+                                "nodeName",
+                                "kubeconfig",
                                 "version"};
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
@@ -104,6 +107,9 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
     if (root["sweepSeconds"]) c->sweep_seconds = root["sweepSeconds"].as<int>();
     if (root["cleanupGraceSeconds"]) c->cleanup_grace_seconds = root["cleanupGraceSeconds"].as<int>();
     if (root["enforcerPath"]) c->enforcer_path = root["enforcerPath"].as<std::string>();
+    if (root["schedulerDecisions"]) c->scheduler_decisions = root["schedulerDecisions"].as<bool>();
+    if (root["nodeName"]) c->node_name = root["nodeName"].as<std::string>();
+    if (root["kubeconfig"]) c->kubeconfig = root["kubeconfig"].as<std::string>();
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string("config file: ") + e.what());
   }
@@ -158,6 +164,12 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   f.Int("sweep-seconds", &sweep, "seconds between cleanups of allocations no container holds", 1, 3600);
   f.Int("cleanup-grace-seconds", &grace, "seconds before an allocation no container holds is removed", 0, 86400);
   f.String("enforcer", &c.enforcer_path, "libgpuslice.so to install for containers", "GPUSLICE_ENFORCER");
+  f.Bool("scheduler-decisions", &c.scheduler_decisions,
+         "give each container what gpuslice scheduler decided (HAMi's annotations: cards, memory, cores) and "
+         "publish the cards on the Node",
+         "GPUSLICE_SCHEDULER_DECISIONS");
+  f.String("node-name", &c.node_name, "this node's name in Kubernetes (with --scheduler-decisions)", "NODE_NAME");
+  f.String("kubeconfig", &c.kubeconfig, "API server access ('' = the service account, in a pod)", "KUBECONFIG");
   std::vector<std::string> rest;
   GS_RETURN_IF_ERROR(f.Parse(args, &rest));
   *usage = f.help_requested() ? f.Usage() : "";
@@ -180,6 +192,10 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
     }
   }
   GS_RETURN_IF_ERROR(c.split.Validate());
+  if (c.scheduler_decisions && c.node_name.empty())
+    return InvalidArgument(
+        "--scheduler-decisions needs --node-name (or NODE_NAME, e.g. from the pod's spec.nodeName by the downward "
+        "API)");
   if (c.resource_name.find('/') == std::string::npos || c.resource_name.find("kubernetes.io/") != std::string::npos)
     return InvalidArgument("--resource-name: '" + c.resource_name + "' is not an extended resource (domain/name)");
   return c;

@@ -30,6 +30,11 @@ struct Config {
   int sweep_seconds = 30;                                       // period of the cleanup of stale allocations
   int cleanup_grace_seconds = 60;  // an allocation no container holds is removed after this
   std::string enforcer_path;       // libgpuslice.so to install (default: next to gpuslice)
+  // Fractional scheduling (docs/scheduler.md): Allocate applies what `gpuslice scheduler`
+  // decided for the pod, and the agent publishes its cards on its Node object.
+  bool scheduler_decisions = false;
+  std::string node_name;   // this node's Node object (required with scheduler_decisions)
+  std::string kubeconfig;  // API access; "" = the pod's service account (in-cluster)
   std::string config_file;
 
   std::string plugin_socket() const;   // <kubelet_dir>/device-plugins/gpuslice.sock

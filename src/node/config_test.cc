@@ -57,6 +57,13 @@ TEST(NodeConfig, BadValuesNameTheFlagAndRange) {
   expect({"--resource-name", "gpu"}, "not an extended resource");
   expect({"--packing", "tight"}, "--packing");
   expect({"--frobnicate"}, "unknown flag --frobnicate");
+  unsetenv("NODE_NAME");
+  expect({"--scheduler-decisions"}, "--scheduler-decisions needs --node-name");
+  auto c = Load({"--scheduler-decisions", "--node-name", "n1", "--kubeconfig", "/etc/kube.conf"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->scheduler_decisions);
+  EXPECT_EQ(c->node_name, "n1");
+  EXPECT_EQ(c->kubeconfig, "/etc/kube.conf");
 }
 
 TEST(NodeConfig, FileErrorsNameTheKey) {

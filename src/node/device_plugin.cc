@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "src/common/raw_log.h"
 #include "src/model/container_edits.h"
 
 namespace gs::node {
@@ -38,8 +39,8 @@ Status WriteLimits(const std::string& path, const std::string& text) {
 }  // namespace
 
 DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs,
-                                         EnforcerInstall enforcer)
-    : cfg_(cfg), book_(book), dirs_(dirs), enforcer_(std::move(enforcer)) {}
+                                         EnforcerInstall enforcer, DecisionSource* decisions)
+    : cfg_(cfg), book_(book), dirs_(dirs), enforcer_(std::move(enforcer)), decisions_(decisions) {}
 
 void DevicePluginService::Stop() {
   stopping_ = true;
@@ -93,14 +94,27 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
     const std::vector<std::string>& requested, std::string* record_id) {
   auto gpus = book_->Gpus();
   std::vector<std::string> ids = requested;
-  if (cfg_.enable_legacy_preferred) {
-    std::set<std::string> taken = book_->TakenIds();
-    for (const auto& id : requested) taken.erase(id);
-    auto remapped = model::LegacyDistinct(gpus, book_->policy(), requested, taken);
-    if (!remapped.ok()) return remapped.status();
-    ids = *remapped;
+  StatusOr<model::Allocation> alloc = Internal("no allocation");
+  if (decisions_ != nullptr) {
+    auto claim = decisions_->Claim(static_cast<int>(ids.size()));
+    if (!claim.ok())
+      return Status(claim.status().code(),
+                    "the GPU decision for this container: " + claim.status().message() +
+                        " (with --scheduler-decisions, GPU pods must be placed by gpuslice scheduler)");
+    alloc = AllocationForClaim(gpus, *claim, book_->policy().oversubscribed());
+    if (alloc.ok())
+      GS_LOG(kInfo, "Allocate: pod %s container #%zu gets %zu card(s) as decided by the scheduler", claim->pod.c_str(),
+             claim->container, claim->cards.size());
+  } else {
+    if (cfg_.enable_legacy_preferred) {
+      std::set<std::string> taken = book_->TakenIds();
+      for (const auto& id : requested) taken.erase(id);
+      auto remapped = model::LegacyDistinct(gpus, book_->policy(), requested, taken);
+      if (!remapped.ok()) return remapped.status();
+      ids = *remapped;
+    }
+    alloc = model::AllocationFor(gpus, book_->policy(), ids);
   }
-  auto alloc = model::AllocationFor(gpus, book_->policy(), ids);
   if (!alloc.ok()) return alloc.status();
 
   AllocationRecord rec{
@@ -115,10 +129,10 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   o.limits_file_host_path = dir + "/limits";
   o.region_host_dir = book_->SharedDir(rec.id);
   o.cards_host_dir = book_->CardsDir();
-  o.dev_root = cfg_.driver_root == "/" ? "/dev" : cfg_.driver_root + "/dev";
-  std::string limits = "# written by gpuslice node for allocation " + rec.id + "; authoritative, mounted read-only\n";
-  for (const auto& [k, v] : model::LimitVariables(*alloc, o.region_container_dir + "/region", o.cards_container_dir))
-    limits += k + "=" + v + "\n";
+  o.dev_root = model::DevRoot(cfg_.driver_root);
+  std::string limits =
+      model::LimitsFileText(*alloc, o.region_container_dir + "/region", o.cards_container_dir,
+                            "written by gpuslice node for allocation " + rec.id + "; authoritative, mounted read-only");
   if (Status s = WriteLimits(o.limits_file_host_path, limits); !s.ok()) {
     dirs_->Discard(rec.id);
     return s;

@@ -1,5 +1,6 @@
 // The kubelet device plugin service (v1beta1): lists slices with health and NUMA
-// topology, prefers placements, and turns an allocation into container edits: device
+// topology, prefers placements, and turns an allocation (the slices kubelet chose, or
+// with --scheduler-decisions what the scheduler decided) into container edits: device
 // nodes, the enforcer mounted from a versioned path, a read-only /etc/ld.so.preload and
 // limits file, and a per-container region directory.
 //
@@ -14,6 +15,7 @@
 #include "src/node/config.h"
 #include "src/node/container_dirs.h"
 #include "src/node/latency_histogram.h"
+#include "src/node/scheduler_decisions.h"
 #include "src/node/slice_book.h"
 
 namespace gs::node {
@@ -22,7 +24,11 @@ using container::EnforcerInstall;
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs, EnforcerInstall enforcer);
+  // `decisions` (may be null): with --scheduler-decisions, where Allocate learns the
+  // cards, memory and cores decided for the container; the slice IDs kubelet chose then
+  // only count the cards.
+  DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs, EnforcerInstall enforcer,
+                      DecisionSource* decisions = nullptr);
   void Stop();  // ends ListAndWatch streams
 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -51,6 +57,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   SliceBook* book_;
   ContainerDirs* dirs_;
   EnforcerInstall enforcer_;
+  DecisionSource* decisions_;
   std::atomic<bool> stopping_{false};
   LatencyHistogram allocate_latency_;
 };

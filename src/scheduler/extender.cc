@@ -158,7 +158,10 @@ StatusOr<PodRequest> Extender::RequestForBind(const std::string& uid, const std:
 }
 
 std::string Extender::Bind(std::string_view body) {
-  auto result = [](const std::string& error) { return json{{"Error", error}}.dump(); };
+  auto result = [this](const std::string& error) {
+    ++(error.empty() ? binds_ : bind_failures_);
+    return json{{"Error", error}}.dump();
+  };
   json args = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (args.is_discarded() || !args.is_object()) return result("ExtenderBindingArgs: not a JSON object");
   std::string fields[4];
@@ -173,6 +176,10 @@ std::string Extender::Bind(std::string_view body) {
   auto request = RequestForBind(uid, ns, name);
   if (!request.ok()) return result("bind " + ns + "/" + name + ": " + request.status().message());
 
+  if (request->wants_gpus()) {
+    Status clear = gate_.Enter(*request, node, options_.handoff_wait);
+    if (!clear.ok()) return result("bind " + ns + "/" + name + " to " + node + ": " + clear.message());
+  }
   PodDecision decision;
   decision.node = node;
   if (request->wants_gpus()) {
@@ -183,20 +190,25 @@ std::string Extender::Bind(std::string_view body) {
     } else {
       if (held != nullptr) ledger_.Release(uid);  // a new node for the same pod: start over
       auto d = Decide(ledger_, *request, node, options_.defaults, &t_scratch);
-      if (!d.ok()) return result("bind " + ns + "/" + name + ": " + d.status().message());
-      Status s = ledger_.Reserve(uid, *d);
-      if (!s.ok()) return result("bind " + ns + "/" + name + ": " + s.message());
+      Status s = d.ok() ? ledger_.Reserve(uid, *d) : d.status();
+      if (!s.ok()) {
+        gate_.Abandon(uid);
+        return result("bind " + ns + "/" + name + ": " + s.message());
+      }
       decision = std::move(*d);
     }
   }
   auto undo = [&](const Status& why) {
+    gate_.Abandon(uid);
     std::unique_lock<std::shared_mutex> lock(mu_);
     ledger_.Release(uid);
     return result("bind " + ns + "/" + name + " to " + node + ": " + why.message());
   };
   if (binder_ == nullptr) return undo(Unavailable("no Kubernetes API client"));
   if (request->wants_gpus()) {
-    Status s = binder_->AnnotatePod(ns, name, hami::DecisionAnnotations(decision, options_.now_unix_seconds()));
+    int64_t now = options_.now_unix_seconds();
+    gate_.Settle(uid, decision, now);
+    Status s = binder_->AnnotatePod(ns, name, hami::DecisionAnnotations(decision, now));
     if (!s.ok()) return undo(s);
   }
   Status s = binder_->BindPod(ns, name, uid, node);
@@ -219,6 +231,7 @@ void Extender::RemoveNode(const std::string& name) {
 }
 
 bool Extender::ReleasePod(const std::string& uid) {
+  gate_.Forget(uid);
   {
     std::lock_guard<std::mutex> lock(seen_mu_);
     seen_.erase(uid);
@@ -240,7 +253,7 @@ RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_jso
       bad.refused.push_back("a pod that is not JSON");
       continue;
     }
-    std::string uid = pod.contains("metadata") ? pod["metadata"].value("uid", "") : "";
+    std::string uid = pod.contains("metadata") ? StringField(pod["metadata"], "uid") : "";
     auto annos = PodAnnotations(pod);
     if (!annos.ok()) {
       bad.refused.push_back("pod " + uid + ": " + annos.status().message());
@@ -254,7 +267,7 @@ RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_jso
     if (!r->has_value()) continue;
     // Only a pod actually bound where its annotation says counts: annotations alone can
     // be written by anyone who can edit the pod (HAMi's #3041).
-    std::string bound = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"].value("nodeName", "") : "";
+    std::string bound = pod.contains("spec") ? StringField(pod["spec"], "nodeName") : "";
     if (bound != (*r)->decision.node) {
       bad.refused.push_back("pod " + uid + ": hami.io/vgpu-node '" + (*r)->decision.node + "' but bound to '" + bound +
                             "'");
@@ -271,6 +284,15 @@ RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_jso
 Status Extender::CheckConsistency() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   return ledger_.CheckConsistency();
+}
+
+Extender::Stats Extender::stats() const {
+  Stats s;
+  s.binds = binds_.load();
+  s.bind_failures = bind_failures_.load();
+  s.pods = pod_count();
+  s.handoff = gate_.stats();
+  return s;
 }
 
 size_t Extender::pod_count() const {

@@ -5,9 +5,10 @@
 //    scheduler's own scoring);
 //  - Prioritize: ExtenderArgs -> HostPriorityList [{"Host", "Score" 0..10}];
 //  - Bind: ExtenderBindingArgs {"PodName", "PodNamespace", "PodUID", "Node"} ->
-//    ExtenderBindingResult {"Error"}: re-decide on the ledger's current usage, reserve,
-//    write the decision annotations (hami_format.h), create the Binding, commit; any
-//    failure releases the reservation.
+//    ExtenderBindingResult {"Error"}: wait until no pod pending on that node could be
+//    mistaken for this one by the node agent (handoff_gate.h), re-decide on the ledger's
+//    current usage, reserve, write the decision annotations (hami_format.h), create the
+//    Binding, commit; any failure releases the reservation.
 // Keys are the Go field names (the types have no json tags); the Pod is ordinary
 // Kubernetes JSON. ExtenderArgs is read in one pass (extender_args.h) and replies are
 // written straight into one string; node names go back as kube-scheduler wrote them.
@@ -22,6 +23,8 @@
 // pod updates take the lock exclusively, never across a KubeBinder call.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -36,6 +39,7 @@
 
 #include "src/common/status.h"
 #include "src/scheduler/hami_format.h"
+#include "src/scheduler/handoff_gate.h"
 #include "src/scheduler/ledger.h"
 #include "src/scheduler/placement.h"
 #include "src/scheduler/pod_memo.h"
@@ -59,6 +63,9 @@ struct ExtenderOptions {
   Policies defaults;
   size_t pod_cache_size = 20000;              // pods seen by Filter, remembered for Bind
   std::function<int64_t()> now_unix_seconds;  // for hami.io/vgpu-time and bind-time
+  // How long bind waits for a pod it could be mistaken for to be allocated on the node
+  // (handoff_gate.h); below kube-scheduler's extender timeout (5 s by default).
+  std::chrono::milliseconds handoff_wait{3000};
 };
 
 class Extender {
@@ -76,6 +83,18 @@ class Extender {
   void RemoveNode(const std::string& name);
   // A pod was deleted or finished: its cards go back. Idempotent.
   bool ReleasePod(const std::string& uid);
+  // Every pod the watch reports: keeps track of the pods still waiting for kubelet's
+  // Allocate on their node (handoff_gate.h).
+  void ObservePod(const nlohmann::json& pod) { gate_.Observe(pod); }
+  size_t pending_count() const { return gate_.pending_count(); }
+
+  // Counters for /metrics.
+  struct Stats {
+    uint64_t binds = 0, bind_failures = 0;
+    size_t pods = 0;  // decisions in the ledger
+    HandoffGate::Stats handoff;
+  };
+  Stats stats() const;
   // After a restart: the decisions written on these pods (JSON), counted once each;
   // pods without a decision are skipped.
   RebuildReport RebuildFromPods(const std::vector<std::string>& pods_json);
@@ -101,6 +120,8 @@ class Extender {
   std::mutex seen_mu_;
   PodMemo memo_;  // guarded by memo_mu_; never held with mu_ taken after it
   std::mutex memo_mu_;
+  HandoffGate gate_;  // thread-safe itself; Bind waits in it before taking mu_
+  std::atomic<uint64_t> binds_{0}, bind_failures_{0};
 };
 
 }  // namespace gs::scheduler

@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <cstdio>
+#include <string>
+
 namespace gs::scheduler {
 
 struct ExtenderHttpServer::Impl {
@@ -21,6 +24,33 @@ ExtenderHttpServer::ExtenderHttpServer(Extender* extender) : impl_(std::make_uni
                      });
   impl_->server.Post(R"((.*/)?bind)", [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
     json_reply(res, extender->Bind(req.body));
+  });
+  impl_->server.Get("/metrics", [extender](const httplib::Request&, httplib::Response& res) {
+    Extender::Stats st = extender->stats();
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, double value) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " ";
+      char num[32];
+      snprintf(num, sizeof(num), "%.9g", value);
+      out += num;
+      out += "\n";
+    };
+    metric("gpuslice_scheduler_binds_total", "counter", "Binds that succeeded.", static_cast<double>(st.binds));
+    metric("gpuslice_scheduler_bind_failures_total", "counter", "Binds answered with an error.",
+           static_cast<double>(st.bind_failures));
+    metric("gpuslice_scheduler_pods", "gauge", "Pods with a GPU decision in the ledger.", static_cast<double>(st.pods));
+    metric("gpuslice_scheduler_pending_pods", "gauge",
+           "Pods bound whose node agent has not claimed every decision yet.", static_cast<double>(st.handoff.pending));
+    metric("gpuslice_scheduler_handoff_waits_total", "counter",
+           "Binds that waited for a pending pod on the node they could be mistaken for.",
+           static_cast<double>(st.handoff.waited));
+    metric("gpuslice_scheduler_handoff_refusals_total", "counter", "Binds whose wait for such a pod ran out.",
+           static_cast<double>(st.handoff.refused));
+    metric("gpuslice_scheduler_handoff_wait_seconds_total", "counter", "Time binds spent waiting so.",
+           st.handoff.wait_seconds_total);
+    metric("gpuslice_scheduler_handoff_wait_seconds_max", "gauge", "The longest such wait.",
+           st.handoff.wait_seconds_max);
+    res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
   });
   impl_->server.Get("/healthz",
                     [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });

@@ -1,6 +1,6 @@
 // The extender's HTTP endpoint: POST <prefix>/filter, <prefix>/prioritize, <prefix>/bind
 // (any prefix, so urlPrefix in the scheduler's config may carry a path) with JSON bodies
-// handed to Extender, and GET /healthz. Plain HTTP: kube-scheduler reaches it over
+// handed to Extender, GET /healthz and GET /metrics (binds, hand-off waits). Plain HTTP: kube-scheduler reaches it over
 // loopback or a cluster network; TLS is a later step (enableHTTPS).
 //
 // Thread-safe; requests are served on a pool of threads (cpp-httplib's).

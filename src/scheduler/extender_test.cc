@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -94,6 +95,79 @@ std::string BindArgs(const json& pod, const std::string& node) {
       .dump();
 }
 
+// The node agent tells pods apart only by the card count kubelet's Allocate asks for
+// (handoff.h): bind never leaves two pods pending on a node that it could confuse.
+TEST(ExtenderHandoff, ABindWaitsOnlyForAPodItCouldBeMistakenForAndOnlyUntilItIsAllocated) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  o.handoff_wait = std::chrono::milliseconds(1000);
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 4, 40000)).ok());
+  json a = GpuPod("a", "3000", "30"), twin = GpuPod("twin", "3000", "30"), two = GpuPod("two", "3000", "30", 2),
+       other = GpuPod("other", "5000", "30");
+  for (const json* p : {&a, &twin, &two, &other}) api.AddPod(*p);
+  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
+  EXPECT_EQ(bind(a), "");
+  EXPECT_EQ(bind(twin), "") << "the same request: either pod may take either decision";
+  EXPECT_EQ(bind(two), "") << "two cards: Allocate tells it apart";
+  EXPECT_EQ(e.pending_count(), 3u);
+
+  auto start = std::chrono::steady_clock::now();
+  std::string refused = bind(other);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+  EXPECT_NE(refused.find("still waits for kubelet's Allocate"), std::string::npos) << refused;
+  EXPECT_EQ(e.pod_count(), 3u) << "nothing reserved for the refused bind";
+
+  // A bind that waits goes on as soon as the watch reports the others allocated.
+  std::string waited;
+  start = std::chrono::steady_clock::now();
+  std::thread binder([&] { waited = bind(other); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (const char* name : {"a", "twin"}) {
+    json pod = api.Pod("default", name);
+    EXPECT_EQ(pod["metadata"]["annotations"]["hami.io/bind-phase"], "allocating");
+    pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+    e.ObservePod(pod);
+  }
+  binder.join();
+  EXPECT_EQ(waited, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  Extender::Stats st = e.stats();
+  EXPECT_EQ(st.handoff.refused, 1u);
+  EXPECT_EQ(st.handoff.waited, 1u);
+  EXPECT_GE(st.handoff.wait_seconds_max, 1.0);
+  EXPECT_EQ(st.binds, 4u);
+  EXPECT_EQ(st.bind_failures, 1u);
+  EXPECT_EQ(e.pod_count(), 4u);
+  EXPECT_TRUE(e.CheckConsistency().ok());
+  // A deleted pod is not pending any more either.
+  EXPECT_TRUE(e.ReleasePod("uid-two"));
+  EXPECT_EQ(e.pending_count(), 1u);  // `other`
+}
+
+// An event from before the bind (no decision annotations yet) must not end the pending
+// state bind recorded; the watch's own report of the decision replaces it.
+TEST(ExtenderHandoff, StaleEventsDoNotEndAPendingPod) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.handoff_wait = std::chrono::milliseconds(50);
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 2, 40000)).ok());
+  json a = GpuPod("a", "3000", "30"), other = GpuPod("other", "5000", "30");
+  api.AddPod(a);
+  api.AddPod(other);
+  ASSERT_EQ(json::parse(e.Bind(BindArgs(a, "node-a")))["Error"], "");
+  e.ObservePod(a);  // as created: no annotations, no node
+  EXPECT_EQ(e.pending_count(), 1u);
+  json seen = api.Pod("default", "a");
+  seen["metadata"]["resourceVersion"] = "12";
+  e.ObservePod(seen);
+  EXPECT_EQ(e.pending_count(), 1u);
+  EXPECT_NE(json::parse(e.Bind(BindArgs(other, "node-a")))["Error"].get<std::string>().find("default/a"),
+            std::string::npos);
+}
+
 class ExtenderHttpTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -146,6 +220,21 @@ TEST_F(ExtenderHttpTest, FilterReturnsEveryFeasibleNodeAndReasonsForTheRest) {
   EXPECT_NE(r["FailedNodes"]["node-c"].get<std::string>().find("no GPU inventory"), std::string::npos);
   EXPECT_EQ(r["Error"], "");
   EXPECT_EQ(extender_->pod_count(), 1u) << "filter reserves nothing";
+}
+
+TEST_F(ExtenderHttpTest, MetricsCountBindsAndPendingPods) {
+  json pod = GpuPod("m", "3000", "30");
+  api_.AddPod(pod);
+  ASSERT_EQ(Post("/bind", BindArgs(pod, "node-a"))["Error"], "");
+  Post("/bind", BindArgs(GpuPod("ghost", "1", "1"), "node-a"));  // not in the API: fails
+  httplib::Client c("127.0.0.1", port_);
+  auto res = c.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  for (const char* line : {"gpuslice_scheduler_binds_total 1\n", "gpuslice_scheduler_bind_failures_total 1\n",
+                           "gpuslice_scheduler_pods 1\n", "gpuslice_scheduler_pending_pods 1\n",
+                           "# TYPE gpuslice_scheduler_handoff_waits_total counter\n"})
+    EXPECT_NE(res->body.find(line), std::string::npos) << line << res->body;
 }
 
 TEST_F(ExtenderHttpTest, PodsWithoutGpusPassThrough) {

@@ -170,14 +170,20 @@ StatusOr<hami::Annotations> PodAnnotations(const json& pod) {
   return out;
 }
 
+std::string StringField(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 StatusOr<PodRequest> PodRequestFromJson(const json& pod) {
   if (!pod.is_object()) return InvalidArgument("Pod: want a JSON object");
   PodRequest r;
   auto meta = pod.find("metadata");
   if (meta != pod.end() && meta->is_object()) {
-    r.uid = meta->value("uid", "");
-    r.name = meta->value("name", "");
-    r.namespace_name = meta->value("namespace", "");
+    r.uid = StringField(*meta, "uid");
+    r.name = StringField(*meta, "name");
+    r.namespace_name = StringField(*meta, "namespace");
   }
   auto annos = PodAnnotations(pod);
   if (!annos.ok()) return annos.status();

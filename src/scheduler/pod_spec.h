@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 #include <string_view>
 
 #include "src/common/status.h"
@@ -24,6 +25,10 @@
 namespace gs::scheduler {
 
 StatusOr<PodRequest> PodRequestFromJson(const nlohmann::json& pod);
+
+// object[key] when `object` is a JSON object and that member a string, else "". Never
+// throws, whatever the input (nlohmann's value(key, "") throws on a non-string member).
+std::string StringField(const nlohmann::json& object, const char* key);
 
 // metadata.annotations as a map (missing = empty). Non-string values are an error.
 StatusOr<hami::Annotations> PodAnnotations(const nlohmann::json& pod);

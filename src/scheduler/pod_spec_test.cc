@@ -76,5 +76,21 @@ TEST(PodSpec, BadValuesAreNamed) {
   EXPECT_NE(PodRequestFromJson(p).status().message().find("init containers"), std::string::npos);
 }
 
+
+// Outside input with members of the wrong type (found by fuzz/pod_spec_fuzzer.cc): read as
+// absent, never thrown.
+TEST(PodSpec, MembersOfTheWrongTypeAreNeverThrown) {
+  json p = ExamplePod();
+  p["metadata"]["uid"] = 42;
+  p["metadata"]["name"] = json::array();
+  p["metadata"]["namespace"] = nullptr;
+  StatusOr<PodRequest> r = InvalidArgument("not run");
+  EXPECT_NO_THROW(r = PodRequestFromJson(p));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->uid, "");
+  EXPECT_EQ(StringField(json::array({1}), "uid"), "");
+  EXPECT_EQ(StringField(json{{"uid", "u"}}, "uid"), "u");
+}
+
 }  // namespace
 }  // namespace gs::scheduler

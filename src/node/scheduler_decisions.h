@@ -1,0 +1,100 @@
+// The node agent's side of fractional scheduling (docs/scheduler.md, "The hand-off"):
+// with `--scheduler-decisions`, Allocate gives a container what `gpuslice scheduler`
+// decided for it (cards, memory, cores) instead of fixed slices, and the agent publishes
+// its cards for the scheduler.
+//
+//  - DecisionSource::Claim: kubelet's Allocate names no pod, only how many devices; the
+//    source lists the pods bound to this node, chooses the container entry
+//    (src/scheduler/handoff.h: the pod kubelet is in the middle of, else the oldest bind
+//    with that many cards) and claims it with a merge patch carrying the pod's
+//    resourceVersion, so two Allocates never take one entry (a conflict re-lists and
+//    chooses again). No node lock, no expiry.
+//  - NodeRegistrar: writes hami.io/node-nvidia-register (the cards, HAMi's JSON form)
+//    and hami.io/node-handshake ("Reported <time>") on the Node at start, whenever the
+//    cards' health changes and every `period`.
+//
+// Thread-safe: Claim may run on several gRPC threads; the registrar runs its own thread.
+// Never prints: problems come back as Status or go to the `log` callback.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/kube/client.h"
+#include "src/model/slices.h"
+#include "src/scheduler/request.h"
+
+namespace gs::node {
+
+struct ClaimedCards {
+  std::string pod;  // "namespace/name", for logs and records
+  size_t container = 0;
+  std::vector<scheduler::DeviceShare> cards;
+};
+
+class DecisionSource {
+ public:
+  virtual ~DecisionSource() = default;
+  // The decided cards of the next container on this node that asks for `cards` devices,
+  // claimed. NotFound (naming what is pending) when no pod waits for that many.
+  virtual StatusOr<ClaimedCards> Claim(int cards) = 0;
+};
+
+class ApiDecisionSource : public DecisionSource {
+ public:
+  ApiDecisionSource(kube::Client* client, std::string node_name) : client_(client), node_(std::move(node_name)) {}
+  StatusOr<ClaimedCards> Claim(int cards) override;
+
+ private:
+  kube::Client* client_;
+  std::string node_;
+};
+
+// The grants a container gets for claimed cards: each card by UUID among `gpus`, its
+// memory (MiB) and compute share (percent; 0 or 100 = no compute limit). Fails, naming
+// the card, for a UUID this node does not have or an unhealthy card.
+StatusOr<model::Allocation> AllocationForClaim(const std::vector<model::Gpu>& gpus, const ClaimedCards& claim,
+                                               bool oversubscribe);
+
+// The node's cards as hami.io/node-nvidia-register: memory after --device-memory-scaling,
+// cores 100 x --device-cores-scaling, `split_count` containers per card.
+std::string NodeRegisterValue(const std::vector<model::Gpu>& gpus, const model::SplitPolicy& policy);
+
+class NodeRegistrar {
+ public:
+  // `gpus` is called on each publish (health may change).
+  NodeRegistrar(kube::Client* client, std::string node_name, std::function<std::vector<model::Gpu>()> gpus,
+                model::SplitPolicy policy, std::chrono::seconds period, std::function<void(const std::string&)> log);
+  ~NodeRegistrar();
+  NodeRegistrar(const NodeRegistrar&) = delete;
+  NodeRegistrar& operator=(const NodeRegistrar&) = delete;
+
+  // Publishes once now (the error, if any), then keeps publishing on its thread.
+  Status Start();
+  // Publish soon (health changed).
+  void Poke();
+  void Stop();
+
+ private:
+  Status Publish();
+  void Loop(std::stop_token stop);
+
+  kube::Client* client_;
+  std::string node_;
+  std::function<std::vector<model::Gpu>()> gpus_;
+  model::SplitPolicy policy_;
+  std::chrono::seconds period_;
+  std::function<void(const std::string&)> log_;
+  std::mutex mu_;
+  std::condition_variable_any wake_;
+  bool poked_ = false;
+  std::jthread thread_;
+};
+
+}  // namespace gs::node

@@ -1,0 +1,190 @@
+#include "src/node/scheduler_decisions.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "src/kube/testing/fake_api_server.h"
+#include "src/scheduler/hami_format.h"
+
+namespace gs::node {
+namespace {
+
+using kube::testing::FakeApiServer;
+using nlohmann::json;
+
+// A pod the extender bound to `node`: one container asking `cards` cards of `mib` MiB.
+json BoundPod(const std::string& name, const std::string& node, const std::string& devices, int64_t bind_time,
+              int cards = 1) {
+  return {
+      {"metadata",
+       {{"name", name},
+        {"namespace", "default"},
+        {"annotations",
+         {{"hami.io/vgpu-node", node},
+          {"hami.io/bind-phase", "allocating"},
+          {"hami.io/bind-time", std::to_string(bind_time)},
+          {"hami.io/vgpu-devices-allocated", devices},
+          {"hami.io/vgpu-devices-to-allocate", devices}}}}},
+      {"spec",
+       {{"nodeName", node},
+        {"containers",
+         json::array({{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(cards)}}}}}}})}}},
+      {"status", {{"phase", "Pending"}}}};
+}
+
+std::unique_ptr<kube::Client> ClientFor(const FakeApiServer& api) {
+  kube::ClientConfig config;
+  config.server = api.url();
+  auto c = kube::Client::Create(config);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return std::move(*c);
+}
+
+std::string Annotation(FakeApiServer& api, const std::string& name, const char* key) {
+  auto pod = api.Find("pods", "default", name);
+  return pod ? (*pod)["metadata"]["annotations"].value(key, "") : "<gone>";
+}
+
+TEST(SchedulerDecisions, AllocateClaimsTheOldestDecisionWithThatManyCardsOnThisNode) {
+  FakeApiServer api;
+  api.Put("pods", BoundPod("newer", "n1", "GPU-b,NVIDIA,2000,20:;", 200));
+  api.Put("pods", BoundPod("older", "n1", "GPU-a,NVIDIA,3000,30:;", 100));
+  api.Put("pods", BoundPod("elsewhere", "n2", "GPU-x,NVIDIA,1000,10:;", 50));
+  api.Put("pods", BoundPod("pair", "n1", "GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:;", 10, 2));
+  auto client = ClientFor(api);
+  ApiDecisionSource source(client.get(), "n1");
+
+  auto first = source.Claim(1);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->pod, "default/older");
+  ASSERT_EQ(first->cards.size(), 1u);
+  EXPECT_EQ(first->cards[0].uuid, "GPU-a");
+  EXPECT_EQ(first->cards[0].memory_mib, 3000);
+  EXPECT_EQ(first->cards[0].cores, 30);
+  EXPECT_EQ(Annotation(api, "older", "hami.io/bind-phase"), "success");
+  EXPECT_EQ(Annotation(api, "older", "hami.io/vgpu-devices-to-allocate"), ";");
+  EXPECT_EQ(Annotation(api, "older", "hami.io/vgpu-devices-allocated"), "GPU-a,NVIDIA,3000,30:;") << "kept";
+
+  auto second = source.Claim(1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->pod, "default/newer");
+  auto pair = source.Claim(2);
+  ASSERT_TRUE(pair.ok());
+  EXPECT_EQ(pair->pod, "default/pair");
+
+  auto none = source.Claim(1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Annotation(api, "elsewhere", "hami.io/bind-phase"), "allocating") << "another node's pod is untouched";
+}
+
+// Concurrent Allocates (kubelet serialises them, but a restarted kubelet or two agents
+// must not be trusted to): every claim is guarded by the pod's resourceVersion, so no
+// decision is ever handed out twice.
+TEST(SchedulerDecisions, ConcurrentClaimsNeverTakeOneDecisionTwice) {
+  FakeApiServer api;
+  constexpr int kPods = 8;
+  for (int i = 0; i < kPods; ++i)
+    api.Put("pods", BoundPod("p" + std::to_string(i), "n1", "GPU-a,NVIDIA,1000,10:;", 100));
+  auto client = ClientFor(api);
+  ApiDecisionSource source(client.get(), "n1");
+  std::vector<std::string> got(kPods + 2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kPods + 2; ++i)
+    threads.emplace_back([&, i] {
+      auto c = source.Claim(1);
+      got[static_cast<size_t>(i)] = c.ok() ? c->pod : "refused: " + c.status().message();
+    });
+  for (auto& t : threads) t.join();
+  std::set<std::string> claimed;
+  int refused = 0;
+  for (const auto& g : got) {
+    if (g.rfind("refused", 0) == 0) {
+      ++refused;
+      continue;
+    }
+    EXPECT_TRUE(claimed.insert(g).second) << g << " claimed twice";
+  }
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kPods));
+  EXPECT_EQ(refused, 2);
+  EXPECT_GT(api.CountRequests("PATCH", "/api/v1/namespaces/default/pods/"), kPods) << "some claims lost a race";
+}
+
+TEST(SchedulerDecisions, AllocationForClaimChecksTheCardsAgainstThisNode) {
+  std::vector<model::Gpu> gpus = {{"GPU-a", 0, "H100", 80ull << 30, 0, 0, true},
+                                  {"GPU-b", 1, "H100", 80ull << 30, 1, 1, false}};
+  ClaimedCards claim{"default/p", 0, {{"GPU-a", "NVIDIA", 3000, 30}}};
+  auto a = AllocationForClaim(gpus, claim, false);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->devices.size(), 1u);
+  EXPECT_EQ(a->devices[0].memory_limit, 3000ull << 20);
+  EXPECT_EQ(a->devices[0].sm_share, 30u);
+  claim.cards[0].cores = 100;
+  EXPECT_EQ(AllocationForClaim(gpus, claim, false)->devices[0].sm_share, 0u) << "the whole card: no compute limit";
+
+  claim.cards[0].uuid = "GPU-zzz";
+  auto unknown = AllocationForClaim(gpus, claim, false);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("GPU-zzz is not on this node"), std::string::npos);
+  claim.cards[0].uuid = "GPU-b";
+  EXPECT_NE(AllocationForClaim(gpus, claim, false).status().message().find("unhealthy"), std::string::npos);
+  claim.cards[0] = {"GPU-a", "NVIDIA", 90000, 0};
+  EXPECT_FALSE(AllocationForClaim(gpus, claim, false).ok());
+  EXPECT_TRUE(AllocationForClaim(gpus, claim, true).ok()) << "virtual device memory may exceed the card";
+}
+
+TEST(SchedulerDecisions, TheRegistrarPublishesTheCardsAndRepublishesOnAPoke) {
+  FakeApiServer api;
+  api.Put("nodes", {{"metadata", {{"name", "n1"}}}});
+  auto client = ClientFor(api);
+  std::vector<model::Gpu> gpus = {{"GPU-a", 0, "NVIDIA H100 80GB HBM3", 80ull << 30, 0, 0, true},
+                                  {"GPU-b", 1, "NVIDIA H100 80GB HBM3", 80ull << 30, 1, 1, true}};
+  std::mutex mu;
+  model::SplitPolicy policy;
+  policy.split_count = 4;
+  NodeRegistrar registrar(
+      client.get(), "n1",
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return gpus;
+      },
+      policy, std::chrono::seconds(3600), nullptr);
+  ASSERT_TRUE(registrar.Start().ok());
+  auto published = [&] {
+    auto node = api.Find("nodes", "", "n1");
+    std::string reg = (*node)["metadata"]["annotations"].value(scheduler::hami::kNodeRegister, "");
+    auto inv = scheduler::hami::DecodeNodeRegister("n1", reg);
+    EXPECT_TRUE(inv.ok()) << reg;
+    return *inv;
+  };
+  auto inv = published();
+  ASSERT_EQ(inv.gpus.size(), 2u);
+  EXPECT_EQ(inv.gpus[1].uuid, "GPU-b");
+  EXPECT_EQ(inv.gpus[1].memory_mib, 80 * 1024);
+  EXPECT_EQ(inv.gpus[1].slots, 4);
+  EXPECT_EQ(inv.gpus[1].numa, 1);
+  EXPECT_EQ(inv.gpus[1].model, "NVIDIA-NVIDIA H100 80GB HBM3");
+  EXPECT_TRUE(inv.gpus[1].healthy);
+  auto node = api.Find("nodes", "", "n1");
+  EXPECT_EQ(
+      (*node)["metadata"]["annotations"][scheduler::hami::kNodeHandshake].get<std::string>().rfind("Reported ", 0), 0u);
+
+  {
+    std::lock_guard<std::mutex> l(mu);
+    gpus[1].healthy = false;
+  }
+  registrar.Poke();
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    seen = !published().gpus[1].healthy;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(seen) << "the unhealthy card was not republished";
+  registrar.Stop();
+}
+
+}  // namespace
+}  // namespace gs::node

@@ -1,0 +1,69 @@
+// The extender's half of the hand-off (handoff.h): the pods bound to each node that still
+// wait for kubelet's Allocate, and the one rule bind must keep so that the node agent can
+// tell them apart — never two pods pending on a node with the same card count in their
+// next entry and different requests. A bind that would break it waits until the other
+// pod is allocated (kubelet admits pods one by one, so that is about one Allocate) or the
+// wait runs out, and then fails with a reason; kube-scheduler retries the pod.
+//
+// Fed by the pod watch (Observe, Forget) and by the extender's own binds (Enter, then
+// Settle or Abandon), so a pod is pending from the moment bind chooses to bind it, before
+// the watch has seen its annotations.
+//
+// Thread-safe: one mutex; Enter sleeps on a condition variable, never with another lock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "src/common/status.h"
+#include "src/scheduler/handoff.h"
+#include "src/scheduler/request.h"
+
+namespace gs::scheduler {
+
+class HandoffGate {
+ public:
+  // A pod as the watch saw it: pending on its node (handoff.h's PendingPodFromJson) is
+  // recorded; past pending (bind-phase success or failed, finished, deleting) is
+  // forgotten; anything else (an event from before its bind) changes nothing.
+  void Observe(const nlohmann::json& pod);
+  void Forget(const std::string& uid);
+
+  // Waits up to `wait` until `request` can be bound to `node` without being mistaken
+  // for another pending pod there, then records it as pending (its cards still unknown:
+  // one placeholder per card asked). FailedPrecondition naming the other pod when the
+  // wait ran out.
+  Status Enter(const PodRequest& request, const std::string& node, std::chrono::milliseconds wait);
+  // Bind decided: the pod's entries are those cards.
+  void Settle(const std::string& uid, const PodDecision& decision, int64_t bind_time);
+  // Bind failed: the pod is not pending.
+  void Abandon(const std::string& uid) { Forget(uid); }
+
+  size_t pending_count() const;
+
+  // What Enter did so far (for the extender's /metrics).
+  struct Stats {
+    uint64_t entered = 0;  // binds let through
+    uint64_t waited = 0;   // of those, binds that first waited for another pod's Allocate
+    uint64_t refused = 0;  // binds whose wait ran out
+    double wait_seconds_total = 0, wait_seconds_max = 0;
+    size_t pending = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void EraseLocked(const std::string& uid);
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, std::unordered_map<std::string, PendingPod>> by_node_;  // node -> uid -> pod
+  std::unordered_map<std::string, std::string> node_of_;                        // uid -> node
+  Stats stats_;                                                                 // under mu_
+};
+
+}  // namespace gs::scheduler
