@@ -29,6 +29,23 @@ test-sanitize: deps
 	@cmake --build build/ubsan -j $(JOBS) --target unit_tests
 	@cd build/ubsan && ctest -j $(JOBS) --output-on-failure -L unit
 
+# End-to-end against a real Kubernetes v1.20.2 built from Debian's source package (first run
+# 6-17 min extra on 2 cores, then cached in /var/cache/gpuslice): docs/e2e.md. Root only.
+.PHONY: e2e
+e2e: build
+	@scripts/install-deps.sh e2e
+	@tests/e2e/run.sh $(BUILD)
+
+# libFuzzer targets for every parser of outside input (docs/fuzzing.md): clang with
+# ASan+UBSan, each target over its corpus and regressions, then FUZZ_SECONDS of fuzzing.
+FUZZ_SECONDS ?= 20
+.PHONY: fuzz
+fuzz:
+	@scripts/install-deps.sh fuzz
+	@cmake --preset fuzz >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target fuzzers
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=2 fuzz/run.sh build/fuzz
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 

@@ -4,17 +4,25 @@
 #   scripts/install-deps.sh build     compilers, libraries, test tools
 #   scripts/install-deps.sh test      + what the tests drive: prometheus (promtool, a real scrape),
 #                                      runc, podman and busybox (the container tests)
+#   scripts/install-deps.sh e2e       + what `make e2e` needs: Go (to build Kubernetes v1.20.2 from
+#                                      Debian's source package), etcd, containerd, runc, image tools
+#   scripts/install-deps.sh fuzz      + clang and libFuzzer (`make fuzz`)
 set -euo pipefail
 what=${1:-build}
 
 build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libcpp-httplib-dev libspdlog-dev strace python3)
+  libcpp-httplib-dev libspdlog-dev strace python3 libcurl4-openssl-dev openssl)
 test_pkgs=(prometheus runc podman buildah conmon busybox-static debootstrap uidmap catatonit fuse-overlayfs slirp4netns
   containernetworking-plugins golang-github-containers-common)
+e2e_pkgs=(golang-go golang-github-modern-go-reflect2-dev rsync etcd-server containerd runc
+  containernetworking-plugins busybox-static umoci skopeo openssl curl)
 
+fuzz_pkgs=(clang libclang-rt-14-dev llvm)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+[ "$what" = e2e ] && pkgs+=("${e2e_pkgs[@]}")
+[ "$what" = fuzz ] && pkgs+=("${fuzz_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
