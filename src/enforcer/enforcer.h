@@ -81,14 +81,9 @@ void* FindNvmlHook(const char* name);
 }  // namespace gs::enforcer
 
 // Declarations of every possible hook (null unless defined: hidden weak).
-#define GS_CUDA_SYM(name, params, args) \
-  extern "C" __attribute__((weak, visibility("hidden"))) CUresult gs_hook_##name params;
-#include "src/platform/cuda_symbols.def"
-#undef GS_CUDA_SYM
-#define GS_NVML_SYM(ret, name, params, args) \
-  extern "C" __attribute__((weak, visibility("hidden"))) ret gs_hook_##name params;
-#include "src/platform/nvml_symbols.def"
-#undef GS_NVML_SYM
+#define GS_WEAK_CUDA_NAME(name) gs_hook_##name
+#define GS_WEAK_NVML_NAME(name) gs_hook_##name
+#include "src/platform/weak_declarations.inc"
 
 // Defines a hook: the body is gs_hook_<name>, exported under the driver's own name.
 #define GS_HOOK(name)                                                                                       \

@@ -8,15 +8,9 @@
 #include "src/platform/cuda_api.h"
 #include "src/platform/nvml_api.h"
 
-#define GS_CUDA_SYM(name, params, args) \
-  extern "C" __attribute__((weak, visibility("hidden"))) CUresult gs_sim_cuda_##name params;
-#include "src/platform/cuda_symbols.def"
-#undef GS_CUDA_SYM
-
-#define GS_NVML_SYM(ret, name, params, args) \
-  extern "C" __attribute__((weak, visibility("hidden"))) ret gs_sim_nvml_##name params;
-#include "src/platform/nvml_symbols.def"
-#undef GS_NVML_SYM
+#define GS_WEAK_CUDA_NAME(name) gs_sim_cuda_##name
+#define GS_WEAK_NVML_NAME(name) gs_sim_nvml_##name
+#include "src/platform/weak_declarations.inc"
 
 // Starts the definition of a simulated CUDA / NVML function.
 #define GS_SIM_CUDA(name) extern "C" __attribute__((visibility("hidden"))) CUresult gs_sim_cuda_##name
