@@ -76,7 +76,6 @@ TEST(PodSpec, BadValuesAreNamed) {
   EXPECT_NE(PodRequestFromJson(p).status().message().find("init containers"), std::string::npos);
 }
 
-
 // Outside input with members of the wrong type (found by fuzz/pod_spec_fuzzer.cc): read as
 // absent, never thrown.
 TEST(PodSpec, MembersOfTheWrongTypeAreNeverThrown) {
