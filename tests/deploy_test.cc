@@ -171,10 +171,20 @@ TEST(Deploy, DaemonSetHasWhatTheAgentNeeds) {
   ASSERT_TRUE(ds);
   auto spec = ds["spec"]["template"]["spec"];
   EXPECT_TRUE(spec["nodeSelector"]);
+  // Host pids of container processes are resolved from the host's /proc (src/node/host_pids.h).
+  EXPECT_TRUE(spec["hostPID"] && spec["hostPID"].as<bool>()) << "the agent needs hostPID: true";
   auto c = spec["containers"][0];
-  EXPECT_TRUE(c["livenessProbe"]);
+  // Liveness restarts a stuck agent; readiness also waits for the kubelet's registration.
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/livez");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
   EXPECT_TRUE(c["resources"]["requests"]);
+  // The per-container tmpfs mounts the agent makes under the state directory must reach the
+  // host, where the runtime bind-mounts them into containers.
+  bool propagated = false;
+  for (const auto& m : c["volumeMounts"])
+    if (m["mountPath"].as<std::string>() == "/var/lib/gpuslice")
+      propagated = m["mountPropagation"] && m["mountPropagation"].as<std::string>() == "Bidirectional";
+  EXPECT_TRUE(propagated) << "the state volume needs mountPropagation: Bidirectional";
   std::map<std::string, std::string> host_paths;
   for (const auto& v : spec["volumes"])
     if (v["hostPath"]) host_paths[v["name"].as<std::string>()] = v["hostPath"]["path"].as<std::string>();

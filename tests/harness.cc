@@ -14,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/temp_dir.h"
+
 namespace gs::testing {
 
 std::string BuildDir() {
@@ -152,6 +154,7 @@ SimNode::SimNode(const std::string& spec, const std::string& lib_dir) : lib_dir_
 
 SimNode::~SimNode() {
   RunProcess({GpusliceBin(), "sim", "down", "--root", root_});
+  TempDir::UnmountUnder(root_);  // a node agent's per-container tmpfs mounts
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
 }

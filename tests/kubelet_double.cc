@@ -99,6 +99,10 @@ void KubeletDouble::OnRegister(const v1beta1::RegisterRequest& req, grpc::Status
   }
   ++registrations_;
   resource_ = req.resource_name();
+  // What the previous registration listed is stale (a real kubelet re-lists too): waiting
+  // for devices after a restart waits for this plugin's ListAndWatch, whose stub Allocate
+  // then uses.
+  devices_.clear();
   std::string endpoint = dir_ + "/device-plugins/" + req.endpoint();
   watchers_.emplace_back([this, endpoint] { Watch(endpoint); });
   cv_.notify_all();

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +32,24 @@
 
 namespace gs::testing {
 namespace {
+
+std::string HostileBin() {
+  return BuildDir() + "/tests/hostile_program";
+}
+
+// The host path of the directory a container may write (mounted at /var/run/gpuslice).
+std::string SharedDir(const v1beta1::ContainerAllocateResponse& resp) {
+  for (const auto& m : resp.mounts())
+    if (m.container_path() == "/var/run/gpuslice") return m.host_path();
+  return "";
+}
+
+bool Mounted(const std::string& path) {
+  std::ifstream info("/proc/self/mountinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.find(" " + path + " ") != std::string::npos) return true;
+  return false;
+}
 
 class NodeAgentTest : public ::testing::Test {
  protected:
@@ -70,6 +89,11 @@ class NodeAgentTest : public ::testing::Test {
                                   EnforcerLib(),
                                   "--cdi-spec-dir",
                                   node_->root() + "/cdi"};
+    if (geteuid() != 0) {
+      // Mounting each container's tmpfs needs CAP_SYS_ADMIN.
+      std::cout << "NOTE: not root: the agent runs with --shared-dir-size 0 (plain directories)\n";
+      args.insert(args.end(), {"--shared-dir-size", "0"});
+    }
     args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
     agent_ = std::make_unique<Process>(args, Env{});
   }
@@ -77,7 +101,7 @@ class NodeAgentTest : public ::testing::Test {
     if (!agent_) return;
     agent_->Signal(SIGTERM);
     Result r = agent_->Wait();
-    agent_log_ += r.err;
+    agent_log_ += r.err + "(agent exited: " + std::to_string(r.code) + ")\n";
     agent_.reset();
   }
   int MetricsPort() {
@@ -450,6 +474,117 @@ TEST_F(NodeAgentTest, KillNineDuringAnAllocateStormLosesNoRecord) {
   EXPECT_GE(answered, 100) << "some rounds got no Allocate answered before the kill";
 }
 
+// The state directory's disk fills up during an Allocate storm (a tmpfs here, filled to
+// the last byte by another process), and the agent is killed with -9 in the middle of it:
+// Allocates are refused with the reason while the disk is full, /healthz and /metrics keep
+// answering, and after the disk is freed and the agent restarted, every container the
+// kubelet got an answer for still has its directory (no record lost, none torn into
+// damage that would stop the cleanup).
+TEST_F(NodeAgentTest, DiskFullDuringAnAllocateStormLosesNoRecord) {
+  if (geteuid() != 0) {
+    std::cout << "NOTE: needs root (a small tmpfs as the state disk): disk-full was NOT tested\n";
+    GTEST_SKIP();
+  }
+  StopAgent();
+  testing::TempDir::UnmountUnder(state_dir_);
+  std::filesystem::remove_all(state_dir_);
+  std::filesystem::create_directories(state_dir_);
+  ASSERT_EQ(mount("gs-test-disk", state_dir_.c_str(), "tmpfs", 0, "size=16m"), 0) << strerror(errno);
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  auto ids = AllIds();
+  std::vector<PodDevices> pods;
+  for (size_t i = 0; i < ids.size(); ++i)
+    pods.push_back({"p" + std::to_string(i), "ns", "c", "nvidia.com/gpu", {ids[i]}});
+  kubelet_->SetPods(pods);
+  std::map<std::string, std::string> running;  // slice -> directory of its last answered Allocate
+  std::string refusal;
+  int answered = 0, refused = 0;
+  auto allocate = [&](const std::string& id) {
+    v1beta1::ContainerAllocateResponse resp;
+    grpc::Status s = kubelet_->Allocate({id}, &resp);
+    if (!s.ok()) {
+      ++refused;
+      refusal = s.error_message();  // refused cleanly: the slice's earlier container still runs
+      return;
+    }
+    running[id] = SharedDir(resp);
+    ++answered;
+  };
+  for (const auto& id : ids) allocate(id);
+  ASSERT_EQ(answered, 8);
+  // The disk fills to the last byte; then, twenty times, a few pages come free (as other
+  // writers delete files) and go again, so that Allocates run out of room at every step:
+  // the limits file, the journal line, the compaction.
+  int filler = open((state_dir_ + "/filler").c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(filler, 0);
+  auto fill = [&] {
+    std::vector<char> block(64 << 10, 'x');
+    while (write(filler, block.data(), block.size()) > 0) {
+    }
+    while (write(filler, block.data(), 1) > 0) {
+    }
+  };
+  std::mt19937 pick(20261124);
+  for (int round = 0; round < 20; ++round) {
+    fill();
+    off_t size = lseek(filler, 0, SEEK_END);
+    ASSERT_EQ(ftruncate(filler, size - static_cast<off_t>(4096 * (1 + pick() % 4))), 0);
+    lseek(filler, 0, SEEK_END);
+    for (int i = 0; i < 10; ++i) allocate(ids[pick() % ids.size()]);
+  }
+  fill();
+  close(filler);
+  std::cout << answered - 8 << " Allocates answered and " << refused << " refused on the full disk, e.g. \"" << refusal
+            << "\"\n";
+  EXPECT_GT(refused, 0) << "the disk never filled";
+  EXPECT_NE(refusal.find("No space left on device"), std::string::npos) << refusal;
+  httplib::Client c("127.0.0.1", MetricsPort());
+  auto health = c.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  // Killed on the full disk mid-storm, restarted once there is room again. (Some of these
+  // may be answered: the agent frees the directories of containers it discards.)
+  std::mutex mu;
+  std::thread storm([&, seed = pick()] {
+    std::mt19937 p(seed);
+    for (int i = 0; i < 50; ++i) {
+      const std::string& id = ids[p() % ids.size()];
+      v1beta1::ContainerAllocateResponse resp;
+      bool ok = kubelet_->Allocate({id}, &resp).ok();
+      std::lock_guard<std::mutex> l(mu);
+      // An Allocate cut by the kill may still have recorded a newer container for its
+      // slice (the kubelet never had the answer and asks again): unknown which runs.
+      if (ok)
+        running[id] = SharedDir(resp);
+      else
+        running.erase(id);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  agent_->Signal(SIGKILL);
+  agent_log_ += agent_->Wait().err;
+  agent_.reset();
+  storm.join();
+  std::filesystem::remove(state_dir_ + "/filler");
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the start-up cleanup has run by now
+  for (const auto& [slice, dir] : running)
+    EXPECT_TRUE(std::filesystem::exists(dir)) << "the running container of " << slice << " lost its directory " << dir;
+  v1beta1::ContainerAllocateResponse resp;
+  // The kubelet double's client may still be backing off from the killed agent's socket
+  // for a moment (gRPC's reconnect backoff): a kubelet retries too.
+  grpc::Status after = kubelet_->Allocate({ids[0]}, &resp);
+  for (int i = 0; i < 30 && after.error_message().find("failed to connect") != std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = kubelet_->Allocate({ids[0]}, &resp);
+  }
+  EXPECT_TRUE(after.ok()) << "Allocate after the disk was freed: " << after.error_message();
+  StopAgent();
+  EXPECT_EQ(agent_log_.find("damaged"), std::string::npos) << "a record was torn";
+}
+
 // Two containers on one GPU, each with a 25 % slice (policy default): the one started
 // with CUDA_TASK_PRIORITY=2 (a container may lower its priority, never raise it past the
 // limits file's 1) yields while the other computes, and the other takes what it gives up.
@@ -616,6 +751,125 @@ TEST_F(NodeAgentTest, AContainerAttackingItsRegionCannotStallOrCrashTheAgent) {
   waitpid(hostile, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status)) << "the hostile process stopped early";
   EXPECT_EQ(kill(agent_->pid(), 0), 0);
+  EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
+}
+
+// A container's only writable place on the node is a 4 MiB tmpfs of at most 64 files: a
+// process in its own PID and mount namespace that writes there as much as it can gets
+// ENOSPC at 4 MiB, the node's disk never sees it, the container's region (allocated, not
+// sparse) keeps working for its next process, and the mount goes with the container.
+TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
+  if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
+    std::cout << "NOTE: needs root and unshare: the tmpfs per container was NOT tested\n";
+    GTEST_SKIP();
+  }
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  auto ids = AllIds();
+  kubelet_->SetPods({{"filler", "ns", "c", "nvidia.com/gpu", {ids[0]}}});
+  v1beta1::ContainerAllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate({ids[0]}, &resp).ok());
+  std::string shared = SharedDir(resp);
+  ASSERT_TRUE(Mounted(shared)) << shared;
+  Env e = ContainerEnv(resp);
+  Result made = RunProcess({GpusliceBin(), "burn", "--memory", "64m", "--seconds", "0.2"}, e);
+  ASSERT_EQ(made.code, 0) << made.out << made.err;
+  ASSERT_TRUE(std::filesystem::is_regular_file(shared + "/region"));
+
+  Result fill = RunProcess({"unshare", "--pid", "--mount", "--fork", HostileBin(), "fill-dir", shared});
+  std::cout << fill.out;
+  auto f = Fields(fill.out, "fill-dir");
+  ASSERT_GE(f.size(), 4u) << fill.out << fill.err;
+  EXPECT_LE(U(f[1]), 4u) << "MiB written past a 4 MiB tmpfs";
+  EXPECT_LT(U(f[2]), 64u) << "files made past the inode limit";
+  EXPECT_NE(fill.out.find("No space left on device"), std::string::npos) << fill.out;
+  // The region was allocated when it was made: the container's next process joins it.
+  Result again = RunProcess({GpusliceBin(), "burn", "--memory", "64m", "--seconds", "0.2"}, e);
+  EXPECT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_FALSE(Metrics().empty()) << "the agent stopped answering";
+
+  // The container is gone: after the grace period its directory and its mount are too.
+  kubelet_->SetPods({});
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = !Mounted(shared) && !std::filesystem::exists(shared);
+  }
+  EXPECT_TRUE(gone) << shared << " is still there (or still mounted)";
+}
+
+// A container garbles its own region at random, with its lock held, for a minute, from its
+// own PID and mount namespace. Meanwhile the agent keeps answering metrics and health,
+// Allocate keeps working, a kubelet restart is followed by a new registration (the loop
+// that reads regions is the one that registers), and a tenant on the same card keeps its
+// memory and its compute share (within 5 points of what it got before the attack).
+TEST_F(NodeAgentTest, RandomWritesToARegionForAMinuteHarmNoOneElse) {
+  if (system("command -v unshare >/dev/null") != 0 || geteuid() != 0) {
+    std::cout << "NOTE: needs root and unshare: the one-minute region attack did NOT run\n";
+    GTEST_SKIP();
+  }
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods(
+      {{"evil", "ns", "c", "nvidia.com/gpu", {gpu0 + "::0"}}, {"good", "ns", "c", "nvidia.com/gpu", {gpu0 + "::1"}}});
+  v1beta1::ContainerAllocateResponse evil, good;
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::0"}, &evil).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::1"}, &good).ok());
+  Result made = RunProcess({GpusliceBin(), "burn", "--memory", "64m", "--seconds", "0.2"}, ContainerEnv(evil));
+  ASSERT_EQ(made.code, 0) << made.out << made.err;
+  Env g = ContainerEnv(good);
+  g["GPU_CORE_UTILIZATION_POLICY"] = "force";  // held to its 25 % even when the card is idle
+  auto burn = [&](const char* seconds) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GpusliceBin(), "burn", "--memory", "512m", "--util", "100", "--seconds", seconds}, g);
+  };
+  Result before = burn("5")->Wait();
+  ASSERT_EQ(before.code, 0) << before.out << before.err;
+
+  auto attacker =
+      std::make_unique<Process>(std::vector<std::string>{"unshare", "--pid", "--mount", "--fork", HostileBin(),
+                                                         "scribble", SharedDir(evil) + "/region", "60000"},
+                                Env{});
+  auto during = burn("50");
+  httplib::Client c("127.0.0.1", MetricsPort());
+  c.set_read_timeout(2, 0);
+  int scrapes = 0, allocates = 0;
+  bool restarted = false, good_memory_seen = false;
+  auto start = std::chrono::steady_clock::now();
+  for (auto end = start + std::chrono::seconds(58); std::chrono::steady_clock::now() < end;) {
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics) << "the agent stopped answering";
+    ASSERT_EQ(metrics->status, 200);
+    good_memory_seen |=
+        metrics->body.find("gpuslice_slice_memory_used_bytes{namespace=\"ns\",pod=\"good\"") != std::string::npos;
+    auto health = c.Get("/healthz");
+    ASSERT_TRUE(health);
+    ASSERT_EQ(health->status, 200) << health->body;
+    ++scrapes;
+    if (scrapes % 25 == 0) {
+      v1beta1::ContainerAllocateResponse other;
+      EXPECT_TRUE(kubelet_->Allocate({gpu0 + "::2"}, &other).ok());
+      ++allocates;
+    }
+    if (!restarted && std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+      kubelet_->Restart();
+      EXPECT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 5000))
+          << "the agent's loop is stuck";
+      restarted = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  Result attack = attacker->Wait();
+  Result after = during->Wait();
+  std::cout << scrapes << " scrapes, " << allocates << " allocations during the attack; " << attack.out
+            << "good tenant: " << BurnUtil(before.out) << "% before, " << BurnUtil(after.out) << "% during\n";
+  auto writes = Fields(attack.out, "scribble");
+  ASSERT_EQ(writes.size(), 2u) << attack.out << attack.err;
+  EXPECT_GT(std::stol(writes[1]), 10000) << "the attack did not run";
+  ASSERT_EQ(after.code, 0) << after.out << after.err;  // its 512 MiB allocated and verified
+  EXPECT_NE(after.out.find("allocated 512"), std::string::npos) << after.out;
+  EXPECT_TRUE(good_memory_seen);
+  EXPECT_NEAR(BurnUtil(after.out), BurnUtil(before.out), 5) << before.out << after.out;
+  int status = 0;
   EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
 }
 

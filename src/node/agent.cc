@@ -127,7 +127,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   if (!loaded.ok())
     GS_LOG(kError, "%s; records may be missing: keeping every container directory under %s", loaded.message().c_str(),
            book.ContainersDir().c_str());
-  ContainerDirs dirs(&book);
+  ContainerDirs dirs(&book, /*spares=*/8, cfg.shared_dir_bytes);
   dirs.Start(/*keep_unrecorded=*/!loaded.ok());
   StaleAllocations stale(cfg.cleanup_grace_seconds, UnixNow());
   auto scheduler_link = cfg.scheduler_decisions ? ConnectToScheduler(cfg, &book) : nullptr;
@@ -138,6 +138,12 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   server.Start();
   GS_LOG(kInfo, "serving %zu GPU(s) as %zu x %s slices of %d per GPU", gpus.size(),
          gpus.size() * static_cast<size_t>(cfg.split.split_count), cfg.resource_name.c_str(), cfg.split.split_count);
+  if (!SeesHostPids())
+    GS_LOG(kWarn,
+           "not in the host's PID namespace (a pod without hostPID: true?): container processes' host pids cannot "
+           "be resolved, so their contexts' memory and compute share are not measured");
+  if (cfg.shared_dir_bytes == 0)
+    GS_LOG(kWarn, "--shared-dir-size 0: containers write their regions on the state disk, which they can fill");
 
   // What /healthz checks besides registration: the main loop beats every 200 ms (a sweep
   // may take a while: 60 s allowed), the health watcher every ~1 s (30 s allowed).
@@ -160,11 +166,21 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                         CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use)};
   });
+  // /livez: every loop makes progress (a liveness probe restarts a stuck agent).
+  // /healthz: that, and registered with the kubelet (readiness: not while the kubelet is
+  // away, which a restart would not mend).
+  auto stalled = [&] {
+    std::string loops = progress.Stalled(MonotonicNowNs());
+    return loops.empty() ? "" : "stalled: " + loops + "\n";
+  };
+  http.Handle("/livez", [&] {
+    std::string why = stalled();
+    return HttpResponse{why.empty() ? 200 : 503, "text/plain; charset=utf-8", why.empty() ? "ok\n" : why};
+  });
   http.Handle("/healthz", [&] {
     if (!server.registered()) return HttpResponse{503, "text/plain; charset=utf-8", "not registered\n"};
-    std::string stalled = progress.Stalled(MonotonicNowNs());
-    if (!stalled.empty()) return HttpResponse{503, "text/plain; charset=utf-8", "stalled: " + stalled + "\n"};
-    return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+    std::string why = stalled();
+    return HttpResponse{why.empty() ? 200 : 503, "text/plain; charset=utf-8", why.empty() ? "ok\n" : why};
   });
   std::thread metrics_thread;
   if (!cfg.metrics_addr.empty()) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "src/common/flags.h"
+#include "src/common/quantity.h"
 
 namespace gs::node {
 
@@ -67,6 +68,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
                                 "sweepSeconds",
                                 "cleanupGraceSeconds",
                                 "enforcerPath",
+                                "sharedDirSize",
                                 "schedulerDecisions",
                                 "nodeName",
                                 "kubeconfig",
@@ -107,6 +109,11 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
     if (root["sweepSeconds"]) c->sweep_seconds = root["sweepSeconds"].as<int>();
     if (root["cleanupGraceSeconds"]) c->cleanup_grace_seconds = root["cleanupGraceSeconds"].as<int>();
     if (root["enforcerPath"]) c->enforcer_path = root["enforcerPath"].as<std::string>();
+    if (root["sharedDirSize"]) {
+      std::string size = root["sharedDirSize"].as<std::string>();
+      if (!ParseByteQuantity(size.c_str(), &c->shared_dir_bytes))
+        return InvalidArgument("config file: sharedDirSize '" + size + "' is not a size (e.g. 4Mi, or 0)");
+    }
     if (root["schedulerDecisions"]) c->scheduler_decisions = root["schedulerDecisions"].as<bool>();
     if (root["nodeName"]) c->node_name = root["nodeName"].as<std::string>();
     if (root["kubeconfig"]) c->kubeconfig = root["kubeconfig"].as<std::string>();
@@ -137,7 +144,8 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
 
   int64_t split = c.split.split_count, recovery = c.healthy_recovery_seconds, sweep = c.sweep_seconds,
           grace = c.cleanup_grace_seconds;
-  std::string strategies, packing = c.packing == model::PackingPolicy::kSpread ? "spread" : "binpack", ignored;
+  std::string shared_dir_size, strategies, packing = c.packing == model::PackingPolicy::kSpread ? "spread" : "binpack",
+                                           ignored;
   FlagSet f("node", "The gpuslice node agent: kubelet device plugin with vGPU slices, health and metrics.");
   f.String("config", &c.config_file, "YAML config file (flags > environment > file)", "GPUSLICE_CONFIG");
   f.String("resource-name", &c.resource_name, "extended resource to serve", "RESOURCE_NAME");
@@ -164,6 +172,10 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   f.Int("sweep-seconds", &sweep, "seconds between cleanups of allocations no container holds", 1, 3600);
   f.Int("cleanup-grace-seconds", &grace, "seconds before an allocation no container holds is removed", 0, 86400);
   f.String("enforcer", &c.enforcer_path, "libgpuslice.so to install for containers", "GPUSLICE_ENFORCER");
+  f.String("shared-dir-size", &shared_dir_size,
+           "size of the tmpfs each container may write (its region; e.g. 4Mi); 0 = a plain directory on the "
+           "state disk, which a container can fill",
+           "SHARED_DIR_SIZE");
   f.Bool("scheduler-decisions", &c.scheduler_decisions,
          "give each container what gpuslice scheduler decided (HAMi's annotations: cards, memory, cores) and "
          "publish the cards on the Node",
@@ -178,6 +190,11 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
   c.sweep_seconds = static_cast<int>(sweep);
   c.cleanup_grace_seconds = static_cast<int>(grace);
   if (!strategies.empty()) c.device_list_strategy = SplitList(strategies);
+  if (!shared_dir_size.empty() && !ParseByteQuantity(shared_dir_size.c_str(), &c.shared_dir_bytes))
+    return InvalidArgument("--shared-dir-size: '" + shared_dir_size + "' is not a size (e.g. 4Mi, or 0)");
+  // The region alone is ~290 KiB: a smaller tmpfs would make every enforcer fail to join it.
+  if (c.shared_dir_bytes != 0 && c.shared_dir_bytes < (1ull << 20))
+    return InvalidArgument("--shared-dir-size: at least 1Mi (the region needs ~290 KiB), or 0 for a plain directory");
   GS_RETURN_IF_ERROR(CheckStrategies(c.device_list_strategy));
   if (packing != "spread" && packing != "binpack")
     return InvalidArgument("--packing: '" + packing + "' is not spread or binpack");

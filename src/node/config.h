@@ -3,6 +3,7 @@
 // message that names the flag and the accepted range. Parsed once at start.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct Config {
   int sweep_seconds = 30;                                       // period of the cleanup of stale allocations
   int cleanup_grace_seconds = 60;  // an allocation no container holds is removed after this
   std::string enforcer_path;       // libgpuslice.so to install (default: next to gpuslice)
+  // Each container's writable directory is a tmpfs of this size (ContainerDirs); 0 = a
+  // plain directory on the state disk, which a container can fill.
+  uint64_t shared_dir_bytes = 4ull << 20;
   // Fractional scheduling (docs/scheduler.md): Allocate applies what `gpuslice scheduler`
   // decided for the pod, and the agent publishes its cards on its Node object.
   bool scheduler_decisions = false;

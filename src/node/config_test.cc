@@ -57,6 +57,8 @@ TEST(NodeConfig, BadValuesNameTheFlagAndRange) {
   expect({"--resource-name", "gpu"}, "not an extended resource");
   expect({"--packing", "tight"}, "--packing");
   expect({"--frobnicate"}, "unknown flag --frobnicate");
+  expect({"--shared-dir-size", "lots"}, "--shared-dir-size: 'lots' is not a size");
+  expect({"--shared-dir-size", "64k"}, "--shared-dir-size: at least 1Mi");
   unsetenv("NODE_NAME");
   expect({"--scheduler-decisions"}, "--scheduler-decisions needs --node-name");
   auto c = Load({"--scheduler-decisions", "--node-name", "n1", "--kubeconfig", "/etc/kube.conf"});
@@ -74,6 +76,19 @@ TEST(NodeConfig, FileErrorsNameTheKey) {
   EXPECT_TRUE(ApplyConfigYaml("ignoredXids: [13, 43]\ndeviceListStrategy: [envvar, cdi-cri]\n", &c).ok());
   EXPECT_EQ(c.ignored_xids.size(), 2u);
   EXPECT_EQ(c.device_list_strategy.size(), 2u);
+  EXPECT_NE(ApplyConfigYaml("sharedDirSize: huge\n", &c).message().find("sharedDirSize 'huge' is not a size"),
+            std::string::npos);
+  EXPECT_TRUE(ApplyConfigYaml("sharedDirSize: 8Mi\n", &c).ok());
+  EXPECT_EQ(c.shared_dir_bytes, 8ull << 20);
+}
+
+TEST(NodeConfig, EachContainerDirectoryIsASmallTmpfsUnlessTurnedOff) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->shared_dir_bytes, 4ull << 20);
+  c = Load({"--shared-dir-size", "0"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->shared_dir_bytes, 0u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "src/node/container_dirs.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +25,8 @@ std::string RandomId() {
 
 }  // namespace
 
-ContainerDirs::ContainerDirs(const SliceBook* book, size_t spares) : book_(book), want_(spares) {}
+ContainerDirs::ContainerDirs(const SliceBook* book, size_t spares, uint64_t shared_dir_bytes)
+    : book_(book), want_(spares), shared_dir_bytes_(shared_dir_bytes) {}
 
 ContainerDirs::~ContainerDirs() {
   {
@@ -42,18 +44,11 @@ void ContainerDirs::Start(bool keep_unrecorded) {
   std::filesystem::create_directories(book_->ContainersDir(), ec);
   if (!keep_unrecorded)
     for (const auto& e : std::filesystem::directory_iterator(book_->ContainersDir(), ec))
-      if (!recorded.count(e.path().filename().string())) std::filesystem::remove_all(e.path(), ec);
+      if (!recorded.count(e.path().filename().string())) Remove(e.path().string());
   thread_ = std::thread([this] { Run(); });
 }
 
 namespace {
-
-Status MakeSharedDir(const std::string& dir) {
-  std::string shared = dir + "/shared";
-  if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
-  chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
-  return Status::Ok();
-}
 
 // Replaces the limits file with a new, empty inode (made beside it, renamed over it): a
 // container still running from this directory keeps its file, unchanged. Take()'s owner
@@ -73,21 +68,51 @@ Status FreshLimitsFile(const std::string& dir) {
 
 }  // namespace
 
+Status ContainerDirs::MakeSharedDir(const std::string& dir) const {
+  std::string shared = dir + "/shared";
+  if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
+  chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
+  if (shared_dir_bytes_ == 0) return Status::Ok();
+  std::string options =
+      "size=" + std::to_string(shared_dir_bytes_) + ",nr_inodes=" + std::to_string(kSharedDirInodes) + ",mode=0777";
+  if (mount("gpuslice-shared", shared.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0) {
+    Status s = FailedPrecondition("cannot mount a " + std::to_string(shared_dir_bytes_) + "-byte tmpfs at " + shared +
+                                  ": " + strerror(errno) +
+                                  " (the agent needs CAP_SYS_ADMIN; --shared-dir-size 0 leaves the directory "
+                                  "unbounded on the node's disk)");
+    rmdir(shared.c_str());
+    return s;
+  }
+  return Status::Ok();
+}
+
+void ContainerDirs::Remove(const std::string& dir) const {
+  // MNT_DETACH: a container still running from the directory keeps its files until it
+  // exits; nothing here waits for it. EINVAL (not a mount point) is the plain-directory case.
+  umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 StatusOr<std::string> ContainerDirs::MakeSpare() {
   std::string id = RandomId(), dir = book_->ContainerDir(id);
   if (mkdir(dir.c_str(), 0755) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
   int fd = open((dir + "/limits").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot create " + dir + "/limits: " + strerror(errno));
-  close(fd);
-  if (Status s = MakeSharedDir(dir); !s.ok()) return s;
+  Status s = fd >= 0 ? MakeSharedDir(dir) : Internal("cannot create " + dir + "/limits: " + strerror(errno));
+  if (fd >= 0) close(fd);
+  if (!s.ok()) {
+    Remove(dir);
+    return s;
+  }
   return id;
 }
 
 std::string ContainerDirs::Recycle(const std::string& id) {
   std::string dir = book_->ContainerDir(id);
   std::error_code ec;
-  // Whatever the container left in shared/ (files, links, directories) goes with it;
-  // remove_all never follows a link.
+  // Whatever the container left in shared/ (files, links, directories) goes with it (with
+  // its tmpfs); remove_all never follows a link.
+  umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   std::filesystem::remove_all(dir + "/shared", ec);
   if (ec || !MakeSharedDir(dir).ok() || !FreshLimitsFile(dir).ok()) return "";
   std::string fresh = RandomId();  // an id is never handed out twice
@@ -141,13 +166,12 @@ void ContainerDirs::Run() {
     size_t missing = want_ > ready_.size() ? want_ - ready_.size() : 0;
     l.unlock();
     std::vector<std::string> made;
-    std::error_code ec;
     for (const auto& id : discarded) {
       std::string spare = made.size() < missing ? Recycle(id) : "";
       if (!spare.empty())
         made.push_back(spare);
       else
-        std::filesystem::remove_all(book_->ContainerDir(id), ec);
+        Remove(book_->ContainerDir(id));
     }
     Status failed;
     while (made.size() < missing && failed.ok()) {

@@ -8,10 +8,19 @@
 // one (a new inode: a container that is still running keeps the old file mounted, and
 // must never see its limits rewritten for the next one); the directory itself is reused.
 //
+// `shared/` is the only place a container can write on the host. With a size (the
+// default, --shared-dir-size), it is a tmpfs of that size and at most kSharedDirInodes
+// files, mounted nosuid,nodev,noexec: a container that writes there cannot fill the
+// node's disk (and with it every other container's region pages and the agent's records),
+// and what it wrote is gone with the mount. Mounting needs CAP_SYS_ADMIN; when it fails,
+// Take() fails with the reason (fail closed: the pod is not started with an unbounded
+// directory). With size 0 it is a plain directory on the state disk.
+//
 // Thread-safe.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -25,7 +34,8 @@ namespace gs::node {
 
 class ContainerDirs {
  public:
-  explicit ContainerDirs(const SliceBook* book, size_t spares = 8);
+  // shared_dir_bytes: the size of each `shared/` tmpfs; 0 = a plain directory.
+  explicit ContainerDirs(const SliceBook* book, size_t spares = 8, uint64_t shared_dir_bytes = 0);
   ~ContainerDirs();
   ContainerDirs(const ContainerDirs&) = delete;
   ContainerDirs& operator=(const ContainerDirs&) = delete;
@@ -44,17 +54,28 @@ class ContainerDirs {
   // Waits until the background thread is idle (tests).
   void Settle();
 
+  // Files (inodes) a `shared/` tmpfs holds at most: the region and what the enforcer's
+  // processes may add beside it, with room to spare; millions of empty files a container
+  // could otherwise make cost the node's kernel memory, not the tmpfs's size.
+  static constexpr int kSharedDirInodes = 64;
+
  private:
   StatusOr<std::string> MakeSpare();
   // Turns a discarded container directory into a spare ("" when it cannot be reused).
   std::string Recycle(const std::string& id);
   void Run();
   // Nothing to remove and more than half the spares ready (mu_ held): refills come in
-  // batches, so their file system work rarely runs beside an Allocate.
-  bool Idle() const { return discarded_.empty() && ready_.size() > want_ / 2; }
+  // batches, so their file system work rarely runs beside an Allocate. (No spares wanted:
+  // idle once nothing is left to remove.)
+  bool Idle() const { return discarded_.empty() && (want_ == 0 || ready_.size() > want_ / 2); }
+
+  Status MakeSharedDir(const std::string& dir) const;
+  // Unmounts `shared/` (if it is a mount) and removes the directory.
+  void Remove(const std::string& dir) const;
 
   const SliceBook* book_;
   const size_t want_;
+  const uint64_t shared_dir_bytes_;
   std::mutex mu_;
   std::condition_variable cv_, settled_;
   std::deque<std::string> ready_;       // spare ids

@@ -15,4 +15,12 @@ namespace gs::node {
 // Returns how many slots got a (new) host pid.
 int ResolveHostPids(const std::vector<std::string>& region_paths);
 
+// False when this process is not in the initial PID namespace: a node agent in a pod
+// without hostPID sees no container's processes, so no host pid is ever resolved, and
+// each container's context footprint (measured through NVML by host pid) and compute
+// share go unmeasured. (NSpid cannot tell: it is relative to the namespace /proc was
+// mounted for, so inside a pod it names one pid. The initial namespace's inode number is
+// fixed by the kernel, PROC_PID_INIT_INO.)
+bool SeesHostPids();
+
 }  // namespace gs::node

@@ -63,10 +63,12 @@ Region* Map(const char* path, bool writable, OpenError* error, char* msg, size_t
   }
   if (writable && st.st_size == 0) {
     // Creating: size it; concurrent creators agree because all write the same zeroes and
-    // the initialisation below runs under an flock.
-    if (ftruncate(fd, sizeof(Region)) != 0) {
+    // the initialisation below runs under an flock. Allocated, not sparse: a page of a
+    // sparse file that cannot be had later (a full disk or tmpfs) is a SIGBUS in every
+    // process that maps the region; here it is an error, once, before anyone maps it.
+    if (int err = posix_fallocate(fd, 0, sizeof(Region)); err != 0) {
       *error = OpenError::kIo;
-      snprintf(msg, msg_size, "cannot size region %s: %s", path, strerror(errno));
+      snprintf(msg, msg_size, "cannot size region %s: %s", path, strerror(err));
       close(fd);
       return nullptr;
     }

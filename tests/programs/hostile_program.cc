@@ -16,15 +16,28 @@
 //                uninitialised
 //   fork MS      fork; the parent exits after MS, the child goes on with the next steps
 //   sleep MS     sleep
+// And attacks on the node through what a container may write (no driver needed):
+//   scribble PATH MS  for MS ms, random bytes at random places of the file PATH (its
+//                     region), with the file's lock held, now and then shrinking it and
+//                     writing it back: "scribble <writes>"
+//   fill-dir DIR      writes DIR/junk until refused, then makes empty files until refused:
+//                     "fill-dir <MiB> <files> <error of the last refusal>"
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "src/platform/cuda_api.h"
 
@@ -51,9 +64,71 @@ const char* Name(CUresult rc) {
   return s;
 }
 
+// Garbles PATH for `ms` milliseconds; returns the number of writes, -1 if it cannot open it.
+long Scribble(const char* path, long ms) {
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  flock(fd, LOCK_EX);  // never released: a reader that waits for it waits forever
+  struct stat st;
+  fstat(fd, &st);
+  std::vector<char> original(static_cast<size_t>(st.st_size));
+  if (pread(fd, original.data(), original.size(), 0) < 0) return -1;
+  std::mt19937_64 rng(std::random_device{}());
+  size_t size = original.empty() ? 4096 : original.size();
+  char junk[64];
+  long writes = 0;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+       std::chrono::steady_clock::now() < end; ++writes) {
+    if (writes % 200 == 199) {  // shrink it under the reader, then put it back
+      (void)!ftruncate(fd, static_cast<off_t>(rng() % size));
+      (void)!pwrite(fd, original.data(), original.size(), 0);
+    }
+    for (auto& c : junk) c = static_cast<char>(rng());
+    size_t len = 1 + rng() % sizeof(junk);
+    (void)!pwrite(fd, junk, len, static_cast<off_t>(rng() % size));
+    if (writes % 64 == 0) usleep(100);  // leave the machine to the others now and then
+  }
+  return writes;
+}
+
+// Fills DIR: one file as large as it will take, then empty files.
+void FillDir(const std::string& dir) {
+  long mib = 0, files = 0;
+  int err = 0;
+  int fd = open((dir + "/junk").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0) err = errno;
+  std::vector<char> block(1 << 20, 'x');
+  while (fd >= 0 && mib < 1024) {
+    if (write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+      err = errno;
+      break;
+    }
+    ++mib;
+  }
+  if (fd >= 0) close(fd);
+  for (; files < 100000; ++files) {
+    int f = open((dir + "/f" + std::to_string(files)).c_str(), O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0) {
+      err = errno;
+      break;
+    }
+    close(f);
+  }
+  printf("fill-dir %ld %ld %s\n", mib, files, strerror(err));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Attacks on the node's files need no driver.
+  if (argc == 4 && strcmp(argv[1], "scribble") == 0) {
+    printf("scribble %ld\n", Scribble(argv[2], atol(argv[3])));
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "fill-dir") == 0) {
+    FillDir(argv[2]);
+    return 0;
+  }
   g_libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (g_libcuda == nullptr) {
     fprintf(stderr, "hostile: no libcuda.so.1: %s\n", dlerror());

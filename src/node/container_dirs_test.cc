@@ -1,0 +1,144 @@
+// ContainerDirs' writable `shared/` directory as a tmpfs: its size and file count are
+// bounded, it cannot hold programs or devices, each container gets a fresh one, removal
+// unmounts it, and an agent that cannot mount fails closed with the reason.
+#include "src/node/container_dirs.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/temp_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace gs::node {
+namespace {
+
+bool Mounted(const std::string& path) {
+  std::ifstream info("/proc/self/mountinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.find(" " + path + " ") != std::string::npos) return true;
+  return false;
+}
+
+class ContainerDirsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_ + "/containers");
+    model::SplitPolicy p;
+    p.split_count = 4;
+    book_ = std::make_unique<SliceBook>(std::vector<model::Gpu>{{"GPU-a", 0, "T4", 16ull << 30, 0, 0, true}}, p, dir_);
+    ASSERT_TRUE(book_->Load().ok());
+  }
+  gs::testing::TempDir tmp_{"gs-dirs"};
+  const std::string dir_ = tmp_.path();
+  std::unique_ptr<SliceBook> book_;
+};
+
+TEST_F(ContainerDirsTest, SharedDirectoryIsABoundedTmpfs) {
+  if (geteuid() != 0) {
+    std::cout << "NOTE: needs root (mount): the per-container tmpfs was NOT tested\n";
+    GTEST_SKIP();
+  }
+  auto dirs = std::make_unique<ContainerDirs>(book_.get(), 2, 2ull << 20);
+  dirs->Start();
+  std::string id;
+  ASSERT_TRUE(dirs->Take(&id).ok());
+  std::string shared = book_->SharedDir(id);
+  struct statfs sf;
+  ASSERT_EQ(statfs(shared.c_str(), &sf), 0);
+  EXPECT_EQ(sf.f_type, static_cast<decltype(sf.f_type)>(TMPFS_MAGIC));
+  EXPECT_EQ(static_cast<uint64_t>(sf.f_blocks) * sf.f_bsize, 2ull << 20);
+  EXPECT_EQ(sf.f_flags & (ST_NOSUID | ST_NODEV | ST_NOEXEC),
+            static_cast<unsigned long>(ST_NOSUID | ST_NODEV | ST_NOEXEC));
+  struct stat st;
+  ASSERT_EQ(stat(shared.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);  // container processes run as any user
+
+  // 3 MiB into a 2 MiB directory: refused at 2 MiB.
+  int fd = open((shared + "/big").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<char> mib(1 << 20, 'x');
+  int written = 0;
+  while (written < 3 && write(fd, mib.data(), mib.size()) == static_cast<ssize_t>(mib.size())) ++written;
+  int err = errno;
+  close(fd);
+  EXPECT_EQ(written, 2);
+  EXPECT_EQ(err, ENOSPC);
+  int files = 0;
+  for (; files < 1000; ++files) {
+    int f = open((shared + "/f" + std::to_string(files)).c_str(), O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0) break;
+    close(f);
+  }
+  EXPECT_LT(files, ContainerDirs::kSharedDirInodes);
+
+  // Recycled for the next container: a fresh, empty tmpfs; the old one is unmounted.
+  dirs->Discard(id);
+  dirs->Settle();
+  EXPECT_FALSE(Mounted(shared));
+  std::vector<std::string> taken;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(dirs->Take(&id).ok());
+    taken.push_back(id);
+    EXPECT_TRUE(Mounted(book_->SharedDir(id)));
+    EXPECT_TRUE(fs::is_empty(book_->SharedDir(id)));
+  }
+  // A restart with no record of them removes them, mounts and all.
+  dirs = std::make_unique<ContainerDirs>(book_.get(), 0, 2ull << 20);  // no spares: only the cleanup
+  dirs->Start();
+  dirs->Settle();
+  for (const auto& t : taken) {
+    EXPECT_FALSE(Mounted(book_->SharedDir(t))) << t;
+    EXPECT_FALSE(fs::exists(book_->ContainerDir(t))) << t;
+  }
+}
+
+// Without the right to mount (an agent started without CAP_SYS_ADMIN), Take fails with
+// the reason and the way out, and leaves nothing behind: no container gets an unbounded
+// directory by accident.
+TEST_F(ContainerDirsTest, WithoutTheRightToMountTakeFailsClosed) {
+  if (geteuid() == 0) {
+    // Drop to nobody in a child: the refusal must come from the kernel, as in a real
+    // unprivileged agent.
+    fs::permissions(dir_, fs::perms::all);
+    fs::permissions(dir_ + "/containers", fs::perms::all);
+  }
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    ContainerDirs dirs(book_.get(), 0, 4ull << 20);
+    std::string id;
+    Status s = dirs.Take(&id);
+    std::string msg = s.ok() ? "ok" : s.message();
+    (void)!write(pipefd[1], msg.data(), msg.size());
+    _exit(0);
+  }
+  close(pipefd[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof(buf))) > 0;) msg.append(buf, n);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(msg.find("cannot mount a 4194304-byte tmpfs at"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--shared-dir-size 0"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::is_empty(dir_ + "/containers"));
+}
+
+}  // namespace
+}  // namespace gs::node
