@@ -9,7 +9,9 @@ SECONDS_RUN=${DEMO_SECONDS:-15}
 ROOT=$(mktemp -d /tmp/gpuslice-demo-XXXXXX)
 OUT="$ROOT/out"
 mkdir -p "$OUT"
-cleanup() { kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; "$G" sim down --root "$ROOT/node" >/dev/null 2>&1; rm -rf "$ROOT"; }
+# The agent's per-container tmpfs mounts (as root) go first, deepest first.
+unmount_all() { awk -v d="$ROOT" 'index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l 2>/dev/null; }
+cleanup() { kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; "$G" sim down --root "$ROOT/node" >/dev/null 2>&1; unmount_all; rm -rf "$ROOT"; }
 trap cleanup EXIT
 
 bold() { printf '\033[1m%s\033[0m\n' "$*"; }
@@ -121,7 +123,9 @@ echo
 if [ $fail -ne 0 ]; then
   bold "Some tenant was NOT held to its slice. Logs: kept in $OUT"
   trap - EXIT
+  kill $(jobs -p) 2>/dev/null
   "$G" sim down --root "$ROOT/node" >/dev/null 2>&1
+  unmount_all
   exit 1
 fi
 echo "metrics endpoint: ${metrics_series:-0} gpuslice_* series served by the node agent at the end"
