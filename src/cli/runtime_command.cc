@@ -24,6 +24,10 @@ int RuntimeCommand(const std::vector<std::string>& args) {
   f.String("enforcer", &r.enforcer_path, "libgpuslice.so for the hook to inject");
   f.String("driver-root", &r.driver_root, "driver root for the hook (a simulated node's root)");
   f.String("state-dir", &r.state_dir, "state directory for the hook");
+  f.String("hook-log", &r.hook_log, "file the hook appends its refusals to (--mode hook)");
+  f.Bool("accept-env-when-unprivileged", &r.accept_env_when_unprivileged,
+         "the hook gives GPUs to unprivileged containers that only set NVIDIA_VISIBLE_DEVICES (--mode hook; "
+         "single-tenant hosts only)");
   std::vector<std::string> rest;
   if (Status s = f.Parse(std::vector<std::string>(args.begin() + 1, args.end()), &rest); !s.ok()) {
     std::cerr << "gpuslice runtime: " << s.message() << "\n";

@@ -15,6 +15,8 @@ std::string HookJson(const RuntimeConfigRequest& r) {
   std::vector<std::string> args = {"gpuslice", "hook", "--enforcer", r.enforcer_path};
   if (!r.driver_root.empty()) args.insert(args.end(), {"--driver-root", r.driver_root});
   if (!r.state_dir.empty()) args.insert(args.end(), {"--state-dir", r.state_dir});
+  if (!r.hook_log.empty()) args.insert(args.end(), {"--log", r.hook_log});
+  if (r.accept_env_when_unprivileged) args.push_back("--accept-env-when-unprivileged");
   nlohmann::json hook = {{"version", "1.0.0"},
                          {"hook",
                           {{"path", r.gpuslice_path},
@@ -77,8 +79,8 @@ constexpr Runtime kRuntimes[] = {
       ConfigMerge::kReplace},
      {nullptr, kHooksDir, nullptr,
       "then: podman run -v /dev/null:/var/run/nvidia-container-devices/0:ro ... (the hook ignores "
-      "NVIDIA_VISIBLE_DEVICES of unprivileged containers unless its args get "
-      "--accept-env-when-unprivileged)",
+      "NVIDIA_VISIBLE_DEVICES of unprivileged containers unless configured with "
+      "--accept-env-when-unprivileged, for single-tenant hosts only)",
       ConfigMerge::kReplace}},
 };
 
@@ -94,6 +96,9 @@ std::string RuntimeNames(const std::string& separator, const std::string& last_s
 
 StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r) {
   if (r.mode != "cdi" && r.mode != "hook") return InvalidArgument("--mode must be cdi or hook, not '" + r.mode + "'");
+  if (r.mode != "hook" && (!r.hook_log.empty() || r.accept_env_when_unprivileged))
+    return InvalidArgument(
+        "--hook-log and --accept-env-when-unprivileged are options of the OCI hook: only with --mode hook");
   for (const auto& rt : kRuntimes) {
     if (r.runtime != rt.name) continue;
     const Route& route = r.mode == "hook" ? rt.hook : rt.cdi;

@@ -21,6 +21,11 @@ struct RuntimeConfigRequest {
   std::string enforcer_path = "/usr/lib/gpuslice/libgpuslice.so";
   std::string driver_root;  // passed to the hook when set (simulated nodes)
   std::string state_dir;    // passed to the hook when set
+  // The hook's own options (--mode hook only): a file for its refusals (runc drops a
+  // successful hook's stderr), and the single-tenant escape hatch that gives GPUs to
+  // unprivileged containers by NVIDIA_VISIBLE_DEVICES alone (docs/containers.md).
+  std::string hook_log;
+  bool accept_env_when_unprivileged = false;
 };
 
 // How a change goes into its file.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,35 @@ TEST_F(RuntimeConfigTest, HookFilesCarryAnExplicitEnv) {
   EXPECT_TRUE(Apply("crio").ok());
   EXPECT_NE(Read(root_ + "/etc/crio/crio.conf.d/99-gpuslice.conf").find("cdi_spec_dirs"), std::string::npos);
   EXPECT_FALSE(Apply("lxc").ok());
+}
+
+// The hook's own options reach its command line; asked for with CDI, they are refused
+// (they would silently do nothing).
+TEST_F(RuntimeConfigTest, HookOptionsGoIntoItsArguments) {
+  RuntimeConfigRequest r;
+  r.runtime = "podman";
+  r.mode = "hook";
+  r.root = root_;
+  r.hook_log = "/var/log/gpuslice-hook.log";
+  r.accept_env_when_unprivileged = true;
+  auto c = PlanRuntimeConfig(r);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(ApplyRuntimeConfig(r, *c).ok());
+  auto args = nlohmann::json::parse(Read(root_ + "/usr/share/containers/oci/hooks.d/gpuslice.json"))["hook"]["args"];
+  std::vector<std::string> got = args.get<std::vector<std::string>>();
+  auto at = std::find(got.begin(), got.end(), "--log");
+  ASSERT_NE(at, got.end());
+  EXPECT_EQ(*(at + 1), "/var/log/gpuslice-hook.log");
+  EXPECT_NE(std::find(got.begin(), got.end(), "--accept-env-when-unprivileged"), got.end());
+  // Without them, the hook runs with its safe default.
+  EXPECT_TRUE(Apply("podman", "hook").ok());
+  got = nlohmann::json::parse(Read(root_ + "/usr/share/containers/oci/hooks.d/gpuslice.json"))["hook"]["args"]
+            .get<std::vector<std::string>>();
+  EXPECT_EQ(std::find(got.begin(), got.end(), "--accept-env-when-unprivileged"), got.end());
+  r.mode = "cdi";
+  auto refused = PlanRuntimeConfig(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("only with --mode hook"), std::string::npos);
 }
 
 TEST(RuntimeTable, EveryRowIsNamedAndRefusalsSayWhatToDoInstead) {
