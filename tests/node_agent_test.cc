@@ -741,7 +741,7 @@ TEST_F(NodeAgentTest, AContainerAttackingItsRegionCannotStallOrCrashTheAgent) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::cout << scrapes << " scrapes during the attack\n";
-  // The loop that sweeps and resolves host pids every second is the one that re-registers.
+  // The agent's loops keep going: the main loop re-registers, the containers loop goes on reading regions.
   kubelet_->Restart();
   EXPECT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 5000)) << "the agent's loop is stuck";
   v1beta1::ContainerAllocateResponse other;
@@ -798,10 +798,10 @@ TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
 }
 
 // A container garbles its own region at random, with its lock held, for a minute, from its
-// own PID and mount namespace. Meanwhile the agent keeps answering metrics and health,
-// Allocate keeps working, a kubelet restart is followed by a new registration (the loop
-// that reads regions is the one that registers), and a tenant on the same card keeps its
-// memory and its compute share (within 5 points of what it got before the attack).
+// own PID and mount namespace. Meanwhile the agent keeps answering metrics and health
+// (which checks that the loop reading regions makes progress), Allocate keeps working, a
+// kubelet restart is followed by a new registration, and a tenant on the same card keeps
+// its memory and its compute share (within 5 points of what it got before the attack).
 TEST_F(NodeAgentTest, RandomWritesToARegionForAMinuteHarmNoOneElse) {
   if (system("command -v unshare >/dev/null") != 0 || geteuid() != 0) {
     std::cout << "NOTE: needs root and unshare: the one-minute region attack did NOT run\n";

@@ -145,10 +145,13 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   if (cfg.shared_dir_bytes == 0)
     GS_LOG(kWarn, "--shared-dir-size 0: containers write their regions on the state disk, which they can fill");
 
-  // What /healthz checks besides registration: the main loop beats every 200 ms (a sweep
-  // may take a while: 60 s allowed), the health watcher every ~1 s (30 s allowed).
+  // What /healthz and /livez check: the main loop (the kubelet's registration, the CDI
+  // spec) beats every 200 ms (10 s allowed), the containers loop (host pids, the cleanup)
+  // every 200 ms (a pod-resources List may take its 3 s deadline: 60 s allowed), the
+  // health watcher every ~1 s (30 s allowed).
   Progress progress;
-  const int main_loop = progress.Register("main loop", 60'000'000'000, MonotonicNowNs());
+  const int main_loop = progress.Register("main loop", 10'000'000'000, MonotonicNowNs());
+  const int containers_loop = progress.Register("containers loop", 60'000'000'000, MonotonicNowNs());
   const int health_loop = progress.Register("health watcher", 30'000'000'000, MonotonicNowNs());
   HealthWatcher health(cfg, driver, &book);
   std::thread health_thread([&] { health.Run(stop, [&] { progress.Beat(health_loop, MonotonicNowNs()); }); });
@@ -193,12 +196,42 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
     }
   }
 
-  int64_t next_sweep = 0, next_pids = 0;
+  // Work on what containers wrote or hold runs in its own loop, so that however long it
+  // takes, the loop that keeps the kubelet's registration never waits for it.
+  std::thread containers_thread([&] {
+    int64_t next_sweep = 0, next_pids = 0;
+    while (!stop) {
+      progress.Beat(containers_loop, MonotonicNowNs());
+      int64_t now = MonotonicNowNs();
+      if (now >= next_pids) {
+        // New container processes need their host pid quickly: the enforcer measures its
+        // context's footprint through NVML by it.
+        std::vector<std::string> regions;
+        for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
+        ResolveHostPids(regions);
+        next_pids = now + 1'000'000'000;
+      }
+      if (now >= next_sweep) {
+        std::vector<ContainerDevices> fresh;
+        {
+          std::lock_guard<std::mutex> l(pods_mu);
+          fresh = pods;
+        }
+        Sweep(cfg, &book, &dirs, &stale, &fresh);
+        {
+          std::lock_guard<std::mutex> l(pods_mu);
+          pods = fresh;
+        }
+        next_sweep = now + static_cast<int64_t>(cfg.sweep_seconds) * 1'000'000'000;
+      }
+      SleepUntilNs(MonotonicNowNs() + 200'000'000);
+    }
+  });
+
   std::string cdi_health;  // the healthy set the spec was last written for
   while (!stop) {
     progress.Beat(main_loop, MonotonicNowNs());
     server.Keep();
-    int64_t now = MonotonicNowNs();
     std::string health;
     for (const auto& g : book.Gpus()) health += g.healthy ? '1' : '0';
     if (health != cdi_health) {
@@ -206,29 +239,9 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
       if (scheduler_link && !cdi_health.empty()) scheduler_link->registrar->Poke();
       cdi_health = health;
     }
-    std::vector<std::string> regions;
-    for (const auto& rec : book.Records()) regions.push_back(book.RegionFile(rec.id));
-    if (now >= next_pids) {
-      // New container processes need their host pid quickly: the enforcer measures its
-      // context's footprint through NVML by it.
-      ResolveHostPids(regions);
-      next_pids = now + 1'000'000'000;
-    }
-    if (now >= next_sweep) {
-      std::vector<ContainerDevices> fresh;
-      {
-        std::lock_guard<std::mutex> l(pods_mu);
-        fresh = pods;
-      }
-      Sweep(cfg, &book, &dirs, &stale, &fresh);
-      {
-        std::lock_guard<std::mutex> l(pods_mu);
-        pods = fresh;
-      }
-      next_sweep = now + static_cast<int64_t>(cfg.sweep_seconds) * 1'000'000'000;
-    }
     SleepUntilNs(MonotonicNowNs() + 200'000'000);
   }
+  containers_thread.join();
   GS_LOG(kInfo, "stopping");
   if (scheduler_link) scheduler_link->registrar->Stop();
   service.Stop();
