@@ -1,7 +1,7 @@
 // The admission webhook (webhook.h) over HTTPS: POST <any path ending in /mutate> with
 // an AdmissionReview, answered with the mutated review; GET /healthz. The API server
-// only calls webhooks over TLS; the certificate and key are PEM files read at Bind()
-// (a rotated certificate needs a restart).
+// only calls webhooks over TLS; the certificate (with its chain) and key are PEM files,
+// checked at Bind() and read again when they change (rotation needs no restart).
 //
 // Created by `gpuslice scheduler --webhook-port`; thread-safe, served on cpp-httplib's
 // pool of threads.

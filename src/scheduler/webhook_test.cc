@@ -198,4 +198,54 @@ TEST(WebhookTest, ServedOverHttps) {
 }
 
 }  // namespace
+// cert-manager renews the serving certificate in place: the webhook serves the new one
+// without a restart (a client that trusts only the new CA gets through once the files
+// changed), and files that do not hold a matching pair leave the current one in service.
+TEST(WebhookTest, ARotatedCertificateIsServedWithoutARestart) {
+  gs::testing::TempDir dir("gs-webhook-rotate");
+  std::filesystem::create_directories(dir.path() + "/old");
+  std::filesystem::create_directories(dir.path() + "/new");
+  kube::testing::TestCerts before, after;
+  ASSERT_TRUE(kube::testing::MakeTestCerts(dir.path() + "/old", &before));
+  ASSERT_TRUE(kube::testing::MakeTestCerts(dir.path() + "/new", &after));
+  const std::string cert = dir.path() + "/tls.crt", key = dir.path() + "/tls.key";
+  auto install = [&](const std::string& c, const std::string& k) {
+    // As the kubelet updates a mounted Secret: new files renamed over the old ones.
+    std::filesystem::copy_file(c, cert + ".tmp", std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(k, key + ".tmp", std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(cert + ".tmp", cert);
+    std::filesystem::rename(key + ".tmp", key);
+  };
+  install(before.server_cert, before.server_key);
+  WebhookHttpsServer server(WebhookOptions{});
+  auto port = server.Bind("127.0.0.1", 0, cert, key);
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  std::thread serving([&] { server.Serve(); });
+  auto healthy_for = [&](const std::string& ca) {
+    httplib::SSLClient client("127.0.0.1", *port);
+    client.set_ca_cert_path(ca.c_str());
+    client.enable_server_certificate_verification(true);
+    auto res = client.Get("/healthz");
+    return res && res->status == 200;
+  };
+  EXPECT_TRUE(healthy_for(before.ca_cert));
+  EXPECT_FALSE(healthy_for(after.ca_cert));
+
+  install(after.server_cert, after.server_key);
+  bool rotated = false;
+  for (int i = 0; i < 40 && !rotated; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rotated = healthy_for(after.ca_cert);
+  }
+  EXPECT_TRUE(rotated) << "the renewed certificate was not served within 4 s";
+  EXPECT_FALSE(healthy_for(before.ca_cert));
+
+  // A half-written renewal (the old CA's certificate with the new key) is not taken.
+  install(before.server_cert, after.server_key);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(healthy_for(after.ca_cert));
+  server.Stop();
+  serving.join();
+}
+
 }  // namespace gs::scheduler
