@@ -36,6 +36,14 @@ e2e: build
 	@scripts/install-deps.sh e2e
 	@tests/e2e/run.sh $(BUILD)
 
+# Scheduling throughput through a real kube-scheduler v1.20.2 + API server with 5000 Node
+# objects (no kubelets) and 1000 pods, with and without `gpuslice scheduler` as extender:
+# bench/cluster/throughput.sh (knobs NODES, PODS, REPEAT, SHAPES, ... there). Prints figures.
+.PHONY: bench-cluster
+bench-cluster: build
+	@scripts/install-deps.sh e2e
+	@bench/cluster/throughput.sh $(BUILD)
+
 # libFuzzer targets for every parser of outside input (docs/fuzzing.md): clang with
 # ASan+UBSan, each target over its corpus and regressions, then FUZZ_SECONDS of fuzzing.
 FUZZ_SECONDS ?= 20

@@ -6,6 +6,12 @@
 # /tmp/gpuslice-e2e), apart from what the kubelet insists on (below).
 #
 #   tests/e2e/cluster.sh up [--build DIR] [--extender URL]   (re)starts everything
+#   tests/e2e/cluster.sh up --control-plane [--build DIR] [--extender URL]
+#                                                            only etcd, the API server and the two
+#                                                            kube-schedulers: no kubelet,
+#                                                            containerd, controller-manager or
+#                                                            agent (Node objects are made through
+#                                                            the API: bench/cluster/throughput.sh)
 #   tests/e2e/cluster.sh gpu-scheduler [EXTENDER_URL]        (re)starts the GPU pods' kube-scheduler
 #                                                            with this extender (none: stops it)
 #   tests/e2e/cluster.sh env                                 exports for a shell (KUBECONFIG, PATH)
@@ -333,6 +339,11 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
+# 1.20's defaults (5/10) throttle the status manager's GET + PATCH per pod status change:
+# 40 pods started at once had their containers running after ~8 s but showed Running in
+# the API only ~18 s later. 50/100 are the defaults since Kubernetes 1.27.
+kubeAPIQPS: ${GPUSLICE_E2E_KUBELET_QPS:-50}
+kubeAPIBurst: ${GPUSLICE_E2E_KUBELET_BURST:-100}
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
@@ -348,6 +359,14 @@ apiVersion: kubescheduler.config.k8s.io/v1beta1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: $D/kubeconfig/scheduler.kubeconfig
+  # 1.20's defaults are 50/100: they cap the scheduler's own API calls (binds when no
+  # extender binds, events, status updates). A bench at thousands of pods raises them.
+  qps: ${GPUSLICE_E2E_SCHED_QPS:-50}
+  burst: ${GPUSLICE_E2E_SCHED_BURST:-100}
+EOF
+  # Unset: 1.20's adaptive default (50 % - nodes/125, at least 5 % and 100 nodes).
+  [ -z "${GPUSLICE_E2E_SCHED_PERCENTAGE:-}" ] || echo "percentageOfNodesToScore: $GPUSLICE_E2E_SCHED_PERCENTAGE" >>"$file"
+  cat >>"$file" <<EOF
 leaderElection:
   leaderElect: false
 # Without these, kube-scheduler 1.20 serves its insecure port on 0.0.0.0.
@@ -402,6 +421,33 @@ start_scheduler() {
   wait_for "kube-scheduler '$name' healthz" 60 "$instance" curl -sf "http://127.0.0.1:$healthz/healthz"
 }
 
+start_etcd() {
+  log "etcd (127.0.0.1:$ETCD_PORT)"
+  start etcd "$(command -v etcd)" --name e2e --data-dir "$D/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" --log-level warn
+}
+
+# start_apiserver KBIN [FLAGS...]: the API server, and KUBECONFIG set to the admin's.
+start_apiserver() {
+  local kbin=$1
+  shift
+  log "kube-apiserver (https://127.0.0.1:$API_PORT)"
+  start kube-apiserver "$kbin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=$API_PORT --insecure-port=0 \
+    --service-cluster-ip-range=$SERVICE_CIDR --endpoint-reconciler-type=none \
+    --client-ca-file="$D/pki/ca.crt" --tls-cert-file="$D/pki/apiserver.crt" --tls-private-key-file="$D/pki/apiserver.key" \
+    --service-account-key-file="$D/pki/sa.pub" --service-account-signing-key-file="$D/pki/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --kubelet-client-certificate="$D/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$D/pki/apiserver-kubelet-client.key" --kubelet-certificate-authority="$D/pki/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP --authorization-mode=Node,RBAC --allow-privileged=true \
+    --enable-admission-plugins=NodeRestriction "$@"
+  export KUBECONFIG=$D/kubeconfig/admin.kubeconfig
+  wait_for "kube-apiserver /readyz" 120 kube-apiserver "$kbin/kubectl" get --raw /readyz
+}
+
 # --- up / down -------------------------------------------------------------------------
 
 untainted() { [ -z "$("$1" get node "$NODE" -o jsonpath='{.spec.taints}')" ]; }
@@ -410,16 +456,21 @@ kbin_dir() {
   if [ -n "${GPUSLICE_KUBE_BIN:-}" ]; then echo "$GPUSLICE_KUBE_BIN"; else "$repo/scripts/kubernetes-build.sh"; fi
 }
 
+# check_ready_to_start CONTROL_PLANE_ONLY
 check_ready_to_start() {
-  [ "$(id -u)" -eq 0 ] || die "must run as root (containers, mounts, device nodes)"
-  local c
-  for c in etcd containerd runc ctr umoci skopeo openssl curl /usr/lib/cni/loopback /bin/busybox; do
+  local c tools=(etcd openssl curl)
+  if [ "${1:-0}" -eq 0 ]; then
+    [ "$(id -u)" -eq 0 ] || die "must run as root (containers, mounts, device nodes)"
+    tools+=(containerd runc ctr umoci skopeo /usr/lib/cni/loopback /bin/busybox)
+  fi
+  for c in "${tools[@]}"; do
     command -v "$c" >/dev/null || [ -x "$c" ] || die "'$c' is missing; run scripts/install-deps.sh e2e"
   done
   for c in $ETCD_PORT $ETCD_PEER_PORT $API_PORT $KUBELET_PORT $KUBELET_HEALTHZ $CM_PORT $SCHED_PORT $SCHED_HEALTHZ \
     $GPU_SCHED_PORT $GPU_SCHED_HEALTHZ; do
     port_free "$c" || die "127.0.0.1:$c is in use by another process (ss -ltnp | grep $c); a cluster of another checkout? stop it with its cluster.sh down"
   done
+  [ "${1:-0}" -eq 0 ] || return 0 # no kubelet of ours: another one is no concern
   if [ -S "$KUBELET_ROOT/device-plugins/kubelet.sock" ] && [ ! -f "$D/created-kubelet-root" ]; then
     # A kubelet.sock of a kubelet that is not ours: a real node. Never take it over.
     if grep -qx kubelet /proc/[0-9]*/comm 2>/dev/null; then die "another kubelet runs on this machine (pgrep -x kubelet)"; fi
@@ -445,11 +496,12 @@ restore_sysctls() {
 }
 
 cmd_up() {
-  local build=$repo/build/release extender=""
+  local build=$repo/build/release extender="" control_plane=0
   while [ $# -gt 0 ]; do
     case $1 in
       --build) build=$(cd "$2" && pwd) && shift 2 ;;
       --extender) extender=$2 && shift 2 ;;
+      --control-plane) control_plane=1 && shift ;;
       *) die "unknown flag $1" ;;
     esac
   done
@@ -460,11 +512,31 @@ cmd_up() {
     log "a previous cluster's directory is there: taking it down first"
     cmd_down
   fi
-  check_ready_to_start
+  check_ready_to_start "$control_plane"
   mkdir -p "$D/logs" "$D/pids" "$D/images"
   # Processes recorded for `down` check that a pid still runs this program.
   echo "$kbin" >"$D/kbin"
   echo "$build" >"$D/build"
+  if [ "$control_plane" -eq 1 ]; then
+    # `down` then leaves the kubelet's paths, the kubepods cgroups and the sysctls alone:
+    # nothing here touches them.
+    touch "$D/control-plane"
+    make_pki
+    start_etcd
+    wait_for "etcd health" 60 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+    # TaintNodesByCondition puts node.kubernetes.io/not-ready on every new Node, and only
+    # the node lifecycle controller (below: not run) lifts it.
+    start_apiserver "$kbin" --disable-admission-plugins=TaintNodesByCondition
+    # No controller-manager: its node lifecycle controller would taint every Node that
+    # has no kubelet behind it. Nor its service-account controller, so the one account
+    # pods need is made here (the bench's pods mount no token).
+    "$kbin/kubectl" -n default create serviceaccount default >/dev/null 2>&1 ||
+      "$kbin/kubectl" -n default get serviceaccount default >/dev/null || die "no service account default/default"
+    start_scheduler "$kbin" kube-scheduler
+    start_scheduler "$kbin" gpu-scheduler "$extender"
+    log "control plane up in $((SECONDS - t0)) s; eval \"\$($0 env)\" to use it"
+    return 0
+  fi
   save_sysctls
   make_pki
 
@@ -476,28 +548,12 @@ cmd_up() {
   start containerd "$(command -v containerd)" --config "$D/containerd/config.toml"
   wait_for "containerd's socket" 60 containerd ctr --address "$D/containerd/containerd.sock" version
 
-  log "etcd (127.0.0.1:$ETCD_PORT)"
-  start etcd "$(command -v etcd)" --name e2e --data-dir "$D/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" --log-level warn
+  start_etcd
 
   make_images "$kbin" "$build" # containerd is up; the images import while etcd starts
 
   wait_for "etcd health" 60 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
-  log "kube-apiserver (https://127.0.0.1:$API_PORT)"
-  start kube-apiserver "$kbin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=$API_PORT --insecure-port=0 \
-    --service-cluster-ip-range=$SERVICE_CIDR --endpoint-reconciler-type=none \
-    --client-ca-file="$D/pki/ca.crt" --tls-cert-file="$D/pki/apiserver.crt" --tls-private-key-file="$D/pki/apiserver.key" \
-    --service-account-key-file="$D/pki/sa.pub" --service-account-signing-key-file="$D/pki/sa.key" \
-    --service-account-issuer=https://kubernetes.default.svc \
-    --kubelet-client-certificate="$D/pki/apiserver-kubelet-client.crt" \
-    --kubelet-client-key="$D/pki/apiserver-kubelet-client.key" --kubelet-certificate-authority="$D/pki/ca.crt" \
-    --kubelet-preferred-address-types=InternalIP --authorization-mode=Node,RBAC --allow-privileged=true \
-    --enable-admission-plugins=NodeRestriction
-  export KUBECONFIG=$D/kubeconfig/admin.kubeconfig
-  wait_for "kube-apiserver /readyz" 120 kube-apiserver "$kbin/kubectl" get --raw /readyz
+  start_apiserver "$kbin"
 
   log "kube-controller-manager"
   start kube-controller-manager "$kbin/kube-controller-manager" --kubeconfig="$D/kubeconfig/controller-manager.kubeconfig" \
@@ -621,10 +677,12 @@ cmd_down() {
   if [ -x "$(cat "$D/build" 2>/dev/null)/bin/gpuslice" ] && [ -d "$D/sim" ]; then
     "$(cat "$D/build")/bin/gpuslice" sim down --root "$D/sim" >/dev/null 2>&1 || true
   fi
-  unmount_under "$KUBELET_ROOT"
-  unmount_under "$D"
-  remove_kubepods_cgroups
-  restore_sysctls
+  if [ ! -f "$D/control-plane" ]; then # a control plane never touched these
+    unmount_under "$KUBELET_ROOT"
+    unmount_under "$D"
+    remove_kubepods_cgroups
+    restore_sysctls
+  fi
   [ -f "$D/created-kubelet-root" ] && rm -rf --one-file-system "$KUBELET_ROOT"
   [ -f "$D/created-var-log-pods" ] && rm -rf --one-file-system /var/log/pods
   [ -f "$D/created-var-log-containers" ] && rm -rf --one-file-system /var/log/containers
@@ -658,7 +716,7 @@ case ${1:-} in
     start_scheduler "$(cat "$D/kbin")" gpu-scheduler "$ext"
     ;;
   *)
-    echo "usage: $0 up [--build DIR] [--extender URL] | agent [FLAGS...] | gpu-scheduler [EXTENDER_URL] | env | down" >&2
+    echo "usage: $0 up [--build DIR] [--extender URL] [--control-plane] | agent [FLAGS...] | gpu-scheduler [EXTENDER_URL] | env | down" >&2
     exit 2
     ;;
 esac

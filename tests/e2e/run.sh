@@ -354,10 +354,105 @@ check_placed() {
 # Checks that every pod runs with its own shape's limits and that no card holds more than
 # its memory, cores and slots; reports how long it took until all ran.
 batch_running() { [ "$(kubectl get pods -l "batch=$1" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -c '^Running$')" -eq "$2" ]; }
+# A batch's timeline by this machine's clock: one watch on its pods (started before they
+# are created), each change stamped as it arrives: "<epoch s> <pod>|<node>|<bind-phase>|<phase>".
+timeline_start() {
+  timeline_file=$D/timeline-$1.txt
+  rm -f "$D/timeline.fifo" && mkfifo "$D/timeline.fifo"
+  kubectl get pods -l "batch=$1" -w \
+    -o jsonpath='{.metadata.name}|{.spec.nodeName}|{.metadata.annotations.hami\.io/bind-phase}|{.status.phase}{"\n"}' \
+    >"$D/timeline.fifo" 2>/dev/null &
+  timeline_kubectl=$!
+  while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done <"$D/timeline.fifo" >"$timeline_file" &
+  timeline_reader=$!
+  # Give kubectl a moment to open the watch before the pods are created (a change it
+  # misses still shows in its first list, only stamped late).
+  sleep 1
+}
+timeline_stop() {
+  kill "$timeline_kubectl" 2>/dev/null || true
+  wait "$timeline_kubectl" "$timeline_reader" 2>/dev/null || true
+  rm -f "$D/timeline.fifo"
+}
+# timeline_report T0 T_CREATED: when the last pod was bound, claimed by the node agent
+# (bind-phase success) and Running, in seconds after T0 (kubectl apply began); per pod
+# medians of the steps between.
+timeline_report() {
+  awk -v t0="$1" -v tc="$2" '
+    { split($2, f, "|"); n = f[1]; t = $1
+      if (f[2] != "" && !(n in b)) b[n] = t
+      if (f[3] == "success" && !(n in a)) a[n] = t
+      if (f[4] == "Running" && !(n in r)) r[n] = t }
+    function last(x,   k, m) { m = 0; for (k in x) if (x[k] > m) m = x[k]; return m }
+    function median(x, y,   k, i, j, v, tmp, c) {
+      c = 0; for (k in x) if (k in y) v[++c] = y[k] - x[k]
+      if (c == 0) return "-"
+      for (i = 2; i <= c; i++) { tmp = v[i]; for (j = i - 1; j >= 1 && v[j] > tmp; j--) v[j + 1] = v[j]; v[j + 1] = tmp }
+      return sprintf("%.1f", v[int((c + 1) / 2)])
+    }
+    END {
+      printf "created %.1f, all bound %.1f", tc - t0, last(b) - t0
+      if (length(a)) printf ", all allocated (bind-phase success) %.1f", last(a) - t0
+      printf ", all Running %.1f s after kubectl apply began", last(r) - t0
+      printf "; per pod median bound->"
+      if (length(a)) printf "allocated %s s, allocated->Running %s s", median(b, a), median(a, r)
+      else printf "Running %s s", median(b, r)
+    }' "$timeline_file"
+}
+# The node agent's own time in kubelet's Allocate calls (its /metrics histogram): "N sum".
+agent_allocate() {
+  curl -sf "http://127.0.0.1:$(cat "$D/gpuslice-state/metrics.port" 2>/dev/null)/metrics" 2>/dev/null |
+    awk '/^gpuslice_allocate_duration_seconds_count/ { n = $2 } /^gpuslice_allocate_duration_seconds_sum/ { s = $2 }
+      END { print n + 0, s + 0 }'
+}
+
+# baseline NAME COUNT: COUNT pods like batch's, with no GPU request, through the
+# default-scheduler, on the same node: what the kubelet and containerd alone take here to
+# run them, to set batch's times against.
+baseline() {
+  local name=$1 count=$2 i f=$D/batch-$1.yaml
+  : >"$f"
+  for ((i = 0; i < count; i++)); do
+    cat >>"$f" <<EOF
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $name-$i, labels: {batch: $name}}
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: gpuslice-e2e:1
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, 'echo "limit \${CUDA_DEVICE_MEMORY_LIMIT_0-unset} \${CUDA_DEVICE_SM_LIMIT_0-unset}"; exec sleep 3600']
+EOF
+  done
+  timeline_start "$name"
+  local t0=$EPOCHREALTIME tc
+  if ! apply "$f"; then
+    timeline_stop
+    fail "$name: could not create the baseline pods (above)"
+    return
+  fi
+  tc=$EPOCHREALTIME
+  if poll 240 batch_running "$name" "$count"; then
+    timeline_stop
+    echo "    $name (baseline: $count pods without GPU requests, default-scheduler, same node, image and command): $(timeline_report "$t0" "$tc")"
+  else
+    timeline_stop
+    fail "$name: only $(kubectl get pods -l "batch=$name" --no-headers 2>/dev/null | grep -c Running) of $count pods without GPUs Running after 240 s"
+    dump
+  fi
+  kubectl delete pods -l "batch=$name" --wait=true --timeout=120s >/dev/null 2>&1 || true
+}
+
 batch() {
   local name=$1 count=$2 i mib cores
   shift 2
-  local shapes=("$@") f=$D/batch-$1.yaml
+  local shapes=("$@") f=$D/batch-$name.yaml
   : >"$f"
   for ((i = 0; i < count; i++)); do
     read -r mib cores <<<"${shapes[$((i % ${#shapes[@]}))]}"
@@ -380,18 +475,29 @@ spec:
     resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: $mib, nvidia.com/gpucores: $cores}}
 EOF
   done
-  local t0=$SECONDS what="$count pods, shapes (MiB cores): $(printf '%s; ' "${shapes[@]}")"
+  local what="$count pods, shapes (MiB cores): $(printf '%s; ' "${shapes[@]}")"
+  [ "${BATCH_WAIT:-1}" -eq 0 ] || timeline_start "$name"
+  local t0=$SECONDS e0=$EPOCHREALTIME ec alloc0
+  alloc0=$(agent_allocate)
   if ! apply "$f"; then
+    [ "${BATCH_WAIT:-1}" -eq 0 ] || timeline_stop
     fail "$name: could not create the pods (above)"
     return
   fi
+  ec=$EPOCHREALTIME
   [ "${BATCH_WAIT:-1}" -eq 1 ] || return 0
   if ! poll 240 batch_running "$name" "$count"; then
+    timeline_stop
     fail "$name: $what: only $(kubectl get pods -l "batch=$name" --no-headers 2>/dev/null | grep -c Running) Running after 240 s"
     dump
     kubectl delete pods -l "batch=$name" --wait=false >/dev/null 2>&1 || true
     return
   fi
+  timeline_stop
+  # Where the time went: the kubelet admits pods one at a time and calls the agent's
+  # Allocate inside that admission, so the agent's own time there is summed too.
+  echo "    $name: $(timeline_report "$e0" "$ec"); $(agent_allocate | awk -v b="$alloc0" '{ split(b, o, " "); n = $1 - o[1]; s = $2 - o[2]
+    printf "the agent answered %d Allocate calls in %.2f s together (%.0f ms each)", n, s, n ? s / n * 1000 : 0 }')"
   local took=$((SECONDS - t0)) bad=0 p want got
   # Each container got its own pod's shape (no two pods' limits swapped).
   for ((i = 0; i < count; i++)); do
@@ -582,6 +688,7 @@ EOF
 
   # f, g: a node filled by 40 pods at once, without a node lock (HAMi holds one per node
   # from bind to Allocate: the next pod waits, a 40-pod job takes minutes).
+  baseline f0 40
   batch f 40 "1000 10"
   batch g 40 "400 5" "800 10" "1200 15" "1600 20"
   restart_check
