@@ -154,6 +154,9 @@ StatusOr<int> WebhookHttpsServer::Bind(const std::string& host, int port, const 
   im->server->Get("/healthz",
                   [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
   im->server->set_payload_max_length(16u << 20);
+  // As for the extender (extender_http.cc): a reply's two sends must not wait for a delayed
+  // ACK, or every admission on a kept-alive connection costs 40 ms more.
+  im->server->set_tcp_nodelay(true);
   int bound = port == 0 ? im->server->bind_to_any_port(host.c_str())
                         : (im->server->bind_to_port(host.c_str(), port) ? port : -1);
   if (bound < 0) return Unavailable("webhook: cannot listen on " + host + ":" + std::to_string(port));
