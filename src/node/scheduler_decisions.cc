@@ -37,6 +37,10 @@ StatusOr<ClaimedCards> ApiDecisionSource::Claim(int cards) {
   list.field_selector = "spec.nodeName=" + node_;
   Status last = Status::Ok();
   for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+    // The first look is at the API server's cache (resourceVersion 0: indexed by node, no
+    // etcd read over every pod of the cluster); a cache that is behind shows no decision
+    // yet, or an older version of the pod (its claim then conflicts): look again at etcd.
+    list.resource_version = attempt == 0 ? "0" : "";
     auto pods = client_->List("/api/v1/pods", list, kCallTimeout);
     if (!pods.ok()) return Unavailable("listing the pods bound to node " + node_ + ": " + pods.status().message());
     std::vector<scheduler::PendingPod> pending;
@@ -47,6 +51,7 @@ StatusOr<ClaimedCards> ApiDecisionSource::Claim(int cards) {
         // A pod with malformed decision annotations is nobody's to claim: skipped.
       }
     auto claim = scheduler::ChooseClaim(pending, cards);
+    if (!claim.ok() && attempt == 0) continue;
     if (!claim.ok()) return claim.status();
     const scheduler::PendingPod& p = pending[claim->pod];
     json patch = {{"metadata", {{"resourceVersion", p.resource_version}, {"annotations", claim->patch}}}};

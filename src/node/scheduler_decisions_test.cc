@@ -75,9 +75,20 @@ TEST(SchedulerDecisions, AllocateClaimsTheOldestDecisionWithThatManyCardsOnThisN
   ASSERT_TRUE(pair.ok());
   EXPECT_EQ(pair->pod, "default/pair");
 
+  // Each claim looked at the API server's cache first (resourceVersion 0), and went to
+  // etcd (no resourceVersion) only when that showed nothing to claim.
+  auto lists = [&] {
+    std::vector<std::string> versions;
+    for (const auto& r : api.requests())
+      if (r.method == "GET" && r.path == "/api/v1/pods")
+        versions.push_back(r.params.count("resourceVersion") ? r.params.at("resourceVersion") : "quorum");
+    return versions;
+  };
+  EXPECT_EQ(lists(), (std::vector<std::string>{"0", "0", "0"}));
   auto none = source.Claim(1);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(lists(), (std::vector<std::string>{"0", "0", "0", "0", "quorum"}));
   EXPECT_EQ(Annotation(api, "elsewhere", "hami.io/bind-phase"), "allocating") << "another node's pod is untouched";
 }
 
