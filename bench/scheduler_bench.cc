@@ -71,6 +71,12 @@ json PodJson(const std::string& uid, const Shape& s) {
           {"spec", {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", limits}}}}})}}}};
 }
 
+// The node agent's Allocate for a bound pod, as the watch reports it: the pod is no longer
+// pending, so the next bind on its node need not wait (handoff_gate.h).
+json Allocated(const std::string& uid) {
+  return {{"metadata", {{"uid", uid}, {"annotations", {{hami::kBindPhase, "success"}}}}}};
+}
+
 std::string BindArgs(const std::string& uid, const std::string& node) {
   return json{{"PodName", uid}, {"PodNamespace", "bench"}, {"PodUID", uid}, {"Node", node}}.dump();
 }
@@ -120,6 +126,7 @@ void ExtenderAtScale(int nodes, int pods) {
       json f = json::parse(ext.Filter(json{{"Pod", PodJson(id, s)}, {"NodeNames", {names[i]}}}.dump()));
       if (f["NodeNames"].empty()) continue;
       if (json::parse(ext.Bind(BindArgs(id, names[i])))["Error"] == "") {
+        ext.ObservePod(Allocated(id));
         used += s.gpus * s.mem_mib;
         live.push_back(id);
       }
@@ -170,6 +177,7 @@ void ExtenderAtScale(int nodes, int pods) {
     auto t4 = Clock::now();
     double c4 = ThreadCpuUs();
     if (!best.empty()) bound = json::parse(bind_reply)["Error"] == "";
+    if (bound) ext.ObservePod(Allocated(id));
     auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
     filter_us.push_back(us(t0, t1));
     prio_us.push_back(us(t2, t3));
@@ -279,7 +287,7 @@ void StrandedCapacity(int nodes) {
         const NodeState* n = l.FindNode(names[i]);
         if (!FitPod(*n, r, Policy::kBinpack, &sc)) continue;
         int64_t left = 0;  // memory left on the chosen cards: smaller is a tighter fit
-        for (int k : sc.chosen) left += n->inventory.gpus[k].memory_mib - sc.used[k].memory_mib;
+        for (int k : sc.chosen) left += n->inventory.gpus[k].memory_mib - sc.cards[k].used.memory_mib;
         if (best < 0 || left < best_left) {
           best = static_cast<int>(i);
           best_left = left;

@@ -11,6 +11,21 @@ int CardIndex(const NodeState& node, const std::string& uuid) {
   return -1;
 }
 
+NodeTotals SumCards(const NodeState& node) {
+  NodeTotals t;
+  const auto& gpus = node.inventory.gpus;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    t.used.memory_mib += node.used[i].memory_mib;
+    t.used.cores += node.used[i].cores;
+    t.used.containers += node.used[i].containers;
+    t.memory_mib += gpus[i].memory_mib;
+    t.cores += gpus[i].cores;
+    t.slots += gpus[i].slots;
+    t.same_memory = t.same_memory && gpus[i].memory_mib == gpus[0].memory_mib;
+  }
+  return t;
+}
+
 }  // namespace
 
 Status ClusterLedger::Apply(NodeState* node, const PodDecision& decision, bool check_health, bool apply) {
@@ -48,6 +63,39 @@ void ClusterLedger::Unapply(NodeState* node, const PodDecision& decision) {
   Touch(node);
 }
 
+void ClusterLedger::Touch(NodeState* node) {
+  node->version = ++last_version_;
+  if (by_slot_.size() <= node->slot) by_slot_.resize(node->slot + 1);
+  SlotCards& where = by_slot_[node->slot];
+  where.node = node;
+  where.version = node->version;
+  uint32_t count = static_cast<uint32_t>(node->inventory.gpus.size());
+  if (where.count != count || where.first + count > cards_.size()) {
+    // A new node, or its card count changed: its cards go to the end of the array.
+    cards_unused_ += where.count;
+    where.count = 0;
+    if (cards_unused_ > 1024 && cards_unused_ * 2 > cards_.size()) CompactCards();
+    where.first = static_cast<uint32_t>(cards_.size());
+    where.count = count;
+    cards_.resize(cards_.size() + count);
+  }
+  for (uint32_t i = 0; i < count; ++i) cards_[where.first + i] = MakeCardState(node->inventory.gpus[i], node->used[i]);
+  where.totals = SumCards(*node);
+}
+
+void ClusterLedger::CompactCards() {
+  std::vector<CardState> packed;
+  packed.reserve(cards_.size() - cards_unused_);
+  for (SlotCards& where : by_slot_) {
+    if (where.node == nullptr) continue;
+    uint32_t first = static_cast<uint32_t>(packed.size());
+    packed.insert(packed.end(), cards_.begin() + where.first, cards_.begin() + where.first + where.count);
+    where.first = first;
+  }
+  cards_ = std::move(packed);
+  cards_unused_ = 0;
+}
+
 Status ClusterLedger::UpsertNode(NodeInventory inventory) {
   GS_RETURN_IF_ERROR(ValidateNode(inventory));
   auto [pos, added] = nodes_.try_emplace(inventory.name);
@@ -59,33 +107,46 @@ Status ClusterLedger::UpsertNode(NodeInventory inventory) {
       node.slot = free_slots_.back();
       free_slots_.pop_back();
     }
+    index_.Insert(pos->first, node.slot);
   }
-  Touch(&node);
   node.used.assign(inventory.gpus.size(), CardUsage{});
   node.inventory = std::move(inventory);
   auto it = pods_by_node_.find(node.inventory.name);
-  if (it == pods_by_node_.end()) return Status::Ok();
-  // Pods already there keep their shares even if the new inventory is smaller: they run.
-  for (const std::string& uid : it->second) {
-    for (const auto& shares : pods_[uid].decision.containers)
-      for (const DeviceShare& share : shares) {
-        int i = CardIndex(node, share.uuid);
-        if (i >= 0) AddShare(&node.used[i], share.memory_mib, share.cores);
-      }
+  if (it != pods_by_node_.end()) {
+    // Pods already there keep their shares even if the new inventory is smaller: they run.
+    for (const std::string& uid : it->second) {
+      for (const auto& shares : pods_[uid].decision.containers)
+        for (const DeviceShare& share : shares) {
+          int i = CardIndex(node, share.uuid);
+          if (i >= 0) AddShare(&node.used[i], share.memory_mib, share.cores);
+        }
+    }
   }
+  Touch(&node);
   return Status::Ok();
 }
 
 void ClusterLedger::RemoveNode(const std::string& name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
-  free_slots_.push_back(it->second.slot);
+  uint32_t slot = it->second.slot;
+  free_slots_.push_back(slot);
+  cards_unused_ += by_slot_[slot].count;
+  by_slot_[slot] = SlotCards{};
+  index_.Erase(name);
   nodes_.erase(it);
 }
 
 const NodeState* ClusterLedger::FindNode(std::string_view name) const {
-  auto it = nodes_.find(name);
-  return it == nodes_.end() ? nullptr : &it->second;
+  return Lookup(name).node;
+}
+
+NodeView ClusterLedger::Lookup(std::string_view name) const {
+  uint32_t slot = index_.Find(name);
+  if (slot == NodeNameIndex::kNone) return {};
+  const SlotCards& where = by_slot_[slot];
+  return NodeView{where.node, slot, where.version, std::span<const CardState>(cards_.data() + where.first, where.count),
+                  &where.totals};
 }
 
 Status ClusterLedger::Reserve(const std::string& pod_uid, const PodDecision& decision) {
@@ -184,7 +245,26 @@ Status ClusterLedger::CheckConsistency() const {
       if (u.containers > g.slots) return Internal(where + ": more containers than slots");
       if (u.memory_mib < 0 || u.cores < 0 || u.containers < 0) return Internal(where + ": negative usage");
     }
+    NodeView view = Lookup(name);
+    if (view.node != &node || view.slot != node.slot || view.version != node.version)
+      return Internal("node " + name + ": the name index does not find it");
+    NodeTotals totals;
+    for (size_t i = 0; i < node.inventory.gpus.size(); ++i) {
+      const GpuDevice& g = node.inventory.gpus[i];
+      if (i >= view.cards.size() || !(view.cards[i] == MakeCardState(g, node.used[i])))
+        return Internal("node " + name + " card " + g.uuid +
+                        ": the fit loop's copy differs from the inventory and usage");
+      totals.used.memory_mib += node.used[i].memory_mib;
+      totals.used.cores += node.used[i].cores;
+      totals.used.containers += node.used[i].containers;
+      totals.memory_mib += g.memory_mib;
+      totals.cores += g.cores;
+      totals.slots += g.slots;
+      totals.same_memory = totals.same_memory && g.memory_mib == node.inventory.gpus[0].memory_mib;
+    }
+    if (!(*view.totals == totals)) return Internal("node " + name + ": the fit loop's totals differ from its cards");
   }
+  if (index_.size() != nodes_.size()) return Internal("the name index holds names of removed nodes");
   return Status::Ok();
 }
 

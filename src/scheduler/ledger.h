@@ -14,13 +14,19 @@
 // names one exact state of one node: what a result computed from that state may be
 // remembered by (placement.h's ScoreMemo).
 //
+// For the fit loop the ledger also keeps every node's cards as CardState (capacity and
+// usage side by side, capacity.h) in one array, rewritten for a node whenever its version
+// moves, and finds nodes by name through a flat index (node_index.h): Filter over
+// thousands of names reads a few cache lines per node and no strings.
+//
 // Not thread-safe: the owner (the extender) serialises access. Costs: Reserve/Release
 // O(shares x cards on the node); UpsertNode O(pods on that node); Rebuild O(records);
-// FindNode one hash of the name, no allocation.
+// FindNode / Lookup one hash of the name, no allocation.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -30,6 +36,7 @@
 #include "src/common/status.h"
 #include "src/scheduler/capacity.h"
 #include "src/scheduler/inventory.h"
+#include "src/scheduler/node_index.h"
 #include "src/scheduler/request.h"
 
 namespace gs::scheduler {
@@ -45,6 +52,29 @@ struct NodeState {
 struct NameHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Sums over a node's cards, kept with its CardStates: a node's score after a pod is these
+// plus the pod's shares, without a pass over the cards.
+struct NodeTotals {
+  CardUsage used;
+  int64_t memory_mib = 0;
+  int64_t cores = 0;
+  int64_t slots = 0;
+  bool same_memory = true;  // every card has the same memory (a percentage asks the same MiB of each)
+  bool operator==(const NodeTotals&) const = default;
+};
+
+// A node as the fit loop reads it: its slot, version and cards in the ledger's CardState
+// array, all from one contiguous record (the NodeState itself, elsewhere in memory, is
+// only read for card names). Valid until the ledger changes; `node` is null for a name
+// the ledger lacks.
+struct NodeView {
+  const NodeState* node = nullptr;
+  uint32_t slot = 0;
+  uint64_t version = 0;
+  std::span<const CardState> cards;
+  const NodeTotals* totals = nullptr;
 };
 
 enum class LedgerPhase { kReserved, kCommitted };
@@ -69,11 +99,19 @@ struct RebuildReport {
 
 class ClusterLedger {
  public:
+  ClusterLedger() = default;
+  // Not copyable: the CardState array's slots point at this ledger's own nodes.
+  ClusterLedger(const ClusterLedger&) = delete;
+  ClusterLedger& operator=(const ClusterLedger&) = delete;
+  ClusterLedger(ClusterLedger&&) = default;
+  ClusterLedger& operator=(ClusterLedger&&) = default;
+
   // Adds or replaces a node's inventory and recounts that node's usage from the ledger
   // (pods already decided there keep their shares; cards that vanished drop theirs).
   Status UpsertNode(NodeInventory inventory);
   void RemoveNode(const std::string& name);
   const NodeState* FindNode(std::string_view name) const;
+  NodeView Lookup(std::string_view name) const;
   const std::unordered_map<std::string, NodeState, NameHash, std::equal_to<>>& nodes() const { return nodes_; }
   // One more than the highest slot in use (sizes arrays indexed by NodeState::slot).
   uint32_t slot_count() const { return slot_count_; }
@@ -102,9 +140,24 @@ class ClusterLedger {
   // Checks (and, with apply, takes) every share of `decision` on `node`.
   Status Apply(NodeState* node, const PodDecision& decision, bool check_health, bool apply);
   void Unapply(NodeState* node, const PodDecision& decision);
-  void Touch(NodeState* node) { node->version = ++last_version_; }
+  // After any change to a node's inventory or usage: a new version, and its CardStates
+  // rewritten.
+  void Touch(NodeState* node);
+  void CompactCards();
+
+  // Where a node's CardStates lie in cards_, by slot; node null for a free slot.
+  struct SlotCards {
+    const NodeState* node = nullptr;
+    uint64_t version = 0;  // the node's
+    uint32_t first = 0, count = 0;
+    NodeTotals totals;
+  };
 
   std::unordered_map<std::string, NodeState, NameHash, std::equal_to<>> nodes_;
+  NodeNameIndex index_;             // name -> slot
+  std::vector<SlotCards> by_slot_;  // NodeState pointers stay valid: map nodes never move
+  std::vector<CardState> cards_;    // every node's cards, each node's contiguous
+  size_t cards_unused_ = 0;         // entries of cards_ no node owns (moved or removed)
   std::vector<uint32_t> free_slots_;
   uint32_t slot_count_ = 0;
   uint64_t last_version_ = 0;

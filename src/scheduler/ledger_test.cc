@@ -123,6 +123,38 @@ TEST(Ledger, RecordForANodeNotYetKnownCountsWhenTheNodeArrives) {
   EXPECT_TRUE(l.CheckConsistency().ok());
 }
 
+// The fit loop reads each node's cards from one array (ledger.h) that moves a node's
+// cards when its card count changes and compacts itself: through nodes that grow,
+// shrink, leave and come back with pods on them, every lookup must find the node's own
+// current cards and usage (CheckConsistency compares the array with the records).
+TEST(Ledger, NodesThatChangeTheirCardCountKeepTheirUsageVisibleToTheFitLoop) {
+  ClusterLedger l;
+  for (int i = 0; i < 400; ++i) ASSERT_TRUE(l.UpsertNode(Node("n" + std::to_string(i), 8)).ok());
+  for (int i = 0; i < 400; i += 4)
+    ASSERT_TRUE(l.Reserve("p" + std::to_string(i),
+                          OneShare("n" + std::to_string(i), "n" + std::to_string(i) + "-gpu1", 1000 + i, 10))
+                    .ok());
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 400; ++i) {
+      std::string name = "n" + std::to_string(i);
+      if (i % 10 == round) {
+        l.RemoveNode(name);
+        EXPECT_EQ(l.FindNode(name), nullptr);
+        EXPECT_EQ(l.Lookup(name).node, nullptr);
+      }
+      ASSERT_TRUE(l.UpsertNode(Node(name, round % 2 == 0 ? 2 + i % 3 : 8)).ok());
+    }
+    Status c = l.CheckConsistency();
+    ASSERT_TRUE(c.ok()) << "round " << round << ": " << c.message();
+  }
+  NodeView view = l.Lookup("n8");
+  ASSERT_NE(view.node, nullptr);
+  ASSERT_EQ(view.cards.size(), 2u + 8 % 3) << "the inventory of the last round";
+  EXPECT_EQ(view.cards[1].used.memory_mib, 1008) << "pod p8 kept its share through every change";
+  EXPECT_EQ(view.totals->used.containers, 1);
+  EXPECT_EQ(l.Lookup("n9").cards[1].used.memory_mib, 0);
+}
+
 TEST(Ledger, UpsertRejectsABadInventoryNamingTheField) {
   ClusterLedger l;
   NodeInventory n = Node("n1", 2);

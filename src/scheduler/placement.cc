@@ -93,9 +93,17 @@ Policy GpuPolicy(const PodRequest& r, const Policies& d) {
 
 }  // namespace
 
-bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
-  const auto& cards = node.inventory.gpus;
-  s->used.assign(node.used.begin(), node.used.end());
+namespace {
+
+bool HasCardFilters(const PodRequest& r) {
+  return !r.use_types.empty() || !r.nouse_types.empty() || !r.use_uuids.empty() || !r.nouse_uuids.empty();
+}
+
+// The one fit algorithm, on s->cards as the caller loaded them (a node's cards with their
+// usage); `gpus` (the same cards' records) is read only for type and UUID lists.
+bool FitLoaded(const std::vector<GpuDevice>& gpus, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
+  std::vector<CardState>& cards = s->cards;
+  const bool card_filters = HasCardFilters(request);
   s->chosen.clear();
   for (size_t ci = 0; ci < request.containers.size(); ++ci) {
     const ContainerRequest& c = request.containers[ci];
@@ -105,51 +113,59 @@ bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_polic
     FitFailure& rej = s->failure;
     rej = FitFailure{};
     for (size_t i = 0; i < cards.size(); ++i) {
-      const GpuDevice& g = cards[i];
-      if (!TypeAllowed(request, g.model)) {
-        ++rej.type;
-        continue;
+      const CardState& g = cards[i];
+      if (card_filters) {
+        if (!TypeAllowed(request, gpus[i].model)) {
+          ++rej.type;
+          continue;
+        }
+        if (!UuidAllowed(request, gpus[i].uuid)) {
+          ++rej.uuid;
+          continue;
+        }
       }
-      if (!UuidAllowed(request, g.uuid)) {
-        ++rej.uuid;
-        continue;
-      }
-      CardVerdict v = CheckCard(g, s->used[i], MemoryOnCard(c, g.memory_mib), c.cores);
+      CardVerdict v = CheckCard(g, MemoryOnCard(c, g.memory_mib), c.cores);
       if (v != CardVerdict::kFits) {
         ++rej.verdict[static_cast<int>(v)];
         continue;
       }
       s->candidates.push_back(static_cast<int>(i));
-      double full = CardFullness(g, s->used[i]);
+      double full = CardFullness(g);
       s->keys[i] = gpu_policy == Policy::kBinpack ? -full : full;  // ascending key = preferred first
     }
     const auto& keys = s->keys;
-    std::sort(s->candidates.begin(), s->candidates.end(), [&](int a, int b) {
+    auto preferred = [&](int a, int b) {
       if (keys[a] != keys[b]) return keys[a] < keys[b];
       return a < b;
-    });
+    };
     size_t need = static_cast<size_t>(c.gpus);
     size_t first_chosen = s->chosen.size();
     bool numa_short = false;
-    if (request.numa_bind && s->candidates.size() >= need) {
-      // The first NUMA node, in preference order, with enough fitting cards.
-      int numa = -1;
-      for (int i : s->candidates) {
-        int n = cards[i].numa;
-        size_t count =
-            std::count_if(s->candidates.begin(), s->candidates.end(), [&](int j) { return cards[j].numa == n; });
-        if (count >= need) {
-          numa = n;
-          break;
-        }
-      }
-      if (numa < 0)
-        numa_short = true;
-      else
-        for (int i : s->candidates)
-          if (cards[i].numa == numa && s->chosen.size() - first_chosen < need) s->chosen.push_back(i);
+    if (need == 1 && !request.numa_bind && !s->candidates.empty()) {
+      // The common one-card container: the most preferred card, no sort.
+      s->chosen.push_back(*std::min_element(s->candidates.begin(), s->candidates.end(), preferred));
     } else if (s->candidates.size() >= need) {
-      s->chosen.insert(s->chosen.end(), s->candidates.begin(), s->candidates.begin() + need);
+      std::sort(s->candidates.begin(), s->candidates.end(), preferred);
+      if (request.numa_bind) {
+        // The first NUMA node, in preference order, with enough fitting cards.
+        int numa = -1;
+        for (int i : s->candidates) {
+          int n = cards[i].numa;
+          size_t count =
+              std::count_if(s->candidates.begin(), s->candidates.end(), [&](int j) { return cards[j].numa == n; });
+          if (count >= need) {
+            numa = n;
+            break;
+          }
+        }
+        if (numa < 0)
+          numa_short = true;
+        else
+          for (int i : s->candidates)
+            if (cards[i].numa == numa && s->chosen.size() - first_chosen < need) s->chosen.push_back(i);
+      } else {
+        s->chosen.insert(s->chosen.end(), s->candidates.begin(), s->candidates.begin() + need);
+      }
     }
     if (s->chosen.size() - first_chosen < need) {
       rej.container = static_cast<int>(ci);
@@ -159,11 +175,26 @@ bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_polic
       return false;
     }
     for (size_t k = first_chosen; k < s->chosen.size(); ++k) {
-      int i = s->chosen[k];
-      AddShare(&s->used[i], MemoryOnCard(c, cards[i].memory_mib), c.cores);
+      CardState& card = cards[s->chosen[k]];
+      AddShare(&card.used, MemoryOnCard(c, card.memory_mib), c.cores);
     }
   }
   return true;
+}
+
+bool FitView(const NodeView& view, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
+  s->cards.assign(view.cards.begin(), view.cards.end());
+  return FitLoaded(view.node->inventory.gpus, request, gpu_policy, s);
+}
+
+}  // namespace
+
+bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
+  const auto& gpus = node.inventory.gpus;
+  s->cards.resize(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i)
+    s->cards[i] = MakeCardState(gpus[i], i < node.used.size() ? node.used[i] : CardUsage{});
+  return FitLoaded(gpus, request, gpu_policy, s);
 }
 
 bool FitPod(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
@@ -188,17 +219,11 @@ PodDecision ToDecision(const NodeState& node, const PodRequest& request, const F
   return d;
 }
 
-int ScoreNode(const NodeState& node, const FitScratch& s, Policy node_policy) {
-  int64_t mem = 0, mem_total = 0, cores = 0, cores_total = 0, slots = 0, slots_total = 0;
-  const auto& cards = node.inventory.gpus;
-  for (size_t i = 0; i < cards.size() && i < s.used.size(); ++i) {
-    mem += s.used[i].memory_mib;
-    mem_total += cards[i].memory_mib;
-    cores += s.used[i].cores;
-    cores_total += cards[i].cores;
-    slots += s.used[i].containers;
-    slots_total += cards[i].slots;
-  }
+namespace {
+
+// 0..10 from a node's sums after the pod; binpack scores the fuller node higher.
+int ScoreSums(int64_t mem, int64_t mem_total, int64_t cores, int64_t cores_total, int64_t slots, int64_t slots_total,
+              Policy node_policy) {
   if (mem_total == 0 || cores_total == 0 || slots_total == 0) return 0;
   double full = (static_cast<double>(mem) / mem_total + static_cast<double>(cores) / cores_total +
                  static_cast<double>(slots) / slots_total) /
@@ -208,18 +233,103 @@ int ScoreNode(const NodeState& node, const FitScratch& s, Policy node_policy) {
   return node_policy == Policy::kBinpack ? score : 10 - score;
 }
 
-void ScoreMemo::Put(const NodeState& node, int value) {
-  if (node.slot >= version.size()) {
-    version.resize(node.slot + 1, 0);
-    score.resize(node.slot + 1, 0);
+// ScoreNode on the cards as FitCards left them (their capacities travel with them).
+int ScoreCards(const FitScratch& s, Policy node_policy) {
+  int64_t mem = 0, mem_total = 0, cores = 0, cores_total = 0, slots = 0, slots_total = 0;
+  for (const CardState& card : s.cards) {
+    mem += card.used.memory_mib;
+    mem_total += card.memory_mib;
+    cores += card.used.cores;
+    cores_total += card.cores;
+    slots += card.used.containers;
+    slots_total += card.slots;
   }
-  version[node.slot] = node.version;
-  score[node.slot] = static_cast<int8_t>(value);
+  return ScoreSums(mem, mem_total, cores, cores_total, slots, slots_total, node_policy);
 }
 
-FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
-                    const Policies& defaults, FitScratch* scratch, ScoreMemo* memo) {
-  FilterResult out;
+// Filter and Prioritize need whether the pod fits and the node's score, not which cards.
+// When the pod has one GPU container, names no types or UUIDs, and asks the same MiB of
+// every card of the node (memory in MiB, or cards alike), no choice can change either:
+// it fits when enough cards pass CheckCard (on one NUMA node with numa-bind), and the
+// score is the node's totals plus `gpus` shares. So the cards are only counted: no copy,
+// no fullness, no sort. Returns the score, -1 when the pod does not fit (s->failure as
+// FitLoaded leaves it), or -2 when the shortcut does not apply.
+constexpr int kNoShortcut = -2;
+int CountAndScore(const NodeView& view, const PodRequest& request, Policy node_policy, FitScratch* s) {
+  const ContainerRequest* c = nullptr;
+  int ci = 0;
+  for (size_t i = 0; i < request.containers.size(); ++i) {
+    if (request.containers[i].gpus <= 0) continue;
+    if (c != nullptr) return kNoShortcut;
+    c = &request.containers[i];
+    ci = static_cast<int>(i);
+  }
+  const NodeTotals& totals = *view.totals;
+  if (c == nullptr || HasCardFilters(request) || (c->memory_mib <= 0 && !totals.same_memory)) return kNoShortcut;
+  FitFailure& rej = s->failure;
+  rej = FitFailure{};
+  int per_numa[8] = {};  // fitting cards on NUMA nodes 0..7; beyond that: no shortcut
+  int fitting = 0;
+  int64_t share = 0;
+  for (const CardState& g : view.cards) {
+    share = MemoryOnCard(*c, g.memory_mib);
+    CardVerdict v = CheckCard(g, share, c->cores);
+    if (v != CardVerdict::kFits) {
+      ++rej.verdict[static_cast<int>(v)];
+      continue;
+    }
+    ++fitting;
+    if (request.numa_bind) {
+      if (g.numa >= static_cast<int>(std::size(per_numa))) return kNoShortcut;
+      ++per_numa[g.numa];
+    }
+  }
+  bool fits = fitting >= c->gpus;
+  bool numa_short = false;
+  if (fits && request.numa_bind) {
+    numa_short = std::none_of(std::begin(per_numa), std::end(per_numa), [&](int n) { return n >= c->gpus; });
+    fits = !numa_short;
+  }
+  if (!fits) {
+    rej.container = ci;
+    rej.cards = static_cast<int>(view.cards.size());
+    rej.fitting = fitting;
+    rej.numa_short = numa_short;
+    return -1;
+  }
+  int64_t n = c->gpus;
+  return ScoreSums(totals.used.memory_mib + n * share, totals.memory_mib, totals.used.cores + n * c->cores,
+                   totals.cores, totals.used.containers + n, totals.slots, node_policy);
+}
+
+// Filter's and Prioritize's question: the node's score for the pod, or -1 when it does
+// not fit (s->failure says why).
+int FitAndScore(const NodeView& view, const PodRequest& request, Policy gpu_policy, Policy node_policy, FitScratch* s) {
+  int score = CountAndScore(view, request, node_policy, s);
+  if (score != kNoShortcut) return score;
+  return FitView(view, request, gpu_policy, s) ? ScoreCards(*s, node_policy) : -1;
+}
+
+}  // namespace
+
+int ScoreNode(const NodeState&, const FitScratch& s, Policy node_policy) {
+  return ScoreCards(s, node_policy);
+}
+
+void ScoreMemo::Put(uint32_t slot, uint64_t node_version, int value) {
+  if (slot >= version.size()) {
+    version.resize(slot + 1, 0);
+    score.resize(slot + 1, 0);
+  }
+  version[slot] = node_version;
+  score[slot] = static_cast<int8_t>(value);
+}
+
+void Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
+            const Policies& defaults, FitScratch* scratch, ScoreMemo* memo, FilterResult* out) {
+  out->Clear();
+  out->feasible.reserve(names.size());
+  out->failed.reserve(names.size());
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
   if (memo != nullptr) {
@@ -231,30 +341,37 @@ FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, cons
   auto reason_for = [&](uint64_t key, auto make) {
     for (const auto& [k, index] : made)
       if (k == key) return index;
-    out.reasons.push_back(make());
-    made.emplace_back(key, static_cast<int>(out.reasons.size() - 1));
+    out->reasons.push_back(make());
+    made.emplace_back(key, static_cast<int>(out->reasons.size() - 1));
     return made.back().second;
   };
   for (size_t i = 0; i < names.size(); ++i) {
-    const NodeState* node = ledger.FindNode(names[i]);
-    if (node == nullptr) {
+    NodeView view = ledger.Lookup(names[i]);
+    if (view.node == nullptr) {
       int r = reason_for(~uint64_t{0},
                          [] { return std::string("node has no GPU inventory (no hami.io/node-nvidia-register)"); });
-      out.failed.emplace_back(static_cast<int>(i), r);
+      out->failed.emplace_back(static_cast<int>(i), r);
       continue;
     }
-    if (FitCards(*node, request, gpu, scratch)) {
-      out.feasible.push_back(static_cast<int>(i));
-      if (memo != nullptr) memo->Put(*node, ScoreNode(*node, *scratch, node_policy));
+    int score = FitAndScore(view, request, gpu, node_policy, scratch);
+    if (score >= 0) {
+      out->feasible.push_back(static_cast<int>(i));
+      if (memo != nullptr) memo->Put(view.slot, view.version, score);
     } else {
       const FitFailure& f = scratch->failure;
       uint32_t mask = CauseMask(f);
       int container = mask == 1 ? 0 : f.container;
       uint64_t key = (static_cast<uint64_t>(container) << 32) | mask;
-      out.failed.emplace_back(static_cast<int>(i), reason_for(key, [&] { return ShortReason(container, mask); }));
-      if (memo != nullptr) memo->Put(*node, 0);
+      out->failed.emplace_back(static_cast<int>(i), reason_for(key, [&] { return ShortReason(container, mask); }));
+      if (memo != nullptr) memo->Put(view.slot, view.version, 0);
     }
   }
+}
+
+FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
+                    const Policies& defaults, FitScratch* scratch, ScoreMemo* memo) {
+  FilterResult out;
+  Filter(ledger, request, names, defaults, scratch, memo, &out);
   return out;
 }
 
@@ -276,13 +393,10 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
   for (size_t i = 0; i < names.size(); ++i) {
-    const NodeState* node = ledger.FindNode(names[i]);
-    if (node == nullptr) continue;
-    int known = memo != nullptr ? memo->Get(*node) : -1;
-    if (known >= 0)
-      scores[i] = known;
-    else if (FitCards(*node, request, gpu, scratch))
-      scores[i] = ScoreNode(*node, *scratch, node_policy);
+    NodeView view = ledger.Lookup(names[i]);
+    if (view.node == nullptr) continue;
+    int known = memo != nullptr ? memo->Get(view.slot, view.version) : -1;
+    scores[i] = known >= 0 ? known : std::max(0, FitAndScore(view, request, gpu, node_policy, scratch));
   }
   return scores;
 }

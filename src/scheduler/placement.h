@@ -15,7 +15,13 @@
 //
 // Pure: reads the ledger's state, changes nothing. Not thread-safe only in that the
 // scratch must not be shared. Cost per node: O(containers x cards log cards), no heap
-// allocation once the scratch and the result have grown.
+// allocation once the scratch and the result have grown. Filter and Prioritize read the
+// ledger's CardState array (ledger.h), never a card's strings unless the pod names
+// types or UUIDs; FitPod and Decide run the same code on the node's own records. For
+// the common pod (one GPU container asking the same MiB of every card of the node, no
+// type or UUID lists) Filter and Prioritize only count the cards that pass CheckCard
+// and score from the node's totals, since no choice of cards changes either answer
+// (placement_test.cc compares both ways on random clusters).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +49,7 @@ struct FitFailure {
 
 // Reusable buffers for FitPod; keep one per thread.
 struct FitScratch {
-  std::vector<CardUsage> used;  // the node's usage plus this pod's containers placed so far
+  std::vector<CardState> cards;  // the node's cards, usage plus this pod's containers placed so far
   std::vector<int> candidates;
   std::vector<double> keys;
   std::vector<int> chosen;  // card indexes: container 0's cards, then container 1's, ...
@@ -52,7 +58,7 @@ struct FitScratch {
 };
 
 // Chooses cards for every container of `request` on `node`. On success scratch->chosen
-// and scratch->used hold the placement; on failure scratch->failure says why.
+// and scratch->cards hold the placement; on failure scratch->failure says why.
 bool FitCards(const NodeState& node, const PodRequest& request, Policy gpu_policy, FitScratch* scratch);
 
 // FitCards, and on failure scratch->reason names the container and counts the cards by
@@ -70,6 +76,11 @@ struct FilterResult {
   std::vector<std::pair<int, int>> failed;  // index into the names, index into `reasons`
   std::vector<std::string> reasons;         // distinct texts, each once
   const std::string& reason(size_t k) const { return reasons[static_cast<size_t>(failed[k].second)]; }
+  void Clear() {
+    feasible.clear();
+    failed.clear();
+    reasons.clear();
+  }
 };
 
 struct Policies {
@@ -85,11 +96,13 @@ struct ScoreMemo {
   std::vector<uint64_t> version;  // by slot; 0 = nothing known
   std::vector<int8_t> score;      // 0..10
   void Clear() { version.clear(); }
-  void Put(const NodeState& node, int value);
+  void Put(uint32_t slot, uint64_t node_version, int value);
+  void Put(const NodeState& node, int value) { Put(node.slot, node.version, value); }
   // -1 when nothing is known for this node's current state.
-  int Get(const NodeState& node) const {
-    return node.slot < version.size() && version[node.slot] == node.version ? score[node.slot] : -1;
+  int Get(uint32_t slot, uint64_t node_version) const {
+    return slot < version.size() && version[slot] == node_version ? score[slot] : -1;
   }
+  int Get(const NodeState& node) const { return Get(node.slot, node.version); }
 };
 
 // Every node of `names` that can take the pod, and a reason for each that cannot
@@ -97,6 +110,10 @@ struct ScoreMemo {
 // known node's score for Prioritize.
 FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
                     const Policies& defaults, FitScratch* scratch, ScoreMemo* memo = nullptr);
+// The same into `out`, cleared first: a caller that keeps one per thread allocates
+// nothing once it has grown.
+void Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
+            const Policies& defaults, FitScratch* scratch, ScoreMemo* memo, FilterResult* out);
 FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string>& names,
                     const Policies& defaults, FitScratch* scratch);
 

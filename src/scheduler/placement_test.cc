@@ -291,6 +291,106 @@ TEST(Placement, PrioritizeTakesFilterScoresOnlyForNodesThatDidNotChange) {
   EXPECT_EQ(with_wrong[1], fresh[1]) << "n9 took n1's slot after the filter";
 }
 
+// Filter and Prioritize count fitting cards and score from a node's totals where no
+// choice of cards can matter (placement.cc's CountAndScore); FitPod chooses the cards.
+// On random clusters (cards of mixed memory, cores and slots within a node, three NUMA
+// nodes, unhealthy cards) and random pods (one or two GPU containers, MiB, percent or
+// whole cards, exclusive, numa-bind, type lists) both must say the same of every node:
+// feasible or not, the same score, and a reason naming exactly the causes FitPod found.
+TEST(Placement, FilterAndPrioritizeAgreeWithChoosingTheCardsOnEveryNode) {
+  std::mt19937 rng(5000);
+  const int64_t kMemory[] = {24576, 40960, 49152, 81920};
+  ClusterLedger l;
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) {
+    NodeInventory n;
+    n.name = "n" + std::to_string(i);
+    int cards = static_cast<int>(rng() % 9);  // 0..8, some nodes without GPUs
+    for (int g = 0; g < cards; ++g) {
+      GpuDevice d = Card(n.name + "-gpu" + std::to_string(g), g, kMemory[i % 4], static_cast<int>(rng() % 3),
+                         i % 2 ? "NVIDIA-L4-24GB" : "NVIDIA-H100-80GB-HBM3", 1 + static_cast<int>(rng() % 4));
+      if (i % 5 == 0) d.memory_mib = kMemory[rng() % 4];  // cards of mixed memory on one node
+      if (i % 7 == 0) d.cores = 50 + static_cast<int>(rng() % 51);
+      d.healthy = rng() % 15 != 0;
+      n.gpus.push_back(d);
+    }
+    ASSERT_TRUE(l.UpsertNode(n).ok());
+    names.push_back(n.name);
+  }
+  std::vector<std::string_view> views(names.begin(), names.end());
+  auto random_pod = [&](const std::string& uid) {
+    PodRequest r;
+    r.uid = uid;
+    int containers = 1 + static_cast<int>(rng() % 2);
+    for (int c = 0; c < containers; ++c) {
+      ContainerRequest cr;
+      cr.gpus = static_cast<int>(rng() % 4);
+      int memory = static_cast<int>(rng() % 3);
+      if (memory == 0) cr.memory_mib = 1000 + static_cast<int64_t>(rng() % 40000);
+      if (memory == 1) cr.memory_percent = 5 + static_cast<int>(rng() % 60);
+      cr.cores = rng() % 8 == 0 ? 100 : rng() % 5 == 0 ? 0 : static_cast<int>(rng() % 60);
+      r.containers.push_back(cr);
+    }
+    r.numa_bind = rng() % 3 == 0;
+    if (rng() % 6 == 0) r.use_types = {"h100"};
+    return r;
+  };
+  FitScratch s, check;
+  int compared = 0, feasible = 0;
+  for (int step = 0; step < 400; ++step) {
+    // Fill and churn: a random pod goes where it fits first, or a random one leaves.
+    PodRequest filler = random_pod("fill-" + std::to_string(step));
+    for (const std::string& name : names) {
+      auto d = Decide(l, filler, name, {}, &s);
+      if (d.ok() && l.Reserve(filler.uid, *d).ok()) break;
+    }
+    if (step % 3 == 0) (void)l.Release("fill-" + std::to_string(rng() % (step + 1)));
+
+    PodRequest r = random_pod("p");
+    Policies p{rng() % 2 ? Policy::kBinpack : Policy::kSpread, rng() % 2 ? Policy::kBinpack : Policy::kSpread};
+    ScoreMemo memo;
+    FilterResult f = Filter(l, r, views, p, &s, &memo);
+    std::vector<int> scores = Prioritize(l, r, views, p, &s);
+    ASSERT_EQ(Prioritize(l, r, views, p, &s, &memo), scores);
+    size_t next_feasible = 0, next_failed = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const NodeState& node = *l.FindNode(names[i]);
+      bool fits = FitCards(node, r, r.gpu_policy.value_or(p.gpu), &check);
+      std::string where = "step " + std::to_string(step) + " node " + names[i];
+      ++compared;
+      if (fits) {
+        ++feasible;
+        ASSERT_TRUE(next_feasible < f.feasible.size() && f.feasible[next_feasible] == static_cast<int>(i)) << where;
+        ++next_feasible;
+        EXPECT_EQ(scores[i], ScoreNode(node, check, r.node_policy.value_or(p.node))) << where;
+        continue;
+      }
+      ASSERT_TRUE(next_failed < f.failed.size() && f.failed[next_failed].first == static_cast<int>(i)) << where;
+      const std::string& reason = f.reason(next_failed++);
+      EXPECT_EQ(scores[i], 0) << where;
+      const FitFailure& why = check.failure;
+      if (why.cards == 0) {
+        EXPECT_EQ(reason, "node has no GPUs") << where;
+        continue;
+      }
+      EXPECT_EQ(reason.rfind("GPUs for container #" + std::to_string(why.container) + ": ", 0), 0u)
+          << where << ": " << reason;
+      EXPECT_EQ(reason.find("numa-bind") != std::string::npos, why.numa_short) << where << ": " << reason;
+      if (why.numa_short) continue;
+      EXPECT_EQ(reason.find("of an excluded type") != std::string::npos, why.type > 0) << where << ": " << reason;
+      for (int v = 1; v < 7; ++v)
+        EXPECT_EQ(reason.find(VerdictText(static_cast<CardVerdict>(v))) != std::string::npos, why.verdict[v] > 0)
+            << where << ": " << reason;
+    }
+    EXPECT_EQ(next_feasible, f.feasible.size());
+    EXPECT_EQ(next_failed, f.failed.size());
+    Status c = l.CheckConsistency();
+    ASSERT_TRUE(c.ok()) << "step " << step << ": " << c.message();
+  }
+  EXPECT_GT(feasible, compared / 5) << "the comparison should see many feasible nodes";
+  EXPECT_GT(compared - feasible, compared / 5) << "and many infeasible ones";
+}
+
 // Random churn over a small cluster: pods of random shapes are placed wherever the
 // filter and score say, and random ones leave. After every step the ledger must be
 // consistent: no card over its memory, cores or slots, usage equal to the pods' shares.
