@@ -142,6 +142,78 @@ TEST(Enforcer, ModulesAreChargedWhatTheCardSpendsOnThem) {
   EXPECT_EQ(Lines(r.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
+// Lazy loading (the driver's default since CUDA 12.2): a kernel's code reaches the card when
+// the kernel is first resolved or launched, with no allocation call to hook. The enforcer
+// looks at the card right after a function's first use, so the allocation that follows is
+// refused when the code took the container's room, whether the code came by
+// cuModuleGetFunction or by the first launch of a library's kernel (the CUDA runtime's
+// way); a process the code leaves under its limit goes on working.
+TEST(Enforcer, LazilyLoadedCodeCountsAgainstTheLimitAtItsFirstUse) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "128m"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  for (const char* how : {"module", "library"}) {
+    std::vector<std::string> load = std::string(how) == "module"
+                                        ? std::vector<std::string>{"modcode", "48m", "getfunc"}
+                                        : std::vector<std::string>{"libcode", "48m", "getkernel"};
+    std::vector<std::string> args = {ProbeBin(), "init"};
+    args.insert(args.end(), load.begin(), load.end());
+    for (const char* step : {"launchcode", "alloc", "mem", "96m", "alloc", "mem", "64m", "meminfo", "launchcode"})
+      args.push_back(step);
+    Result r = RunProcess(args, env);
+    ASSERT_EQ(r.code, 0) << how << "\n" << r.out << r.err;
+    auto a = Lines(r.out, "alloc");
+    ASSERT_EQ(a.size(), 2u) << how << "\n" << r.out << r.err;
+    EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << how;  // 48 of code + 96 > 128
+    EXPECT_EQ(a[1], "alloc ok") << how;                            // 48 + 64 fit
+    EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB) << how;
+    EXPECT_EQ(Lines(r.out, "launchcode").back(), "launchcode ok") << how;
+
+    // Under the limit: 16 MiB of code and 96 MiB of data fit in 128, and it keeps working.
+    args = {ProbeBin(), "init", std::string(how) == "module" ? "modcode" : "libcode", "16m",
+            std::string(how) == "module" ? "getfunc" : "getkernel"};
+    for (const char* step : {"launchcode", "alloc", "mem", "96m", "launchcode", "meminfo"}) args.push_back(step);
+    r = RunProcess(args, env);
+    ASSERT_EQ(r.code, 0) << how << "\n" << r.out << r.err;
+    EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc ok") << how << "\n" << r.out << r.err;
+    EXPECT_EQ(Lines(r.out, "launchcode").back(), "launchcode ok") << how;
+    EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB) << how;
+  }
+}
+
+// Memory that appears without any hooked call (here a graph's kernel, loaded when the graph
+// is instantiated) is found by the reconciliation every charge makes at most 100 ms after
+// the last: an allocation 150 ms later is refused when that memory took the room.
+TEST(Enforcer, MemoryNoCallShowsIsChargedByTheNextAllocationAfter100ms) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "128m"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess({ProbeBin(), "init", "libcode", "48m", "getkernel", "graphcode", "sleep", "150", "alloc", "mem",
+                         "96m", "alloc", "mem", "64m", "meminfo"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "graphcode")[0], "graphcode ok");
+  auto a = Lines(r.out, "alloc");
+  ASSERT_EQ(a.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
+  EXPECT_EQ(a[1], "alloc ok");
+  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB);
+}
+
+// An array wider than the card's texture extent is refused by the driver as invalid, not
+// as out of memory (real-gpu-h100.md), and what the enforcer reserved for it comes back.
+TEST(Enforcer, ArraysBeyondTheTextureExtentsAreTheDriversRefusalAndCostNothing) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
+  Result r = RunProcess(
+      {ProbeBin(), "init", "array2d", "196608", "1024", "meminfo", "array2d", "131072", "1024", "meminfo"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto a = Lines(r.out, "array2d");
+  ASSERT_EQ(a.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(a[0], "array2d CUDA_ERROR_INVALID_VALUE");  // 768 MiB fits the limit, not the extent
+  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 0u);
+  EXPECT_EQ(a[1], "array2d ok");
+  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[1]), 512 * kMiB);
+}
+
 TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});

@@ -439,6 +439,85 @@ TEST(SimulatorMemory, AModuleCostsItsGlobals) {
   EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;  // the context and its module's 2 MiB
 }
 
+// Lazy loading (CUDA C++ Programming Guide, "Lazy Loading"; the default since CUDA 12.2):
+// a module's kernels reach the card when cuModuleGetFunction resolves them, a library's
+// when cuKernelGetFunction or a launch of its CUkernel does, a graph's at instantiation;
+// with CUDA_MODULE_LOADING=EAGER at load. NVML's figure for the process grows then, and
+// a kernel the card has no room for is refused then.
+TEST(SimulatorMemory, KernelCodeReachesTheCardWhenFirstUsedUnlessEager) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  auto mine = [](const std::string& out, size_t i) { return U(Fields(Lines(out, "nvml ").at(i), "nvml").at(8)); };
+  std::vector<std::string> steps = {
+      ProbeBin(),  "init",       "loadingmode", "modcode",   "24m",  "nvml",       "getfunc",   "nvml",    "launchcode",
+      "nvml",      "libcode",    "8m",          "getkernel", "nvml", "launchcode", "nvml",      "libcode", "6m",
+      "getkernel", "kernelfunc", "nvml",        "libcode",   "4m",   "getkernel",  "graphcode", "nvml"};
+  Result lazy = RunProcess(steps, node.env());
+  ASSERT_EQ(lazy.code, 0) << lazy.out << lazy.err;
+  EXPECT_EQ(Lines(lazy.out, "loadingmode")[0], "loadingmode lazy");
+  EXPECT_EQ(mine(lazy.out, 0), 0u) << lazy.out;         // loaded: no code on the card yet
+  EXPECT_EQ(mine(lazy.out, 1), 24 * kMiB) << lazy.out;  // resolved: its 24 MiB of code
+  EXPECT_EQ(mine(lazy.out, 2), 24 * kMiB) << lazy.out;  // launching it adds nothing
+  EXPECT_EQ(mine(lazy.out, 3), 24 * kMiB) << lazy.out;  // a library's kernel handle loads nothing
+  EXPECT_EQ(mine(lazy.out, 4), 32 * kMiB) << lazy.out;  // its first launch does
+  EXPECT_EQ(mine(lazy.out, 5), 38 * kMiB) << lazy.out;  // cuKernelGetFunction does
+  EXPECT_EQ(mine(lazy.out, 6), 42 * kMiB) << lazy.out;  // a graph's instantiation does
+
+  Env eager = node.env();
+  eager["CUDA_MODULE_LOADING"] = "EAGER";
+  Result r =
+      RunProcess({ProbeBin(), "init", "loadingmode", "modcode", "24m", "nvml", "getfunc", "launchcode", "nvml"}, eager);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "loadingmode")[0], "loadingmode eager");
+  EXPECT_EQ(mine(r.out, 0), 24 * kMiB) << r.out;  // all at load
+  EXPECT_EQ(mine(r.out, 1), 24 * kMiB) << r.out;
+
+  // A card without room for a kernel's code refuses it when it is first used.
+  SimNode small("context_memory: 0\ngpus:\n  - {name: Small, memory: 64Mi, sms: 4, compute_capability: \"9.0\"}\n");
+  r = RunProcess({ProbeBin(), "init", "alloc", "mem", "48m", "modcode", "24m", "getfunc", "free", "getfunc"},
+                 small.env());
+  EXPECT_EQ(Lines(r.out, "modcode")[0], "modcode ok") << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "getfunc")[0], "getfunc CUDA_ERROR_OUT_OF_MEMORY") << r.out;
+  EXPECT_EQ(Lines(r.out, "getfunc")[1], "getfunc ok") << r.out;
+  r = RunProcess({ProbeBin(), "init", "alloc", "mem", "48m", "modcode", "24m"}, [&] {
+    Env e = small.env();
+    e["CUDA_MODULE_LOADING"] = "EAGER";
+    return e;
+  }());
+  EXPECT_EQ(Lines(r.out, "modcode")[0], "modcode CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
+}
+
+// The limits that follow from a card's compute capability are its real ones (CUDA C++
+// Programming Guide, "Technical Specifications per Compute Capability"): resident threads
+// per SM (which the stack reservation multiplies: 2048 on the H100, measured), and the
+// texture extents beyond which cuArrayCreate refuses an array without it being out of
+// memory (real-gpu-h100.md).
+TEST(SimulatorMemory, EachPresetReportsItsComputeCapabilitysLimits) {
+  SimNode node("context_memory: 0\ngpus: [T4, L4, A100-80GB, H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "attrs", "0", "attrs", "1", "attrs", "2", "attrs", "3"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto a = Lines(r.out, "attrs");
+  ASSERT_EQ(a.size(), 4u) << r.out;
+  // threads/SM, blocks/SM, SMs, 1D, 2D, 3D texture extents
+  EXPECT_EQ(a[0], "attrs 1024 16 40 131072 131072x65536 16384x16384x16384");   // T4, 7.5
+  EXPECT_EQ(a[1], "attrs 1536 24 58 131072 131072x65536 16384x16384x16384");   // L4, 8.9
+  EXPECT_EQ(a[2], "attrs 2048 32 108 131072 131072x65536 16384x16384x16384");  // A100, 8.0
+  EXPECT_EQ(a[3], "attrs 2048 32 132 131072 131072x65536 16384x16384x16384");  // H100, 9.0
+  // The stack reservation follows: 63 KiB x 40 SMs x 1024 threads on the T4.
+  r = RunProcess({ProbeBin(), "init", "0", "nvml", "stack", "65536", "nvml"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto mine = [&](size_t i) { return U(Fields(Lines(r.out, "nvml ").at(i), "nvml").at(8)); };
+  EXPECT_EQ(mine(1) - mine(0), 63 * 1024ull * 40 * 1024) << r.out;
+  // One column too wide for a 2D texture: refused, and not as out of memory.
+  r = RunProcess(
+      {ProbeBin(), "init", "3", "array2d", "131072", "16", "array2d", "131073", "16", "array2d", "1024", "65537"},
+      node.env());
+  auto arr = Lines(r.out, "array2d");
+  ASSERT_EQ(arr.size(), 3u) << r.out << r.err;
+  EXPECT_EQ(arr[0], "array2d ok");
+  EXPECT_EQ(arr[1], "array2d CUDA_ERROR_INVALID_VALUE");
+  EXPECT_EQ(arr[2], "array2d CUDA_ERROR_INVALID_VALUE");
+}
+
 // Destroying or resetting a context frees the memory allocated in it (the driver's
 // behaviour: after cudaDeviceReset the whole card is free again, real-gpu-h100.md), and a
 // context's memory is not another context's.

@@ -1,5 +1,8 @@
 // Real NVIDIA GPU models the simulator can impersonate, with the memory nvidia-smi
-// reports for them, their SM count, compute capability and PCI device id.
+// reports for them, their SM count, compute capability and PCI device id. What follows
+// from the compute capability (resident threads and blocks per SM, texture extents) is
+// not repeated here: the simulator derives it from the CUDA programming guide's table
+// (src/sim/compute_capability.h), for presets and hand-described cards alike.
 // Pure data; thread-safe.
 #pragma once
 

@@ -31,6 +31,42 @@ std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconc
 // program allocates; an NVML process query costs well under this (docs/enforcer.md).
 constexpr int64_t kReconcileEveryNs = 100'000'000;
 
+// Devices (bit i: region device i) whose books may be behind the card because a function
+// was resolved or launched for the first time since their last reconciliation.
+std::atomic<uint64_t> g_code_pending{0};
+static_assert(kMaxDevices <= 64, "g_code_pending has one bit per device");
+
+bool TakeCodePending(int dev) {
+  if (dev < 0 || dev >= kMaxDevices) return false;
+  uint64_t bit = 1ull << dev;
+  if ((g_code_pending.load(std::memory_order_relaxed) & bit) == 0) return false;  // the common case
+  return (g_code_pending.fetch_and(~bit) & bit) != 0;
+}
+
+// Functions this process has resolved or launched: an open-addressed set of handles, so
+// the launch path asks it without a lock. Lookups probe a few slots; a set too full to
+// take a handle treats it as new every time (an early reconciliation, never a late one).
+constexpr int kSeenBits = 14;
+constexpr size_t kSeenSlots = size_t{1} << kSeenBits;
+constexpr int kSeenProbes = 16;
+std::atomic<uintptr_t> g_seen[kSeenSlots];
+std::atomic<uintptr_t> g_last_noted{0};  // the function noted last (any thread)
+
+// True the first time fn is seen.
+bool FirstSeen(uintptr_t fn) {
+  size_t h = static_cast<size_t>(((fn >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - kSeenBits));
+  for (int i = 0; i < kSeenProbes; ++i) {
+    std::atomic<uintptr_t>& slot = g_seen[(h + static_cast<size_t>(i)) & (kSeenSlots - 1)];
+    uintptr_t cur = slot.load(std::memory_order_relaxed);
+    if (cur == fn) return false;
+    if (cur == 0) {
+      if (slot.compare_exchange_strong(cur, fn, std::memory_order_relaxed)) return true;
+      if (cur == fn) return false;
+    }
+  }
+  return true;
+}
+
 int64_t MonotonicNs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -85,6 +121,7 @@ void AfterForkInChild() {
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
+  g_code_pending.store(0);
   for (int d = 0; d < kMaxDevices; ++d) g_primary_refs[d] = 0, g_primary_ctx[d] = 0;
   g_state.slot = nullptr;
 }
@@ -122,7 +159,8 @@ bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own
 // NVML first would count those bytes once as unseen and once as the charge.
 bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool reconcile) {
   uint64_t limit = MemoryLimit(dev);
-  if (reconcile) Reconcile(dev, false);
+  // Right after a function's first use its lazily loaded code may be on the card: look now.
+  if (reconcile) Reconcile(dev, TakeCodePending(dev));
   bool own_fits = false;
   if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   // What reconciliation charged may be stale (memory given back since): ask NVML once
@@ -194,6 +232,19 @@ int Reconcile(int dev, bool force) {
     GS_LOG(kDetail, "device %d: %s that no hooked call accounts for (NVML: this process holds %s)", dev,
            FormatBytes(want, b, sizeof(b)), FormatBytes(measured, m, sizeof(m)));
   return over ? -1 : (want > unseen ? 1 : 0);
+}
+
+void NoteFunctionUsed(const void* fn) {
+  // A loop launches the same kernel again and again: one load and compare for it.
+  uintptr_t f = reinterpret_cast<uintptr_t>(fn);
+  if (f == g_last_noted.load(std::memory_order_relaxed) || f == 0 || !AnyMemoryLimit()) return;
+  g_last_noted.store(f, std::memory_order_relaxed);
+  if (FirstSeen(f)) g_code_pending.store(~uint64_t{0});
+}
+
+void ForgetFunctionsUsed() {
+  for (auto& slot : g_seen) slot.store(0, std::memory_order_relaxed);
+  g_last_noted.store(0, std::memory_order_relaxed);
 }
 
 uint64_t CurrentContextId() {
@@ -276,6 +327,7 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
 
 void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
+  ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {};
   TheAllocations().TakeContext(ctx, bytes, spilled, kMaxDevices);
   for (int d = 0; d < kMaxDevices; ++d) {

@@ -49,6 +49,23 @@ void Unreserve(int dev, uint64_t bytes, bool spilled);
 // without the host pid, no limit on dev).
 int Reconcile(int dev, bool force);
 
+// ---- lazily loaded code -------------------------------------------------------------------
+// Since CUDA 12.2 the driver loads a kernel's code when the kernel is first resolved
+// (cuModuleGetFunction, cuKernelGetFunction) or launched (a library's CUkernel, as the CUDA
+// runtime launches), not when its module is loaded (CUDA C++ Programming Guide, "Lazy
+// Loading"): device memory grows at the first launch, with no allocation call to hook.
+// The first time this process resolves or launches a function, every device's books are
+// marked as possibly behind the card, and the next charge on a device reconciles with
+// NVML at once instead of waiting for the 100 ms window. What no hooked call shows (the
+// kernels of a graph, loaded at cuGraphInstantiate) is still found within 100 ms.
+//
+// Call after the driver call that may have loaded the code. Cost: one load and compare
+// when fn was noted last, else one lookup in a lock-free table of functions seen (no
+// lock, no syscall); nothing without a memory limit.
+void NoteFunctionUsed(const void* fn);
+// A module, library or context is gone: function handles may be reused by the next load.
+void ForgetFunctionsUsed();
+
 // The current context, as charges record it (0 when none).
 uint64_t CurrentContextId();
 

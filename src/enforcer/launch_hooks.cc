@@ -1,5 +1,8 @@
 // Kernel launches: every launch path (plain, Ex, cooperative, graph) passes the compute
 // limiter before reaching the driver. With no SM limit the hook is one load and compare.
+// A kernel launched for the first time may bring its lazily loaded code onto the card:
+// the launch is noted afterwards for the memory books (charging.h, NoteFunctionUsed).
+#include "src/enforcer/charging.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limiter.h"
 
@@ -65,38 +68,50 @@ CUresult gs_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
                                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
                                 void** extra) {
   GS_LAUNCH_GATE(s);
-  return g_cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  CUresult rc = g_cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuLaunchKernel_ptsz)
 CUresult gs_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                      unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
                                      void** extra) {
   GS_LAUNCH_GATE(s);
-  return g_cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  CUresult rc = g_cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuLaunchKernelEx)
 CUresult gs_hook_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   GS_LAUNCH_GATE(config ? config->hStream : nullptr);
-  return g_cuda.cuLaunchKernelEx(config, f, params, extra);
+  CUresult rc = g_cuda.cuLaunchKernelEx(config, f, params, extra);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuLaunchKernelEx_ptsz)
 CUresult gs_hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   GS_LAUNCH_GATE(config ? config->hStream : nullptr);
-  return g_cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
+  CUresult rc = g_cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuLaunchCooperativeKernel)
 CUresult gs_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                                            CUstream s, void** params) {
   GS_LAUNCH_GATE(s);
-  return g_cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  CUresult rc = g_cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuLaunchCooperativeKernel_ptsz)
 CUresult gs_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                                                 CUstream s, void** params) {
   GS_LAUNCH_GATE(s);
-  return g_cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  CUresult rc = g_cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  NoteFunctionUsed(f);
+  return rc;
 }
 GS_HOOK(cuGraphLaunch) CUresult gs_hook_cuGraphLaunch(CUgraphExec g, CUstream s) {
   GS_LAUNCH_GATE(s);

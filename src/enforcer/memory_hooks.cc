@@ -505,7 +505,24 @@ GS_HOOK(cuModuleLoadFatBinary) CUresult gs_hook_cuModuleLoadFatBinary(CUmodule* 
 GS_HOOK(cuModuleUnload) CUresult gs_hook_cuModuleUnload(CUmodule hmod) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuModuleUnload(hmod);
-  if (rc == CUDA_SUCCESS) Reconcile(Release(HandleKind::kModule, reinterpret_cast<uint64_t>(hmod)), true);
+  if (rc == CUDA_SUCCESS) {
+    ForgetFunctionsUsed();
+    Reconcile(Release(HandleKind::kModule, reinterpret_cast<uint64_t>(hmod)), true);
+  }
+  return rc;
+}
+
+// Lazy loading (charging.h, "lazily loaded code"): resolving a kernel loads its code.
+GS_HOOK(cuModuleGetFunction) CUresult gs_hook_cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuModuleGetFunction(hfunc, hmod, name);
+  if (rc == CUDA_SUCCESS && hfunc) NoteFunctionUsed(*hfunc);
+  return rc;
+}
+GS_HOOK(cuKernelGetFunction) CUresult gs_hook_cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuKernelGetFunction(pFunc, kernel);
+  if (rc == CUDA_SUCCESS && pFunc) NoteFunctionUsed(*pFunc);
   return rc;
 }
 
@@ -543,7 +560,10 @@ CUresult gs_hook_cuLibraryLoadFromFile(CUlibrary* library, const char* file, CUj
 GS_HOOK(cuLibraryUnload) CUresult gs_hook_cuLibraryUnload(CUlibrary library) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuLibraryUnload(library);
-  if (rc == CUDA_SUCCESS) Reconcile(Release(HandleKind::kLibrary, reinterpret_cast<uint64_t>(library)), true);
+  if (rc == CUDA_SUCCESS) {
+    ForgetFunctionsUsed();
+    Reconcile(Release(HandleKind::kLibrary, reinterpret_cast<uint64_t>(library)), true);
+  }
   return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "src/platform/cuda_array.h"
+#include "src/sim/compute_capability.h"
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
 
@@ -16,11 +17,27 @@ size_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& d) {
   return gs::platform::CudaArrayBytes(d.Width, d.Height, d.Depth, d.NumChannels, d.Format);
 }
 
+// Whether the extents fit the card's texture limits (src/sim/compute_capability.h). A
+// real driver refuses larger arrays with an error that is not CUDA_ERROR_OUT_OF_MEMORY
+// (real-gpu-h100.md: cuda_probe's 768 MiB 2D array, 196608 x 1024, failed on the H100
+// under a limit it fitted); cuArrayCreate documents CUDA_ERROR_INVALID_VALUE.
+bool WithinTextureExtents(const DeviceSpec& spec, const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  const ComputeCapabilityLimits cc = LimitsForComputeCapability(spec.cc_major, spec.cc_minor);
+  if (d.Flags & CUDA_ARRAY3D_LAYERED) {  // Depth is the number of layers
+    return d.Width <= cc.layered_extent && d.Height <= cc.layered_extent && d.Depth <= cc.layers;
+  }
+  if (d.Depth)
+    return d.Width <= cc.texture3d_extent && d.Height <= cc.texture3d_extent && d.Depth <= cc.texture3d_extent;
+  if (d.Height) return d.Width <= cc.texture2d_width && d.Height <= cc.texture2d_height;
+  return d.Width <= cc.texture1d_width;
+}
+
 CUresult CreateArray(const CUDA_ARRAY3D_DESCRIPTOR& desc, CUarray* out) {
   if (out == nullptr || desc.Width == 0 || desc.NumChannels == 0 || desc.NumChannels > 4)
     return CUDA_ERROR_INVALID_VALUE;
   Context* c = CurrentContext();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!WithinTextureExtents(Spec(c->device), desc)) return CUDA_ERROR_INVALID_VALUE;
   size_t bytes = ArrayBytes(desc);
   if (!node()->Reserve(c->device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* a = new ArrayObject;
@@ -74,6 +91,7 @@ GS_SIM_CUDA(cuMipmappedArrayCreate)
   if (pHandle == nullptr || pMipmappedArrayDesc == nullptr || numMipmapLevels == 0) return CUDA_ERROR_INVALID_VALUE;
   Context* c = CurrentContext();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!WithinTextureExtents(Spec(c->device), *pMipmappedArrayDesc)) return CUDA_ERROR_INVALID_VALUE;
   auto m = std::make_unique<MipmappedArray>();
   m->device = c->device;
   CUDA_ARRAY3D_DESCRIPTOR level = *pMipmappedArrayDesc;

@@ -5,23 +5,25 @@
 
 #include <algorithm>
 
+#include "src/sim/compute_capability.h"
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
 
 namespace gs::sim {
 namespace {
 
-// Threads a card holds at once per SM, as cuDeviceGetAttribute reports it.
-constexpr uint64_t kMaxThreadsPerSm = 2048;
-
 // What a per-thread stack of `stack` bytes costs beyond the context's own 1 KiB: the
-// driver reserves it for every thread the card can hold at once. Measured on the H100
-// (real-gpu-h100.md, "What the driver really spends"): raising the stack to 64 KiB added
-// 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads. UINT64_MAX when it overflows.
+// driver reserves it for every thread the card can hold at once (SMs x resident threads
+// per SM, as cuDeviceGetAttribute reports them: 2048 on an H100 or A100, 1536 on an L4,
+// 1024 on a T4). Measured on the H100 (real-gpu-h100.md, "What the driver really spends"):
+// raising the stack to 64 KiB added 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads.
+// UINT64_MAX when it overflows.
 uint64_t StackBytes(int dev, size_t stack) {
   const uint64_t base = DefaultLimit(CU_LIMIT_STACK_SIZE);
   if (stack <= base) return 0;
-  uint64_t threads = static_cast<uint64_t>(Spec(dev).sm_count) * kMaxThreadsPerSm;
+  const DeviceSpec& spec = Spec(dev);
+  uint64_t threads = static_cast<uint64_t>(spec.sm_count) *
+                     LimitsForComputeCapability(spec.cc_major, spec.cc_minor).max_threads_per_sm;
   uint64_t per_thread = stack - base;
   if (threads && per_thread > (UINT64_MAX - kDriverPage) / threads) return UINT64_MAX;
   return RoundUp(per_thread * threads, kDriverPage);
@@ -29,7 +31,7 @@ uint64_t StackBytes(int dev, size_t stack) {
 
 // Gives back what a context holds when it goes away (destroyed, last primary reference
 // released, reset): the memory allocated in it, its stack reservation and its modules'
-// .global memory; its limits return to the defaults. Called with c->mu held.
+// .global memory and code; its limits return to the defaults. Called with c->mu held.
 void ReleaseContextMemory(Context* c) {
   if (c->stack_bytes) node()->Release(c->device, c->stack_bytes);
   c->stack_bytes = 0;
@@ -50,8 +52,9 @@ void ReleaseContextMemory(Context* c) {
     it = g_driver->allocations.erase(it);
   }
   for (Module* m : c->modules) {
-    if (m->global_bytes) node()->Release(c->device, m->global_bytes);
+    if (m->global_bytes + m->code_charged) node()->Release(c->device, m->global_bytes + m->code_charged);
     m->global_bytes = 0;
+    m->code_bytes = m->code_charged = 0;
     m->ctx = nullptr;  // the handle stays, as dead as on a real driver
   }
   c->modules.clear();

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/sim/compute_capability.h"
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
 
@@ -82,6 +83,7 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidOrdinal(dev)) return CUDA_ERROR_INVALID_DEVICE;
   const DeviceSpec& s = Spec(StateIndex(dev));
+  const ComputeCapabilityLimits cc = LimitsForComputeCapability(s.cc_major, s.cc_minor);
   unsigned domain = 0, bus = 0, device = 0;
   sscanf(s.pci_bus_id, "%x:%x:%x", &domain, &bus, &device);
   switch (attrib) {
@@ -98,10 +100,39 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
       *pi = 1024;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
-      *pi = 2048;
+      *pi = static_cast<int>(cc.max_threads_per_sm);
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
-      *pi = 32;
+      *pi = static_cast<int>(cc.max_blocks_per_sm);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *pi = static_cast<int>(cc.max_shared_per_block_optin);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      *pi = static_cast<int>(cc.max_shared_per_sm);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
+      *pi = static_cast<int>(cc.texture1d_width);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
+      *pi = static_cast<int>(cc.texture2d_width);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
+      *pi = static_cast<int>(cc.texture2d_height);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
+      *pi = static_cast<int>(cc.texture3d_extent);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT:
+      *pi = static_cast<int>(cc.layered_extent);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS:
+      *pi = static_cast<int>(cc.layers);
       break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
       *pi = 32;

@@ -30,6 +30,9 @@ constexpr uint64_t kDriverPage = 2u << 20;
 
 struct Driver {
   Runtime* rt = nullptr;
+  // CUDA_MODULE_LOADING, read once by cuInit as the driver does: lazy unless "EAGER"
+  // (lazy is the default on Linux since CUDA 12.2).
+  bool lazy_loading = true;
   std::mutex mu;
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::map<CUmemGenericAllocationHandle, std::unique_ptr<PhysicalMemory>> physical;
@@ -101,6 +104,12 @@ void WaitStream(Stream* st);
 void WaitContext(Context* ctx);
 bool EventDone(const CudaEvent* e);
 int64_t EventTime(const CudaEvent* e);
+
+// ---- modules (src/sim/cuda_module.cc) ---------------------------------------------------
+
+// Puts fn's code on its module's card if it is not there yet (lazy loading: at first
+// resolution or launch); CUDA_ERROR_OUT_OF_MEMORY when the card has no room for it.
+CUresult EnsureLoaded(Function* fn);
 
 // ---- launches (src/sim/cuda_launch.cc) --------------------------------------------------
 

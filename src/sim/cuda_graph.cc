@@ -134,6 +134,11 @@ GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGrap
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Instantiation prepares every kernel node, so kernels not loaded yet (lazy loading) are
+  // loaded here: memory no launch or resolution call shows.
+  for (auto& n : g->nodes)
+    if (n->type == GraphNode::Type::kKernel && n->fn)
+      if (CUresult rc = EnsureLoaded(n->fn); rc != CUDA_SUCCESS) return rc;
   auto* e = new GraphExec;
   e->graph = g;
   for (auto& n : g->nodes) e->nodes.push_back(*n);

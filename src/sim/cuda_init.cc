@@ -3,6 +3,9 @@
 // Shared state and helpers: src/sim/cuda_driver.h.
 #include <pthread.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "src/platform/proc_address.h"
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
@@ -34,6 +37,8 @@ GS_SIM_CUDA(cuInit)(unsigned int Flags) {
   static std::once_flag once;
   std::call_once(once, [&] {
     driver.rt = rt;
+    const char* loading = getenv("CUDA_MODULE_LOADING");
+    driver.lazy_loading = loading == nullptr || strcmp(loading, "EAGER") != 0;
     for (int d = 0; d < kMaxDevices; ++d) {
       driver.primary[d].device = d;
       driver.primary[d].primary = true;

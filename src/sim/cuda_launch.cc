@@ -36,6 +36,8 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     st->capture->nodes.push_back(std::move(n));
     return CUDA_SUCCESS;
   }
+  // A kernel not resolved before (a library's CUkernel, lazy loading) is loaded now.
+  if (CUresult rc = EnsureLoaded(fn); rc != CUDA_SUCCESS) return rc;
   return EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), blocks, threads, per_wave));
 }
 }  // namespace

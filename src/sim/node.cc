@@ -4,6 +4,7 @@
 
 #include "src/common/proc_identity.h"
 #include "src/platform/nvml_api.h"
+#include "src/sim/compute_capability.h"
 
 namespace gs::sim {
 
@@ -179,8 +180,9 @@ uint32_t Node::DueEvents(int dev, uint64_t* delivered, Event* out, uint32_t max)
 
 int64_t KernelDurationNs(const DeviceSpec& spec, uint64_t blocks, uint64_t threads_per_block, int64_t ns_per_wave) {
   if (blocks == 0) return 0;
-  uint64_t per_sm = threads_per_block ? 2048 / threads_per_block : 32;
-  per_sm = std::clamp<uint64_t>(per_sm, 1, 32);
+  const ComputeCapabilityLimits cc = LimitsForComputeCapability(spec.cc_major, spec.cc_minor);
+  uint64_t per_sm = threads_per_block ? cc.max_threads_per_sm / threads_per_block : cc.max_blocks_per_sm;
+  per_sm = std::clamp<uint64_t>(per_sm, 1, cc.max_blocks_per_sm);
   uint64_t slots = std::max<uint64_t>(1, static_cast<uint64_t>(spec.sm_count) * per_sm);
   uint64_t waves = (blocks + slots - 1) / slots;
   return static_cast<int64_t>(waves) * ns_per_wave;

@@ -6,6 +6,7 @@
 // timeline by its own mutex. Nothing here is shared between processes (that is State).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,11 +68,18 @@ struct Function {
   std::string name;
   KernelKind kind = KernelKind::kGeneric;
   struct Module* module = nullptr;
+  uint64_t code_bytes = 0;  // its machine code on the card once loaded (src/sim/cuda_module.cc)
+  // Whether its code is on the card: at load with CUDA_MODULE_LOADING=EAGER, else when
+  // first resolved or launched (lazy loading). Set under Driver::mu, read by launches.
+  std::atomic<bool> loaded{false};
 };
 
 struct Module {
   Context* ctx = nullptr;     // nullptr once its context was destroyed or reset
   uint64_t global_bytes = 0;  // device memory its .global variables hold (charged)
+  // Guarded by Driver::mu: the code of its loaded kernels, and what the card was charged
+  // for it (whole 2 MiB pages).
+  uint64_t code_bytes = 0, code_charged = 0;
   std::vector<std::unique_ptr<Function>> functions;
 };
 

@@ -21,6 +21,41 @@ bool ParsePtxEntries(const char* ptx, std::vector<std::string>* names) {
   return names->size() > before;
 }
 
+bool ParsePtxKernels(const char* ptx, std::vector<PtxKernel>* kernels) {
+  if (strstr(ptx, ".version") == nullptr) return false;
+  size_t before = kernels->size();
+  for (const char* p = strstr(ptx, ".entry"); p != nullptr; p = strstr(p + 6, ".entry")) {
+    const char* q = p + 6;
+    if (!isspace(static_cast<unsigned char>(*q))) continue;
+    while (isspace(static_cast<unsigned char>(*q))) ++q;
+    const char* start = q;
+    while (*q && (isalnum(static_cast<unsigned char>(*q)) || *q == '_' || *q == '$' || *q == '.')) ++q;
+    if (q == start) continue;
+    PtxKernel k;
+    k.name.assign(start, static_cast<size_t>(q - start));
+    // The parameter list is in parentheses; the body is the first brace after it, unless
+    // a semicolon ends a declaration first.
+    int parens = 0;
+    while (*q && (parens > 0 || (*q != '{' && *q != ';'))) {
+      if (*q == '(') ++parens;
+      if (*q == ')') --parens;
+      ++q;
+    }
+    if (*q == '{') {
+      const char* open = q;
+      int depth = 0;
+      for (; *q; ++q) {
+        if (*q == '{') ++depth;
+        if (*q == '}' && --depth == 0) break;
+      }
+      k.body_bytes = static_cast<uint64_t>(q - open) + (*q ? 1 : 0);
+      p = q > p + 6 ? q - 6 : p;  // go on after the body
+    }
+    kernels->push_back(std::move(k));
+  }
+  return kernels->size() > before;
+}
+
 namespace {
 
 uint64_t SatMul(uint64_t a, uint64_t b) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace gs::sim {
 namespace {
 
@@ -22,6 +24,35 @@ TEST(Ptx, FindsEveryEntry) {
   EXPECT_EQ(names[1], "_Z6kernelPf");
   EXPECT_TRUE(IsSpinKernel(names[0]));
   EXPECT_FALSE(IsSpinKernel(names[1]));
+}
+
+// A kernel's code size, as the simulator charges it at lazy load, is its body's text.
+TEST(Ptx, MeasuresEachKernelsBody) {
+  const char* ptx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .func helper(.param .u32 x);
+.visible .entry small(.param .u64 p) { ret; }
+.entry big(
+  .param .u64 p
+)
+.maxntid 128, 1, 1
+{
+  { .reg .u32 %r; add.u32 %r, %r, 1; }
+  ret;
+}
+.entry decl(.param .u64 p);
+)";
+  std::vector<PtxKernel> k;
+  ASSERT_TRUE(ParsePtxKernels(ptx, &k));
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_EQ(k[0].name, "small");
+  EXPECT_EQ(k[0].body_bytes, strlen("{ ret; }"));
+  EXPECT_EQ(k[1].name, "big");
+  EXPECT_EQ(k[1].body_bytes, strlen("{\n  { .reg .u32 %r; add.u32 %r, %r, 1; }\n  ret;\n}"));
+  EXPECT_EQ(k[2].name, "decl");
+  EXPECT_EQ(k[2].body_bytes, 0u);
 }
 
 TEST(Ptx, RejectsNonPtx) {

@@ -21,6 +21,18 @@
 //   modload / libload              loads the spin kernel by cuModuleLoadData / cuLibraryLoadData
 //   modglobal SIZE                 loads a module declaring SIZE bytes of .global variables
 //   modunload / libunload          unloads the newest one
+//   modcode SIZE / libcode SIZE    loads a module / library whose kernel gs_code's body is
+//                                  SIZE bytes of PTX (the simulator's code size for it)
+//   getfunc                        cuModuleGetFunction(newest module, gs_code)
+//   getkernel / kernelfunc         cuLibraryGetKernel(newest library, gs_code) /
+//                                  cuKernelGetFunction of that kernel
+//   launchcode                     launches the newest gs_code function (else kernel)
+//   graphcode                      a graph with one gs_code kernel node: instantiated,
+//                                  launched, synchronised
+//   loadingmode                    "loadingmode lazy|eager" (cuModuleGetLoadingMode)
+//   attrs DEV                      "attrs THREADS/SM BLOCKS/SM SMS TEX1D TEX2D TEX3D"
+//   stack BYTES                    cuCtxSetLimit(CU_LIMIT_STACK_SIZE) -> "stack ok|ERR"
+//   array2d W H                    a W x H float CUDA array -> "array2d ok|ERR" (kept)
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -50,6 +62,8 @@ CUmodule g_mod = nullptr;
 std::vector<CUmodule> g_modules;     // modload
 std::vector<CUlibrary> g_libraries;  // libload
 CUfunction g_spin = nullptr;
+CUfunction g_code_fn = nullptr;    // getfunc / kernelfunc
+CUkernel g_code_kernel = nullptr;  // getkernel
 
 struct Alloc {
   std::string kind;
@@ -65,6 +79,17 @@ std::vector<Alloc> g_allocs;
 const char kSpinPtx[] =
     ".version 8.0\n.target sm_75\n.address_size 64\n"
     ".visible .entry gpuslice_spin(.param .u64 ns)\n{\n ret;\n}\n";
+
+// PTX of one kernel, gs_code, whose body is `body` bytes long (at least 8).
+std::string CodePtx(uint64_t body) {
+  std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry gs_code(.param .u64 p)\n";
+  const std::string line = " add.u32 %r1, %r1, 1;\n";  // 22 bytes
+  std::string b = "{\n";
+  while (b.size() + line.size() + 8 <= body) b += line;
+  b.append(body > b.size() + 8 ? body - b.size() - 8 : 0, ' ');
+  b += "\n ret;\n}";
+  return ptx + b + "\n";
+}
 
 const char* Name(CUresult rc) {
   const char* s = nullptr;
@@ -140,6 +165,11 @@ void BindGetProc() {
   GET(cuLibraryLoadData, "cuLibraryLoadData");
   GET(cuLibraryUnload, "cuLibraryUnload");
   GET(cuModuleGetFunction, "cuModuleGetFunction");
+  GET(cuCtxSetLimit, "cuCtxSetLimit");
+  GET(cuLibraryGetKernel, "cuLibraryGetKernel");
+  GET(cuKernelGetFunction, "cuKernelGetFunction");
+  GET(cuModuleGetLoadingMode, "cuModuleGetLoadingMode");
+  GET(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode");
   GET(cuLaunchKernel, "cuLaunchKernel");
   GET(cuLaunchKernelEx, "cuLaunchKernelEx");
   GET(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel");
@@ -192,24 +222,25 @@ CUresult DoAlloc(const std::string& kind, uint64_t size) {
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if (rc == CUDA_SUCCESS) rc = c.cuMemSetAccess(a.ptr, a.map_size, &access, 1);
   } else if (kind == "array") {
+    // Within the card's 2D texture extent (131072 x 65536): a real driver refuses more.
     CUDA_ARRAY_DESCRIPTOR d{};
-    d.Width = size / 4 / 1024;
-    d.Height = 1024;
+    d.Width = size / 4 / 4096;
+    d.Height = 4096;
     d.Format = CU_AD_FORMAT_FLOAT;
     d.NumChannels = 1;
     rc = c.cuArrayCreate_v2(&a.array, &d);
   } else if (kind == "array3d") {
     CUDA_ARRAY3D_DESCRIPTOR d{};
-    d.Width = size / 4 / 64 / 64;
-    d.Height = 64;
-    d.Depth = 64;
+    d.Width = size / 4 / 256 / 256;  // within the 3D extent, 16384 a side
+    d.Height = 256;
+    d.Depth = 256;
     d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
     d.NumChannels = 4;
     rc = c.cuArray3DCreate_v2(&a.array, &d);
   } else if (kind == "mipmap") {
     CUDA_ARRAY3D_DESCRIPTOR d{};
-    d.Width = size / 4 / 1024;
-    d.Height = 1024;
+    d.Width = size / 4 / 4096;
+    d.Height = 4096;
     d.Format = CU_AD_FORMAT_FLOAT;
     d.NumChannels = 1;
     rc = c.cuMipmappedArrayCreate(&a.mip, &d, 1);
@@ -489,6 +520,98 @@ int main(int argc, char** argv) {
       rc = c.cuModuleLoadData(&m, ptx.c_str());
       if (rc == CUDA_SUCCESS) g_modules.push_back(m);
       printf("modglobal %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "modcode" || cmd == "libcode") {
+      std::string ptx = CodePtx(Size(arg(1)));
+      ++i;
+      if (cmd == "modcode") {
+        CUmodule m = nullptr;
+        rc = c.cuModuleLoadData(&m, ptx.c_str());
+        if (rc == CUDA_SUCCESS) g_modules.push_back(m);
+      } else {
+        CUlibrary l = nullptr;
+        rc = c.cuLibraryLoadData(&l, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+        if (rc == CUDA_SUCCESS) g_libraries.push_back(l);
+      }
+      printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "getfunc") {
+      rc = g_modules.empty() ? CUDA_ERROR_INVALID_HANDLE
+                             : c.cuModuleGetFunction(&g_code_fn, g_modules.back(), "gs_code");
+      printf("getfunc %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "getkernel") {
+      rc = g_libraries.empty() ? CUDA_ERROR_INVALID_HANDLE
+                               : c.cuLibraryGetKernel(&g_code_kernel, g_libraries.back(), "gs_code");
+      g_code_fn = nullptr;  // launchcode / graphcode use this kernel now
+      printf("getkernel %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "kernelfunc") {
+      rc = c.cuKernelGetFunction(&g_code_fn, g_code_kernel);
+      printf("kernelfunc %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "launchcode") {
+      // A CUkernel may be launched as a CUfunction (CUDA 12): how the runtime launches.
+      CUfunction f = g_code_fn ? g_code_fn : reinterpret_cast<CUfunction>(g_code_kernel);
+      unsigned long long p = 0;
+      void* params[] = {&p};
+      rc = c.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+      printf("launchcode %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphcode") {
+      CUfunction f = g_code_fn ? g_code_fn : reinterpret_cast<CUfunction>(g_code_kernel);
+      unsigned long long p = 0;
+      void* params[] = {&p};
+      CUgraph g = nullptr;
+      CUgraphExec e = nullptr;
+      CUgraphNode node;
+      CUDA_KERNEL_NODE_PARAMS kp{};
+      kp.func = f;
+      kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+      kp.blockDimX = 32;
+      kp.blockDimY = kp.blockDimZ = 1;
+      kp.kernelParams = params;
+      rc = c.cuGraphCreate(&g, 0);
+      if (rc == CUDA_SUCCESS) rc = c.cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &kp);
+      if (rc == CUDA_SUCCESS) rc = c.cuGraphInstantiateWithFlags(&e, g, 0);
+      if (rc == CUDA_SUCCESS) rc = c.cuGraphLaunch(e, nullptr);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+      printf("graphcode %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "loadingmode") {
+      CUmoduleLoadingMode mode{};
+      rc = c.cuModuleGetLoadingMode(&mode);
+      printf("loadingmode %s\n", rc != CUDA_SUCCESS ? Name(rc) : mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager");
+    } else if (cmd == "attrs") {
+      CUdevice d = atoi(arg(1));
+      ++i;
+      c.cuInit(0);
+      const CUdevice_attribute kAttrs[] = {
+          CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+          CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,           CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH,
+          CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH,        CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT,
+          CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH,        CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT,
+          CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH};
+      int v[9] = {};
+      for (int k = 0; k < 9 && rc == CUDA_SUCCESS; ++k) rc = c.cuDeviceGetAttribute(&v[k], kAttrs[k], d);
+      if (rc == CUDA_SUCCESS)
+        printf("attrs %d %d %d %d %dx%d %dx%dx%d\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+      else
+        printf("attrs %s\n", Name(rc));
+      continue;
+    } else if (cmd == "stack") {
+      rc = c.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, Size(arg(1)));
+      ++i;
+      printf("stack %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "array2d") {
+      Alloc a;
+      a.kind = "array";
+      CUDA_ARRAY_DESCRIPTOR d{};
+      d.Width = Size(arg(1));
+      d.Height = Size(arg(2));
+      i += 2;
+      d.Format = CU_AD_FORMAT_FLOAT;
+      d.NumChannels = 1;
+      rc = c.cuArrayCreate_v2(&a.array, &d);
+      if (rc == CUDA_SUCCESS) g_allocs.push_back(a);
+      printf("array2d %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
       continue;
     } else if (cmd == "modunload" || cmd == "libunload") {
       if (cmd == "modunload" && !g_modules.empty()) {
