@@ -245,10 +245,268 @@ corpora = {
                         + "CUDA_DEVICE_MEMORY_LIMIT_0=8g\nCUDA_DEVICE_SM_LIMIT_0=10\nCUDA_TASK_PRIORITY=0"],
 }
 
+
+# --- region and card: a shape byte, then patches of the real writer's file (fuzz/region_fuzzer.cc).
+def le(n, width):
+    return (n % (1 << (8 * width))).to_bytes(width, "little")
+
+
+def rpatch(where, data):
+    """A region patch: ("header", off) | ("device", d, off) | ("slot", s, off) | ("abs", off)."""
+    kind = where[0]
+    if kind == "header":
+        head = b"\x00" + le(where[1], 1)
+    elif kind == "device":
+        head = b"\x01" + le(where[1], 1) + le(where[2], 1)
+    elif kind == "slot":
+        head = b"\x02" + le(where[1], 2) + le(where[2], 2)
+    else:
+        head = b"\x03" + le(where[1], 3)
+    return head + le(len(data), 1) + data
+
+
+def cpatch(where, data):
+    """A card patch: ("header", off) | ("tenant", i, off) | ("abs", off)."""
+    kind = where[0]
+    if kind == "header":
+        head = b"\x00" + le(where[1], 1)
+    elif kind == "tenant":
+        head = b"\x01" + le(where[1], 1) + le(where[2], 1)
+    else:
+        head = b"\x02" + le(where[1], 2)
+    return head + le(len(data), 1) + data
+
+
+U64 = lambda n: le(n, 8)
+U32 = lambda n: le(n, 4)
+REGION_SLOT0 = 128 + 16 * 256  # offsetof(Region, procs); a slot is 280 bytes
+REGION = [
+    b"\x00",                                                        # as the enforcer left it
+    b"\x08",                                                        # write the host pid of the 2nd process
+    b"\x00" + rpatch(("header", 40), U64(7)),                      # a writer inside (odd seq)
+    b"\x00" + rpatch(("device", 2, 0), b"GPU-2c3d0000-1111-2222-3333-555555555555\x00")
+    + rpatch(("device", 2, 96), U64(8 << 30)) + rpatch(("device", 2, 112), U64(1 << 30)),
+    b"\x00" + rpatch(("device", 0, 0), b"GPU-../../etc/passwd\x00"),  # not a UUID
+    b"\x00" + rpatch(("device", 1, 0), b"A" * 96),                  # no NUL in the field
+    b"\x00" + rpatch(("device", 0, 0), b"GPU-\xe2\x80\x8bzero-width\x00"),
+    b"\x00" + rpatch(("device", 0, 128), U64(1 << 63)),             # spilled > used
+    b"\x00" + rpatch(("slot", 0, 0), U32(0xFFFFFFFF)) + rpatch(("slot", 1, 4), U32(5000000))
+    + rpatch(("slot", 5, 0), U32(1234)) + rpatch(("slot", 5, 8), U64(987654321)),
+    b"\x00" + rpatch(("slot", 1023, 0), U32(4194304)) + rpatch(("slot", 1023, 4), U32(4194305)),
+    b"\x00" + rpatch(("header", 0), b"NOTAREGN"),                  # another file
+    b"\x00" + rpatch(("header", 0), U64(0)),                       # not initialised yet
+    b"\x00" + rpatch(("header", 8), U32(2)),                       # ABI 2
+    b"\x00" + rpatch(("header", 16), U64(4096)),                   # another size
+    b"\x00" + rpatch(("abs", REGION_SLOT0 + 3 * 280), U32(42) + U32(4242) + U64(1)),
+    b"\x04" + le(1000, 3),                                          # cut short
+    b"\x04" + le(0, 3),                                             # empty (being made)
+    b"\x05GSREGION\x01\x00\x00\x00",                                 # a few bytes
+    b"\x06",                                                        # a symlink to a region
+    b"\x07",                                                        # a FIFO
+]
+CARD = [
+    b"\x00",
+    b"\x00" + cpatch(("tenant", 5, 0), U64(99)) + cpatch(("tenant", 5, 56), U64(7000)),
+    b"\x00" + cpatch(("tenant", 0, 0), U64(0)),
+    b"\x00" + cpatch(("tenant", 63, 0), U64(1)) + cpatch(("tenant", 63, 56), U64((1 << 64) - 1)),
+    b"\x00" + cpatch(("header", 0), U64(0)),                        # not initialised: no tenants
+    b"\x00" + cpatch(("header", 0), b"NOTACARD"),
+    b"\x00" + cpatch(("header", 8), U32(2)),
+    b"\x00" + cpatch(("header", 16), U64(128)),
+    b"\x00" + cpatch(("abs", 128 + 72 * 10), U64(12345) + U32(50)),
+    b"\x04" + le(100, 2),
+    b"\x05.GSCARD1",
+    b"\x06",
+    b"\x07",
+]
+
+# --- the allocation records: snapshot, journal, container directories (fuzz/journal_fuzzer.cc).
+def rec(id_, devices, created):
+    return {"created": created, "devices": devices, "id": id_}
+
+
+SNAPSHOT = json.dumps({"allocations": [rec("3f9a0c5e2b7d4a61", ["GPU-a::0"], 1790000000),
+                                       rec("0b12c4d5e6f70819", ["GPU-a::1", "GPU-b::0"], 1790000100)]},
+                      indent=2) + "\n"
+JOURNAL = "".join(dumps(x) + "\n" for x in [
+    {"add": rec("77aa00bb11cc22dd", ["GPU-a::2"], 1790000200)},
+    {"remove": "3f9a0c5e2b7d4a61"},
+    {"remove": "0b12c4d5e6f70819"},
+    {"add": rec("99ee88ff77006611", ["GPU-a::1"], 1790000300)}])
+DIRS = "3f9a0c5e2b7d4a61\n0b12c4d5e6f70819\n77aa00bb11cc22dd\n99ee88ff77006611\nleftover0000000\n"
+JOURNAL_SEEDS = [
+    SNAPSHOT + SEP + JOURNAL + SEP + DIRS,
+    "NOFILE" + SEP + JOURNAL + SEP + DIRS,
+    SNAPSHOT + SEP + "NOFILE" + SEP + DIRS,
+    SNAPSHOT + SEP + JOURNAL + '{"add":{"created":1790000400,"devices":["GPU-b' + SEP + DIRS,  # torn tail
+    SNAPSHOT[:40] + SEP + JOURNAL + SEP + DIRS,                                                   # torn snapshot
+    SNAPSHOT + SEP + JOURNAL.replace("\n", "\nnot json\n", 1) + SEP + DIRS,                     # damaged line
+    '{"allocations":[]}' + SEP + "" + SEP + "",
+    "" + SEP + "\n\n" + SEP + "NOFILE",
+    '{"allocations":{"x":{"id":"r1","devices":[],"created":0}}}' + SEP + '{"remove":"nobody"}\n' + SEP + "r1",
+]
+
+# --- CDI specs (fuzz/cdi_spec_fuzzer.cc): J + JSON, Y + YAML.
+CDI = {"cdiVersion": "0.5.0", "kind": "gpuslice.io/gpu",
+       "devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
+                   {"name": "GPU-8f0a7c8e-4e4b-4ad8-9a3f-2a0b1c2d3e4f",
+                    "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
+                   {"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}],
+       "containerEdits": {
+           "deviceNodes": [{"path": "/dev/nvidiactl"},
+                           {"path": "/dev/nvidia-uvm", "hostPath": "/run/nvidia/driver/dev/nvidia-uvm"}],
+           "mounts": [{"hostPath": "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06",
+                       "containerPath": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06",
+                       "options": ["ro", "nosuid", "nodev", "bind"]},
+                      {"hostPath": "/var/lib/gpuslice/lib/1.0-ab12/ld.so.preload",
+                       "containerPath": "/etc/ld.so.preload", "options": ["ro", "nosuid", "nodev", "bind"]}],
+           "env": ["NVIDIA_VISIBLE_DEVICES=void"]}}
+CDI_YAML = """cdiVersion: "0.5.0"
+kind: "gpuslice.io/gpu"
+devices:
+  - name: "0"
+    containerEdits:
+      deviceNodes:
+        - path: "/dev/nvidia0"
+  - name: "all"
+    containerEdits:
+      deviceNodes:
+        - path: "/dev/nvidia0"
+        - path: "/dev/nvidia1"
+containerEdits:
+  deviceNodes:
+    - path: "/dev/nvidiactl"
+    - path: "/dev/nvidia-uvm"
+      hostPath: "/run/nvidia/driver/dev/nvidia-uvm"
+  env:
+    - "NVIDIA_VISIBLE_DEVICES=void"
+"""
+CDI_NVIDIA = """---
+cdiVersion: 0.3.0
+kind: nvidia.com/gpu
+annotations: {generated-by: nvidia-ctk}
+devices:
+- name: gpu0
+  containerEdits:
+    deviceNodes: [{path: /dev/nvidia0}]
+- name: MIG-GPU-8f0a/1/0
+  containerEdits: {}
+containerEdits:
+  hooks:
+  - hookName: createContainer
+    path: /usr/bin/nvidia-cdi-hook
+    args: [nvidia-cdi-hook, update-ldcache, --folder, /usr/lib/x86_64-linux-gnu]
+"""
+CDI_SEEDS = ["J" + dumps(CDI), "Y" + CDI_YAML, "Y" + CDI_NVIDIA,
+             "J" + dumps(dict(CDI, cdiVersion="0.3.0")),                    # below what hostPath needs
+             "J" + dumps(dict(CDI, extra=1)),                               # unknown field
+             "J" + dumps(dict(CDI, kind="gpuslice.io")),
+             "Y" + "cdiVersion: 0.5.0\nkind: a/b\ndevices: []\n", "J[]", "Yjust text"]
+
+# --- simulator scenarios (fuzz/scenario_fuzzer.cc).
+SCENARIO_DOC = """driver_version: "580.65.06"
+cuda_version: "13.0"
+context_memory: 518Mi
+sample_period_ms: 200
+timeslice_ms: 2
+gpus:
+  - preset: H100-80GB
+    count: 2
+  - name: Custom card
+    memory: 16Gi
+    sms: 40
+    uuid: GPU-11111111-2222-3333-4444-555555555555
+    pci_bus_id: "00000000:3B:00.0"
+    numa: 1
+    minor: 7
+    compute_capability: "8.6"
+    context_memory: 300Mi
+faults:
+  - {at: 10s, gpu: 0, xid: 48}
+  - {at: 20s, gpu: 1, lost: true}
+"""
+SCENARIO_SEEDS = [SCENARIO_DOC, "gpus: 2xH100-80GB,1xT4\n", "gpus: [T4, L4, A100-40GB, A100-80GB, H200-141GB]\n",
+                  "gpus: [{preset: A100-40GB, count: 2}]\nfaults: [{at: 500ms, gpu: 1, lost: true}, "
+                  "{at: 1.5m, gpu: 0, xid: 79}]\n",
+                  "gpus: 17xT4\n", "gpus: [{name: X, memory: lots, sms: 1}]\n", "gpus: [unclosed\n",
+                  "cuda_version: 12\ntimeslice_ms: 0.05\nsample_period_ms: 10000\ngpus: T4\n"]
+
+# --- requests to the node agent's HTTP server (fuzz/http_request_fuzzer.cc): a byte for
+# the size of the pieces it arrives in, then the bytes.
+HTTP_SEEDS = [
+    "\xff" + "GET /metrics HTTP/1.1\r\nHost: 10.0.0.5:9396\r\nUser-Agent: Prometheus/2.53.0\r\n"
+    "Accept: application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1\r\nAccept-Encoding: gzip\r\n"
+    "X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n",
+    "\x00" + "GET /healthz HTTP/1.1\r\nHost: 10.0.0.5:9396\r\nUser-Agent: kube-probe/1.30\r\nAccept: */*\r\n"
+    "Connection: close\r\n\r\n",
+    "\x10" + "HEAD /metrics?x=1&y=a%20b HTTP/1.0\r\n\r\n",
+    "\x10" + "POST /metrics HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody",
+    "\x01" + "garbage\r\n\r\n",
+    "\x20" + "GET / x HTTP/1.1\r\n\r\n",
+    "\xff" + "GET /metrics HTTP/1.1\r\nX: " + "a" * 9000,
+    "\x04" + "GET /metrics HTTP/1.1\r\n",
+]
+
+
+# --- the kubelet's requests (fuzz/device_plugin_request_fuzzer.cc): a byte of options,
+# then the protobuf message (api/deviceplugin/v1beta1/api.proto), encoded here by hand.
+def varint(n):
+    n %= 1 << 64
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(number, value):
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    if isinstance(value, str):
+        value = value.encode()
+    return varint((number << 3) | 2) + varint(len(value)) + value
+
+
+def allocate(*containers, legacy=False):
+    msg = b"".join(field(1, b"".join(field(1, i) for i in ids)) for ids in containers)
+    return bytes([1 | (2 if legacy else 0)]) + msg
+
+
+def prefer(*containers, legacy=False, binpack=False):
+    msg = b""
+    for available, must, size in containers:
+        body = b"".join(field(1, i) for i in available) + b"".join(field(2, i) for i in must) + field(3, size)
+        msg += field(1, body)
+    return bytes([(2 if legacy else 0) | (4 if binpack else 0)]) + msg
+
+
+SLICES = ["GPU-%s::%d" % (g, k) for g in ("a", "b", "dead") for k in range(4)]
+DEVICE_PLUGIN = [
+    allocate(["GPU-b::1"]),
+    allocate(["GPU-a::0", "GPU-b::0"]),                  # takes old's slice: old is dropped
+    allocate(["GPU-a::1"], ["GPU-b::2"]),
+    allocate(["GPU-a::1"], ["GPU-c::0"]),                # an unknown card: nothing stays
+    allocate(["GPU-dead::0"]), allocate(["GPU-a::7"]), allocate(["GPU-a::1", "GPU-a::2"]),
+    allocate(["GPU-a::1", "GPU-a::2"], legacy=True),     # remapped to distinct cards
+    allocate([]),
+    prefer((SLICES, ["GPU-b::3"], 3)),
+    prefer((SLICES, [], 2), binpack=True),
+    prefer((SLICES[:6], ["GPU-a::0", "GPU-x::1"], 0), (SLICES, [], -1)),
+    prefer((["GPU-a::1", "GPU-a::1", "GPU-dead::2", "junk"], [], 4)),
+]
+
+corpora.update({"region": REGION, "card": CARD, "journal": JOURNAL_SEEDS, "cdi_spec": CDI_SEEDS,
+                "scenario": SCENARIO_SEEDS, "http_request": HTTP_SEEDS,
+                "device_plugin_request": DEVICE_PLUGIN})
+LATIN1 = {"kube_api", "http_request"}  # str seeds whose characters are bytes
+
 for target, seeds in corpora.items():
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
     for i, seed in enumerate(seeds):
         with open(os.path.join(d, "seed-%02d" % i), "wb") as f:
-            f.write(seed.encode("latin-1") if target == "kube_api" else seed.encode())
+            f.write(seed if isinstance(seed, bytes) else seed.encode("latin-1") if target in LATIN1 else seed.encode())
 print("wrote", sum(len(s) for s in corpora.values()), "seeds", file=sys.stderr)

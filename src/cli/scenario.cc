@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <tuple>
@@ -57,9 +60,11 @@ StatusOr<double> Seconds(const YAML::Node& n, const std::string& key) {
   std::smatch m;
   static const std::regex re(R"(^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*$)");
   if (!std::regex_match(text, m, re)) return InvalidArgument(key + ": '" + text + "' is not a duration (e.g. 5s)");
-  double v = std::stod(m[1]);
+  // strtod, not stod: stod throws out_of_range for a number past a double's range.
+  double v = std::strtod(m[1].str().c_str(), nullptr);
   if (m[2] == "ms") v /= 1000;
   if (m[2] == "m") v *= 60;
+  if (!std::isfinite(v)) return InvalidArgument(key + ": '" + text + "' is too long a duration");
   return v;
 }
 
@@ -71,7 +76,12 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
     std::smatch m;
     static const std::regex re(R"(^\s*(?:([0-9]+)\s*[xX]\s*)?([A-Za-z0-9._-]+)\s*$)");
     if (!std::regex_match(s, m, re)) return InvalidArgument(where + ": '" + s + "' is not COUNTxPRESET");
-    if (m[1].matched) count = std::stoi(m[1]);
+    if (m[1].matched) {
+      // stoi throws out_of_range past INT_MAX; a count of more than 9 digits is out of range anyway.
+      std::string digits = m[1];
+      digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+      count = digits.size() > 9 ? -1 : digits.empty() ? 0 : std::stoi(digits);
+    }
     GS_RETURN_IF_ERROR(ApplyPreset(m[2], &g));
   } else if (item.IsMap()) {
     for (auto it = item.begin(); it != item.end(); ++it) {

@@ -103,6 +103,17 @@ TEST(Scenario, ErrorsNameTheProblem) {
   expect_error("gpus: [{preset: T4, colour: red}]\n", "unknown key 'colour'");
   expect_error("gpus: 17xT4\n", "count must be");
   expect_error("gpus: [unclosed\n", "not valid YAML");
+  // Found by fuzz/scenario_fuzzer.cc: numbers past int or double were an uncaught
+  // std::out_of_range (regressions in fuzz/regressions/scenario/).
+  expect_error("gpus: 99999999999xT4\n", "count must be");
+  expect_error("gpus: 0000xT4\n", "count must be");
+  std::string far = "gpus: [T4]\nfaults: [{at: " + std::string(400, '9') + "m, gpu: 0, xid: 48}]\n";
+  expect_error(far.c_str(), "too long a duration");
+  auto tiny = ParseScenario("gpus: 00002xT4\nfaults: [{at: 0." + std::string(400, '0') + "1s, gpu: 0, xid: 48}]\n");
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  EXPECT_EQ(tiny->gpus.size(), 2u);
+  EXPECT_GE(tiny->faults[0].at_seconds, 0);
+  EXPECT_LT(tiny->faults[0].at_seconds, 1e-300);
 }
 
 }  // namespace

@@ -67,12 +67,16 @@ nlohmann::json YamlToJson(const YAML::Node& n) {
 
 std::string MinimumCdiVersion(const nlohmann::json& spec) {
   bool host_path = false;
+  // Only what is there: a const operator[] of a missing key is undefined behaviour (an
+  // assertion in nlohmann), and a loaded spec may lack any of these.
   auto scan = [&](const nlohmann::json& edits) {
     if (edits.contains("deviceNodes"))
       for (const auto& n : edits["deviceNodes"]) host_path |= n.contains("hostPath");
   };
   if (spec.contains("containerEdits")) scan(spec["containerEdits"]);
-  for (const auto& d : spec["devices"]) scan(d["containerEdits"]);
+  if (spec.contains("devices"))
+    for (const auto& d : spec["devices"])
+      if (d.contains("containerEdits")) scan(d["containerEdits"]);
   return host_path ? "0.5.0" : "0.3.0";
 }
 
@@ -145,7 +149,8 @@ StatusOr<std::vector<std::string>> CdiDeviceNames(const nlohmann::json& spec) {
         it.key() != "annotations")
       return InvalidArgument("unknown field '" + it.key() + "' (strict loaders reject the spec)");
   if (!spec.contains("cdiVersion") || !spec["cdiVersion"].is_string()) return InvalidArgument("cdiVersion is missing");
-  if (!spec.contains("kind") || !std::regex_match(spec["kind"].get<std::string>(), kind_re))
+  if (!spec.contains("kind") || !spec["kind"].is_string() ||
+      !std::regex_match(spec["kind"].get<std::string>(), kind_re))
     return InvalidArgument("kind must be vendor/class");
   if (!spec.contains("devices") || !spec["devices"].is_array() || spec["devices"].empty())
     return InvalidArgument("a CDI spec needs at least one device");
@@ -153,7 +158,8 @@ StatusOr<std::vector<std::string>> CdiDeviceNames(const nlohmann::json& spec) {
   if (have < need) return InvalidArgument("cdiVersion " + have + " is below " + need + ", which its fields need");
   std::vector<std::string> names;
   for (const auto& d : spec["devices"]) {
-    std::string name = d.value("name", "");
+    // value("name", "") throws when d is not an object or its name not a string.
+    std::string name = d.contains("name") && d["name"].is_string() ? d["name"].get<std::string>() : "";
     if (!std::regex_match(name, name_re)) return InvalidArgument("device name '" + name + "' is not a valid CDI name");
     if (!d.contains("containerEdits")) return InvalidArgument("device " + name + " has no containerEdits");
     names.push_back(spec["kind"].get<std::string>() + "=" + name);

@@ -30,6 +30,28 @@ TEST(Cdi, StrictLoaderRules) {
   EXPECT_NE(CdiDeviceNames(spec).status().message().find("unknown field 'extra'"), std::string::npos);
 }
 
+// Found by fuzz/cdi_spec_fuzzer.cc: a spec of the wrong shape is an error, never a throw or
+// a read of a missing member (regressions in fuzz/regressions/cdi_spec/).
+TEST(Cdi, ASpecOfTheWrongShapeIsAnErrorNotACrash) {
+  auto names = [](const char* text) { return CdiDeviceNames(nlohmann::json::parse(text)); };
+  auto device_without_edits = names(R"({"cdiVersion":"0.3.0","kind":"a/b","devices":[{"name":"gpu0"}]})");
+  ASSERT_FALSE(device_without_edits.ok());
+  EXPECT_NE(device_without_edits.status().message().find("gpu0 has no containerEdits"), std::string::npos)
+      << device_without_edits.status().message();
+  EXPECT_NE(names(R"({"cdiVersion":"0.3.0","kind":1,"devices":[{"name":"a","containerEdits":{}}]})")
+                .status()
+                .message()
+                .find("kind must be vendor/class"),
+            std::string::npos);
+  EXPECT_NE(names(R"({"cdiVersion":"0.3.0","kind":"a/b","devices":[{"name":1,"containerEdits":{}}]})")
+                .status()
+                .message()
+                .find("is not a valid CDI name"),
+            std::string::npos);
+  EXPECT_FALSE(names(R"({"cdiVersion":"0.3.0","kind":"a/b","devices":["gpu0"]})").ok());
+  EXPECT_EQ(MinimumCdiVersion(nlohmann::json::object()), "0.3.0");
+}
+
 TEST(Cdi, YamlRoundTripsThroughTheSameNames) {
   nlohmann::json spec = {{"cdiVersion", "0.3.0"},
                          {"kind", "gpuslice.io/gpu"},

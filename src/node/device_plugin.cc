@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "src/common/raw_log.h"
 #include "src/model/container_edits.h"
@@ -81,7 +82,11 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
   auto gpus = book_->Gpus();
   auto in_use = book_->InUse();
   for (const auto& c : req->container_requests()) {
-    std::vector<std::string> available(c.available_deviceids().begin(), c.available_deviceids().end());
+    // Each ID once: an ID listed twice would otherwise be preferred twice.
+    std::vector<std::string> available;
+    std::set<std::string> listed;
+    for (const auto& id : c.available_deviceids())
+      if (listed.insert(id).second) available.push_back(id);
     std::vector<std::string> must(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
     auto ids = model::PreferSlices(gpus, available, must, c.allocation_size(), in_use, cfg_.packing);
     auto* r = out->add_container_responses();
@@ -92,6 +97,11 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
 
 StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContainer(
     const std::vector<std::string>& requested, std::string* record_id) {
+  return AllocateContainer(requested, {}, record_id);
+}
+
+StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContainer(
+    const std::vector<std::string>& requested, const std::set<std::string>& reserved, std::string* record_id) {
   auto gpus = book_->Gpus();
   std::vector<std::string> ids = requested;
   StatusOr<model::Allocation> alloc = Internal("no allocation");
@@ -108,6 +118,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   } else {
     if (cfg_.enable_legacy_preferred) {
       std::set<std::string> taken = book_->TakenIds();
+      taken.insert(reserved.begin(), reserved.end());
       for (const auto& id : requested) taken.erase(id);
       auto remapped = model::LegacyDistinct(gpus, book_->policy(), requested, taken);
       if (!remapped.ok()) return remapped.status();
@@ -184,11 +195,19 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
 }
 
 grpc::Status DevicePluginService::AllocateAll(const v1beta1::AllocateRequest& req, v1beta1::AllocateResponse* out) {
+  // A slice goes to one container: were it asked for by two, the second's record would
+  // drop the first's (SliceBook::Add) and its directory would be recycled under it.
+  std::set<std::string> asked;
+  for (const auto& c : req.container_requests())
+    for (const auto& id : std::set<std::string>(c.devices_ids().begin(), c.devices_ids().end()))
+      if (!asked.insert(id).second)
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "device ID '" + id + "' is asked for by two containers of one request");
   std::vector<std::string> made;
   for (const auto& c : req.container_requests()) {
     std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
     std::string rec;
-    auto r = AllocateContainer(ids, &rec);
+    auto r = AllocateContainer(ids, asked, &rec);
     if (!r.ok()) {
       // All or nothing: undo what this call created.
       for (const auto& id : made) {

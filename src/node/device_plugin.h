@@ -8,7 +8,9 @@
 #pragma once
 
 #include <atomic>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "src/container/driver_files.h"
@@ -50,6 +52,11 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
                                                                  std::string* record_id);
 
  private:
+  // AllocateContainer, where `reserved` are the slices the request asks for (its other
+  // containers'): a --enable-legacy-preferred remapping never takes one of them.
+  StatusOr<v1beta1::ContainerAllocateResponse> AllocateContainer(const std::vector<std::string>& ids,
+                                                                 const std::set<std::string>& reserved,
+                                                                 std::string* record_id);
   // Allocate's work: every container of the request, or none.
   grpc::Status AllocateAll(const v1beta1::AllocateRequest& req, v1beta1::AllocateResponse* out);
 

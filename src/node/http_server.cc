@@ -90,8 +90,8 @@ void Respond(int fd, const HttpResponse& r, bool head, int64_t deadline_ns) {
 // Reads up to the end of the headers; 0 on success, else the status to answer with.
 int ReadRequest(int fd, std::string* req, int64_t deadline_ns) {
   char buf[2048];
-  while (req->find("\r\n\r\n") == std::string::npos) {
-    if (req->size() > kMaxRequest) return 431;
+  for (HttpFraming f; (f = FrameHttpRequest(*req)) != HttpFraming::kComplete;) {
+    if (f == HttpFraming::kTooLarge) return 431;
     if (!WaitReady(fd, POLLIN, deadline_ns)) return 408;
     ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
@@ -135,6 +135,32 @@ std::string PeerKey(const sockaddr_storage& a) {
 }
 
 }  // namespace
+
+HttpFraming FrameHttpRequest(std::string_view received) {
+  if (received.find("\r\n\r\n") != std::string_view::npos) return HttpFraming::kComplete;
+  return received.size() > kMaxRequest ? HttpFraming::kTooLarge : HttpFraming::kMore;
+}
+
+HttpRequest ParseHttpRequest(std::string_view request) {
+  HttpRequest r;
+  // Request line: METHOD SP target SP HTTP/1.x
+  std::string_view line = request.substr(0, request.find("\r\n"));
+  auto sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == std::string_view::npos || sp2 == sp1 || line.compare(sp2 + 1, 5, "HTTP/") != 0) {
+    r.status = 400;
+    r.error = "malformed request line\n";
+    return r;
+  }
+  std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  r.head = method == "HEAD";
+  if (method != "GET" && !r.head) {
+    r.status = 405;
+    r.error = "only GET and HEAD\n";
+    return r;
+  }
+  r.path = std::string(target.substr(0, target.find('?')));
+  return r;
+}
 
 HttpServer::~HttpServer() {
   for (int fd : {listen_fd_, wake_[0], wake_[1]})
@@ -243,19 +269,11 @@ void HttpServer::Answer(int fd, int64_t deadline_ns) {
       Respond(fd, {status, "text/plain; charset=utf-8", std::string(Reason(status)) + "\n"}, false, deadline_ns);
     return;
   }
-  // Request line: METHOD SP target SP HTTP/1.x
-  std::string line = req.substr(0, req.find("\r\n"));
-  auto sp1 = line.find(' '), sp2 = line.rfind(' ');
-  if (sp1 == std::string::npos || sp2 == sp1 || line.compare(sp2 + 1, 5, "HTTP/") != 0)
-    return Respond(fd, {400, "text/plain; charset=utf-8", "malformed request line\n"}, false, deadline_ns);
-  std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  bool head = method == "HEAD";
-  if (method != "GET" && !head)
-    return Respond(fd, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false, deadline_ns);
-  std::string path = target.substr(0, target.find('?'));
-  auto h = handlers_.find(path);
-  if (h == handlers_.end()) return Respond(fd, {404, "text/plain; charset=utf-8", "not found\n"}, head, deadline_ns);
-  Respond(fd, h->second(), head, deadline_ns);
+  HttpRequest r = ParseHttpRequest(req);
+  if (r.status != 0) return Respond(fd, {r.status, "text/plain; charset=utf-8", r.error}, false, deadline_ns);
+  auto h = handlers_.find(r.path);
+  if (h == handlers_.end()) return Respond(fd, {404, "text/plain; charset=utf-8", "not found\n"}, r.head, deadline_ns);
+  Respond(fd, h->second(), r.head, deadline_ns);
 }
 
 void HttpServer::Stop() {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "src/common/status.h"
 
@@ -27,6 +28,26 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
 };
+
+// The parsing of a request, separate from the connection (pure functions: fuzzed by
+// fuzz/http_request_fuzzer.cc). A connection reads until FrameHttpRequest says the headers
+// are complete (or too large: 431), then answers what ParseHttpRequest makes of them.
+enum class HttpFraming {
+  kMore,      // no end of headers yet: read more
+  kComplete,  // "\r\n\r\n" received
+  kTooLarge,  // more than 8 KiB without an end of headers: answer 431
+};
+HttpFraming FrameHttpRequest(std::string_view received);
+
+struct HttpRequest {
+  int status = 0;     // 0: a GET or HEAD to answer; else the error to answer with (400, 405)
+  std::string error;  // that error's body
+  bool head = false;  // HEAD: the answer without its body
+  std::string path;   // the request target up to its query string
+};
+// The request line of `request` (the bytes read, up to the end of the headers):
+// "METHOD SP target SP HTTP/1.x". Headers are not looked at.
+HttpRequest ParseHttpRequest(std::string_view request);
 
 class HttpServer {
  public:

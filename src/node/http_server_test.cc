@@ -281,6 +281,26 @@ TEST_F(HostileClientTest, LingeringAfterAnAnswerIsBoundedByTheDeadline) {
   EXPECT_TRUE(PeerServed());
 }
 
+TEST(HttpServer, ParsesTheRequestLineAlone) {
+  HttpRequest r = ParseHttpRequest("GET /metrics?x=1 HTTP/1.1\r\nHost: a b\r\n\r\n");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_FALSE(r.head);
+  EXPECT_EQ(r.path, "/metrics");
+  r = ParseHttpRequest("HEAD / x HTTP/1.0\r\n\r\n");  // the target is all between the first and last space
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(r.head);
+  EXPECT_EQ(r.path, "/ x");
+  EXPECT_EQ(ParseHttpRequest("POST /metrics HTTP/1.1\r\n\r\n").status, 405);
+  EXPECT_EQ(ParseHttpRequest("GET /metrics\r\nX: HTTP/1.1\r\n\r\n").status, 400);
+  EXPECT_EQ(ParseHttpRequest("GET HTTP/1.1\r\n\r\n").status, 400);
+  EXPECT_EQ(ParseHttpRequest("GET / HTTP\r\n\r\n").error, "malformed request line\n");
+  EXPECT_EQ(FrameHttpRequest("GET / HTTP/1.1\r\n"), HttpFraming::kMore);
+  EXPECT_EQ(FrameHttpRequest("GET / HTTP/1.1\r\n\r\n"), HttpFraming::kComplete);
+  EXPECT_EQ(FrameHttpRequest(std::string(8192, 'a')), HttpFraming::kMore);
+  EXPECT_EQ(FrameHttpRequest(std::string(8193, 'a')), HttpFraming::kTooLarge);
+  EXPECT_EQ(FrameHttpRequest(std::string(9000, 'a') + "\r\n\r\n"), HttpFraming::kComplete);
+}
+
 TEST(HttpServer, BadAddressesAreNamed) {
   HttpServer s;
   EXPECT_NE(s.Bind("9396").status().message().find("not host:port"), std::string::npos);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "src/common/raw_log.h"
 #include "src/node/durable_file.h"
@@ -71,9 +72,17 @@ nlohmann::json ToJson(const AllocationRecord& r) {
   return {{"id", r.id}, {"devices", r.device_ids}, {"created", r.created_unix}};
 }
 
+// Throws (nlohmann's exceptions, std::invalid_argument) on what the agent never writes.
 AllocationRecord FromJson(const nlohmann::json& j) {
-  return {j.at("id").get<std::string>(), j.at("devices").get<std::vector<std::string>>(),
-          j.at("created").get<int64_t>()};
+  AllocationRecord r{j.at("id").get<std::string>(), j.at("devices").get<std::vector<std::string>>(), 0};
+  // get<int64_t>() of a float outside int64_t's range is undefined behaviour.
+  if (!j.at("created").is_number_integer()) throw std::invalid_argument("'created' is not an integer");
+  r.created_unix = j.at("created").get<int64_t>();
+  // The id names <state_dir>/containers/<id>, which the agent recycles and removes: one
+  // path component, never "", "." or ".." (those would name the containers or state dir).
+  if (r.id.empty() || r.id == "." || r.id == ".." || r.id.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    throw std::invalid_argument("id '" + r.id + "' is not a directory name");
+  return r;
 }
 
 }  // namespace

@@ -188,6 +188,27 @@ TEST_F(SliceBookTest, ADamagedSnapshotKeepsEveryContainerDirectory) {
   EXPECT_TRUE(fs::exists(b.SharedDir("running")));
 }
 
+// Found by fuzz/journal_fuzzer.cc: a record the agent never writes is damage, not loaded:
+// a time that is not an integer (reading a huge float as int64_t was undefined behaviour),
+// an id that is not one directory name (the agent would recycle or remove
+// <state>/containers/.., the state directory itself). Regressions in fuzz/regressions/journal/.
+TEST_F(SliceBookTest, RecordsTheAgentNeverWritesAreDamageAndNotLoaded) {
+  std::ofstream(dir_ + "/allocations.log") << R"({"add":{"id":"r1","devices":["GPU-a::0"],"created":1e300}}
+{"add":{"id":"..","devices":["GPU-a::1"],"created":1}}
+{"add":{"id":"","devices":[],"created":1}}
+{"add":{"id":"../../etc","devices":[],"created":1}}
+{"add":{"id":"r2","devices":["GPU-a::2"],"created":2}}
+)";
+  model::SplitPolicy p;
+  SliceBook b({}, p, dir_);
+  Status s = b.Load();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allocations.log line 1 is damaged: 'created' is not an integer"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(Ids(b), std::set<std::string>{"r2"});
+  EXPECT_TRUE(fs::exists(dir_ + "/allocations.log.damaged"));
+}
+
 // A recycled directory's limits file is a new inode: a container still running from the
 // directory keeps reading its own limits, never the next container's.
 TEST_F(SliceBookTest, ARecycledDirectoryGetsANewLimitsInode) {
