@@ -124,11 +124,17 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   SliceBook book(gpus, cfg.split, cfg.state_dir);
   GS_RETURN_IF_ERROR(PrepareCardFiles(book.CardsDir(), gpus));
   Status loaded = book.Load();
+  const bool keep_unrecorded = !loaded.ok() || book.HasDamagedRecords();
   if (!loaded.ok())
     GS_LOG(kError, "%s; records may be missing: keeping every container directory under %s", loaded.message().c_str(),
            book.ContainersDir().c_str());
+  else if (keep_unrecorded)
+    GS_LOG(kWarn,
+           "records were damaged at an earlier start (%s/allocations.*.damaged): keeping every container directory "
+           "under %s until those files are removed",
+           cfg.state_dir.c_str(), book.ContainersDir().c_str());
   ContainerDirs dirs(&book, /*spares=*/8, cfg.shared_dir_bytes);
-  dirs.Start(/*keep_unrecorded=*/!loaded.ok());
+  dirs.Start(keep_unrecorded);
   StaleAllocations stale(cfg.cleanup_grace_seconds, UnixNow());
   auto scheduler_link = cfg.scheduler_decisions ? ConnectToScheduler(cfg, &book) : nullptr;
   if (cfg.scheduler_decisions && scheduler_link == nullptr)

@@ -58,6 +58,12 @@ uint64_t SliceBook::Wait(uint64_t seen, std::chrono::milliseconds timeout) const
   return version_;
 }
 
+bool SliceBook::HasDamagedRecords() const {
+  std::error_code ec;
+  return std::filesystem::exists(state_dir_ + "/allocations.json.damaged", ec) ||
+         std::filesystem::exists(state_dir_ + "/allocations.log.damaged", ec);
+}
+
 std::string SliceBook::ContainersDir() const {
   return state_dir_ + "/containers";
 }

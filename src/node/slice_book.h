@@ -66,6 +66,10 @@ class SliceBook {
   // may be missing, so the caller must not remove directories no record names. What could
   // be read is loaded all the same, and the damaged files are kept as *.damaged.
   Status Load();
+  // True while a *.damaged file of an earlier Load is still there: records may have been
+  // lost then, so no start removes unrecorded directories until an operator has checked
+  // them and removed the *.damaged files (a later clean Load does not bring records back).
+  bool HasDamagedRecords() const;
   // Adds r; older records sharing one of its slices belong to containers that are gone:
   // they are dropped and their IDs appended to *dropped (the caller removes their
   // directories). On an error (the journal could not take it) nothing changed.

@@ -186,6 +186,13 @@ TEST_F(SliceBookTest, ADamagedSnapshotKeepsEveryContainerDirectory) {
   dirs.Start(/*keep_unrecorded=*/!s.ok());
   dirs.Settle();
   EXPECT_TRUE(fs::exists(b.SharedDir("running")));
+  // The next start loads cleanly (the damage was compacted away), but the record is still
+  // lost: the directories stay until an operator removes the *.damaged files.
+  SliceBook again({{"GPU-a", 0, "T4", 16ull << 30, 0, 0, true}}, p, dir_);
+  EXPECT_TRUE(again.Load().ok());
+  EXPECT_TRUE(again.HasDamagedRecords());
+  fs::remove(dir_ + "/allocations.json.damaged");
+  EXPECT_FALSE(again.HasDamagedRecords());
 }
 
 // Found by fuzz/journal_fuzzer.cc: a record the agent never writes is damage, not loaded:
