@@ -32,8 +32,8 @@ using nlohmann::json;
 
 class NullBinder : public KubeBinder {
  public:
-  Status AnnotatePod(const std::string&, const std::string&, const hami::Annotations&) override { return Status::Ok(); }
-  Status BindPod(const std::string&, const std::string&, const std::string&, const std::string&) override {
+  Status BindPod(const std::string&, const std::string&, const std::string&, const std::string&,
+                 const hami::Annotations&) override {
     return Status::Ok();
   }
   StatusOr<std::string> GetPod(const std::string&, const std::string&) override { return gs::NotFound("none"); }

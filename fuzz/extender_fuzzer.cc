@@ -17,10 +17,8 @@ namespace {
 // The API side of bind: every call succeeds, and no pod is known beyond what Filter saw.
 class Binder : public gs::scheduler::KubeBinder {
  public:
-  gs::Status AnnotatePod(const std::string&, const std::string&, const gs::scheduler::hami::Annotations&) override {
-    return gs::Status::Ok();
-  }
-  gs::Status BindPod(const std::string&, const std::string&, const std::string&, const std::string&) override {
+  gs::Status BindPod(const std::string&, const std::string&, const std::string&, const std::string&,
+                     const gs::scheduler::hami::Annotations&) override {
     return gs::Status::Ok();
   }
   gs::StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override {

@@ -549,10 +549,10 @@ TEST(Deploy, RbacCoversWhatTheComponentsCall) {
   const std::string ns = "gpuslice-system";
   const std::string sched = Str(dep["spec"]["template"]["spec"]["serviceAccountName"]);
   const std::string node = Str(ds["spec"]["template"]["spec"]["serviceAccountName"]);
-  // The extender: informers on nodes and pods; bind patches the decision and creates the Binding.
+  // The extender: informers on nodes and pods; bind creates the Binding, which carries the
+  // decision.
   for (const char* verb : {"get", "list", "watch"}) EXPECT_TRUE(Allows(objects, ns, sched, "", "nodes", verb)) << verb;
-  for (const char* verb : {"get", "list", "watch", "patch"})
-    EXPECT_TRUE(Allows(objects, ns, sched, "", "pods", verb)) << verb;
+  for (const char* verb : {"get", "list", "watch"}) EXPECT_TRUE(Allows(objects, ns, sched, "", "pods", verb)) << verb;
   EXPECT_TRUE(Allows(objects, ns, sched, "", "pods/binding", "create"));
   // kube-scheduler: the built-in roles, the authentication configmap, its own lease.
   EXPECT_TRUE(BoundTo(objects, ns, sched, "ClusterRoleBinding", "system:kube-scheduler"));

@@ -33,13 +33,9 @@ using nlohmann::json;
 // each) instead of sent: the extender can be driven by hand or by a test harness.
 class PrintingBinder : public scheduler::KubeBinder {
  public:
-  Status AnnotatePod(const std::string& ns, const std::string& name, const scheduler::hami::Annotations& a) override {
-    Print(json{{"annotate", ns + "/" + name}, {"annotations", a}});
-    return Status::Ok();
-  }
-  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                 const std::string& node) override {
-    Print(json{{"bind", ns + "/" + name}, {"uid", uid}, {"node", node}});
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+                 const scheduler::hami::Annotations& a) override {
+    Print(json{{"bind", ns + "/" + name}, {"uid", uid}, {"node", node}, {"annotations", a}});
     return Status::Ok();
   }
   StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override {

@@ -172,15 +172,10 @@ void ClusterSync::OnPodsListed() {
   }
 }
 
-Status SyncedBinder::AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& a) {
-  if (!Synced()) return NotSynced();
-  return inner_->AnnotatePod(ns, name, a);
-}
-
 Status SyncedBinder::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                             const std::string& node) {
+                             const std::string& node, const hami::Annotations& annotations) {
   if (!Synced()) return NotSynced();
-  return inner_->BindPod(ns, name, uid, node);
+  return inner_->BindPod(ns, name, uid, node, annotations);
 }
 
 StatusOr<std::string> SyncedBinder::GetPod(const std::string& ns, const std::string& name) {

@@ -89,9 +89,8 @@ class SyncedBinder : public KubeBinder {
   explicit SyncedBinder(KubeBinder* inner) : inner_(inner) {}
   void set_sync(const ClusterSync* sync) { sync_ = sync; }
 
-  Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& annotations) override;
-  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                 const std::string& node) override;
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+                 const hami::Annotations& annotations) override;
   StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override;
 
  private:

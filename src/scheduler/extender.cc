@@ -206,13 +206,13 @@ std::string Extender::Bind(std::string_view body) {
     return result("bind " + ns + "/" + name + " to " + node + ": " + why.message());
   };
   if (binder_ == nullptr) return undo(Unavailable("no Kubernetes API client"));
+  hami::Annotations annotations;
   if (request->wants_gpus()) {
     int64_t now = options_.now_unix_seconds();
     gate_.Settle(uid, decision, now);
-    Status s = binder_->AnnotatePod(ns, name, hami::DecisionAnnotations(decision, now));
-    if (!s.ok()) return undo(s);
+    annotations = hami::DecisionAnnotations(decision, now);
   }
-  Status s = binder_->BindPod(ns, name, uid, node);
+  Status s = binder_->BindPod(ns, name, uid, node, annotations);
   if (!s.ok()) return undo(s);
   if (request->wants_gpus()) {
     std::unique_lock<std::shared_mutex> lock(mu_);

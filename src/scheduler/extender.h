@@ -50,11 +50,11 @@ namespace gs::scheduler {
 class KubeBinder {
  public:
   virtual ~KubeBinder() = default;
-  // Merges `annotations` into the pod's (a strategic-merge patch).
-  virtual Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& annotations) = 0;
-  // POST pods/<name>/binding with target node `node`, guarded by the pod's UID.
+  // POST pods/<name>/binding with target node `node`, guarded by the pod's UID; the API
+  // server sets the Binding's `annotations` on the pod in the same write as the node (no
+  // moment where one is there without the other; one write instead of a patch and a bind).
   virtual Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                         const std::string& node) = 0;
+                         const std::string& node, const hami::Annotations& annotations) = 0;
   // The pod as JSON (for a bind whose filter this process did not see).
   virtual StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) = 0;
 };

@@ -37,21 +37,15 @@ class FakeApi : public KubeBinder {
     for (auto& [k, p] : pods_) out.push_back(p.dump());
     return out;
   }
-  Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& a) override {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = pods_.find(Key(ns, name));
-    if (it == pods_.end()) return NotFound("pod " + name);
-    for (auto& [k, v] : a) it->second["metadata"]["annotations"][k] = v;
-    return Status::Ok();
-  }
-  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                 const std::string& node) override {
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+                 const hami::Annotations& a) override {
     std::lock_guard<std::mutex> l(mu_);
     if (fail_binding) return Unavailable("binding refused by the test");
     auto it = pods_.find(Key(ns, name));
     if (it == pods_.end()) return NotFound("pod " + name);
     if (it->second["metadata"]["uid"] != uid) return FailedPrecondition("uid mismatch");
     it->second["spec"]["nodeName"] = node;
+    for (auto& [k, v] : a) it->second["metadata"]["annotations"][k] = v;
     ++bindings;
     return Status::Ok();
   }

@@ -21,21 +21,15 @@ StatusOr<std::string> PodPath(const std::string& ns, const std::string& name) {
 ApiBinder::ApiBinder(kube::Client* client, std::chrono::milliseconds call_timeout)
     : client_(client), timeout_(call_timeout) {}
 
-Status ApiBinder::AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& annotations) {
-  auto path = PodPath(ns, name);
-  if (!path.ok()) return path.status();
-  json patch = {{"metadata", {{"annotations", annotations}}}};
-  auto r = client_->Patch(*path, patch.dump(), kube::PatchType::kStrategicMerge, timeout_);
-  return r.ok() ? Status::Ok() : r.status();
-}
-
 Status ApiBinder::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                          const std::string& node) {
+                          const std::string& node, const hami::Annotations& annotations) {
   auto path = PodPath(ns, name);
   if (!path.ok()) return path.status();
+  json meta = {{"name", name}, {"namespace", ns}, {"uid", uid}};
+  if (!annotations.empty()) meta["annotations"] = annotations;
   json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
-                  {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
+                  {"metadata", meta},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   auto r = client_->Post(*path + "/binding", binding.dump(), timeout_);
   return r.ok() ? Status::Ok() : r.status();

@@ -1,9 +1,10 @@
 // KubeBinder (extender.h) over the Kubernetes API (src/kube/client.h): the calls bind
 // makes.
-//  - AnnotatePod: a strategic-merge PATCH of metadata.annotations on the pod;
 //  - BindPod: POST pods/<name>/binding, a v1 Binding whose metadata.uid makes the API
 //    server refuse it (409 Conflict, Aborted) if the pod was replaced by another of the
-//    same name;
+//    same name, and whose metadata.annotations the API server copies onto the pod as it
+//    sets spec.nodeName (one write; pods/binding is the scheduler's own right, which the
+//    webhook's rules on pods do not see);
 //  - GetPod: GET the pod.
 // Each call has its own deadline (kube-scheduler gives the whole bind 5 s by default).
 //
@@ -22,9 +23,8 @@ class ApiBinder : public KubeBinder {
  public:
   explicit ApiBinder(kube::Client* client, std::chrono::milliseconds call_timeout = std::chrono::milliseconds(2000));
 
-  Status AnnotatePod(const std::string& ns, const std::string& name, const hami::Annotations& annotations) override;
-  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                 const std::string& node) override;
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+                 const hami::Annotations& annotations) override;
   StatusOr<std::string> GetPod(const std::string& ns, const std::string& name) override;
 
  private:

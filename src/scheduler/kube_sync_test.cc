@@ -139,7 +139,7 @@ TEST(SchedulerKubeTest, NodeAnnotationsReachFilter) {
   EXPECT_TRUE(Filter(s, pod, {"n3"})["NodeNames"].empty());
 }
 
-TEST(SchedulerKubeTest, BindWritesTheDecisionAndTheBinding) {
+TEST(SchedulerKubeTest, BindWritesTheDecisionWithTheBindingInOneWrite) {
   FakeApiServer api;
   api.Put("nodes", NodeObject("n1", 2));
   json pod = GpuPod("p", "10000", "30");
@@ -159,24 +159,23 @@ TEST(SchedulerKubeTest, BindWritesTheDecisionAndTheBinding) {
   EXPECT_NE(devices.find(",NVIDIA,10000,30:"), std::string::npos) << devices;
   EXPECT_EQ(s.extender->pod_count(), 1u);
 
+  // One write: the Binding carries the decision, which the API server puts on the pod
+  // together with the node (no patch before it).
   auto seen = api.requests();
   int patches = 0, bindings = 0;
   for (const auto& r : seen) {
-    if (r.method == "PATCH") {
-      ++patches;
-      EXPECT_EQ(r.path, "/api/v1/namespaces/default/pods/p");
-      EXPECT_EQ(r.content_type, "application/strategic-merge-patch+json");
-    }
+    if (r.method == "PATCH") ++patches;
     if (r.method == "POST") {
       ++bindings;
       EXPECT_EQ(r.path, "/api/v1/namespaces/default/pods/p/binding");
       json b = json::parse(r.body);
       EXPECT_EQ(b["kind"], "Binding");
       EXPECT_EQ(b["metadata"]["uid"], "uid-p");
+      EXPECT_EQ(b["metadata"]["annotations"][hami::kDevicesAllocated], devices);
       EXPECT_EQ(b["target"], json({{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "n1"}}));
     }
   }
-  EXPECT_EQ(patches, 1);
+  EXPECT_EQ(patches, 0);
   EXPECT_EQ(bindings, 1);
 }
 

@@ -274,6 +274,9 @@ struct FakeApiServer::Impl {
                    StatusBody(409, "Conflict", "pod " + name + " is already assigned to node \"" + bound + "\""));
     json updated = pod;
     updated["spec"]["nodeName"] = b["target"]["name"];
+    // As the API server's BindingREST: the Binding's annotations go onto the pod with it.
+    if (b.contains("metadata") && b["metadata"].contains("annotations") && b["metadata"]["annotations"].is_object())
+      for (const auto& [k, v] : b["metadata"]["annotations"].items()) updated["metadata"]["annotations"][k] = v;
     Store("pods", updated);
     Reply(res, 201, {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}, {"code", 201}});
   }
