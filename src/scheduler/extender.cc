@@ -121,8 +121,16 @@ std::string Extender::Prioritize(std::string_view body) {
       std::lock_guard<std::mutex> lock(memo_mu_);
       memo = memo_.FindScores(request);
     }
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    scores = scheduler::Prioritize(ledger_, request, args.names, options_.defaults, &t_scratch, memo.get());
+    {
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      scores = scheduler::Prioritize(ledger_, request, args.names, options_.defaults, &t_scratch, memo.get());
+    }
+    // Not cached with the memo: who is pending changes with every bind and Allocate. A
+    // node where bind would wait scores 0 and every other at least 1 (binpack scores an
+    // empty node 0), so kube-scheduler prefers any node where bind goes through at once.
+    std::vector<bool> wait = gate_.WouldWait(request, args.names);
+    if (std::find(wait.begin(), wait.end(), true) != wait.end())
+      for (size_t i = 0; i < scores.size(); ++i) scores[i] = wait[i] ? 0 : std::max(scores[i], 1);
   } else {
     scores.assign(args.names.size(), 0);
   }

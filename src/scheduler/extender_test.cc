@@ -140,6 +140,35 @@ TEST(ExtenderHandoff, ABindWaitsOnlyForAPodItCouldBeMistakenForAndOnlyUntilItIsA
   EXPECT_EQ(e.pending_count(), 1u);  // `other`
 }
 
+// With binpack every pod prefers the fullest node; a pod whose bind there would wait for
+// another pod's Allocate (a different request, pending) is steered elsewhere: that node
+// scores 0 while the other is pending, and its binpack score again once it is allocated.
+TEST(ExtenderHandoff, PrioritizeSteersAwayFromANodeWhereBindWouldWait) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 4, 40000)).ok());
+  ASSERT_TRUE(e.UpsertNode(Node("node-b", 4, 40000)).ok());
+  json first = GpuPod("first", "20000", "50");
+  api.AddPod(first);
+  ASSERT_EQ(json::parse(e.Bind(BindArgs(first, "node-a")))["Error"], "");  // pending on node-a
+  auto scores = [&](const json& pod) {
+    json r = json::parse(e.Prioritize(Args(pod, {"node-a", "node-b"})));
+    return std::make_pair(r[0]["Score"].get<int>(), r[1]["Score"].get<int>());
+  };
+  auto [same_a, same_b] = scores(GpuPod("same", "20000", "50"));
+  EXPECT_GT(same_a, same_b) << "an identical request never waits: binpack prefers the fuller node";
+  auto [other_a, other_b] = scores(GpuPod("other", "1000", "10"));
+  EXPECT_EQ(other_a, 0) << "its bind would wait for `first`'s Allocate";
+  EXPECT_GT(other_b, 0);
+  json allocated = api.Pod("default", "first");
+  allocated["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  e.ObservePod(allocated);
+  auto [after_a, after_b] = scores(GpuPod("other", "1000", "10"));
+  EXPECT_GT(after_a, after_b) << "allocated: the fuller node first again";
+}
+
 // An event from before the bind (no decision annotations yet) must not end the pending
 // state bind recorded; the watch's own report of the decision replaces it.
 TEST(ExtenderHandoff, StaleEventsDoNotEndAPendingPod) {
@@ -242,6 +271,9 @@ TEST_F(ExtenderHttpTest, PrioritizeScoresZeroToTenBinpackFirst) {
   json first = GpuPod("first", "20000", "50");
   api_.AddPod(first);
   ASSERT_EQ(Post("/bind", BindArgs(first, "node-a"))["Error"], "");
+  json allocated = api_.Pod("default", "first");  // the node agent took its decision
+  allocated["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  extender_->ObservePod(allocated);
   json r = Post("/prioritize", Args(GpuPod("q", "1000", "10"), {"node-a", "node-b"}));
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0]["Host"], "node-a");

@@ -106,6 +106,17 @@ Status HandoffGate::Enter(const PodRequest& request, const std::string& node, st
   return Status::Ok();
 }
 
+std::vector<bool> HandoffGate::WouldWait(const PodRequest& request, const std::vector<std::string_view>& nodes) const {
+  std::vector<bool> out(nodes.size(), false);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_node_.empty()) return out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto it = by_node_.find(nodes[i]);
+    out[i] = it != by_node_.end() && Confusable(Values(it->second), request).has_value();
+  }
+  return out;
+}
+
 void HandoffGate::Settle(const std::string& uid, const PodDecision& decision, int64_t bind_time) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = node_of_.find(uid);

@@ -18,7 +18,9 @@
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "src/common/status.h"
 #include "src/scheduler/handoff.h"
@@ -39,6 +41,11 @@ class HandoffGate {
   // one placeholder per card asked). FailedPrecondition naming the other pod when the
   // wait ran out.
   Status Enter(const PodRequest& request, const std::string& node, std::chrono::milliseconds wait);
+  // For each of `nodes`, whether Enter would have to wait there now. Prioritize scores
+  // those nodes lowest: with a choice, kube-scheduler then binds where no other pod's
+  // Allocate must come first (with binpack, pods of different shapes would otherwise all
+  // queue on the fullest node).
+  std::vector<bool> WouldWait(const PodRequest& request, const std::vector<std::string_view>& nodes) const;
   // Bind decided: the pod's entries are those cards.
   void Settle(const std::string& uid, const PodDecision& decision, int64_t bind_time);
   // Bind failed: the pod is not pending.
@@ -61,9 +68,9 @@ class HandoffGate {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, std::unordered_map<std::string, PendingPod>> by_node_;  // node -> uid -> pod
-  std::unordered_map<std::string, std::string> node_of_;                        // uid -> node
-  Stats stats_;                                                                 // under mu_
+  std::map<std::string, std::unordered_map<std::string, PendingPod>, std::less<>> by_node_;  // node -> uid -> pod
+  std::unordered_map<std::string, std::string> node_of_;                                     // uid -> node
+  Stats stats_;                                                                              // under mu_
 };
 
 }  // namespace gs::scheduler
