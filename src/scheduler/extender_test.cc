@@ -140,6 +140,53 @@ TEST(ExtenderHandoff, ABindWaitsOnlyForAPodItCouldBeMistakenForAndOnlyUntilItIsA
   EXPECT_EQ(e.pending_count(), 1u);  // `other`
 }
 
+// A bind that waits holds back later binds it could be confused with: a stream of pods
+// identical to the one pending cannot keep a pod of another shape waiting until it runs
+// out of time (they are served in the order they came).
+TEST(ExtenderHandoff, AWaitingBindIsNotOvertakenByPodsItCouldBeMistakenFor) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  o.handoff_wait = std::chrono::milliseconds(3000);
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 4, 40000)).ok());
+  json a = GpuPod("a", "3000", "30"), other = GpuPod("other", "5000", "30"), twin = GpuPod("twin", "3000", "30");
+  for (const json* p : {&a, &other, &twin}) api.AddPod(*p);
+  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
+  auto allocated = [&](const char* name) {
+    json pod = api.Pod("default", name);
+    pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+    e.ObservePod(pod);
+  };
+  ASSERT_EQ(bind(a), "");
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto in_turn = [&](const json& pod) {
+    std::string error = bind(pod);
+    std::lock_guard<std::mutex> l(mu);
+    order.push_back(pod["metadata"]["name"].get<std::string>() + (error.empty() ? "" : ": " + error));
+  };
+  std::thread waits([&] { in_turn(other); });  // waits for a's Allocate
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread behind([&] { in_turn(twin); });  // identical to a, but `other` came first
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(order.empty()) << "twin overtook the waiting bind";
+  }
+  allocated("a");
+  waits.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(order, std::vector<std::string>{"other"}) << "twin must wait for other's Allocate now";
+  }
+  allocated("other");
+  behind.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"other", "twin"}));
+  EXPECT_TRUE(e.CheckConsistency().ok());
+}
+
 // With binpack every pod prefers the fullest node; a pod whose bind there would wait for
 // another pod's Allocate (a different request, pending) is steered elsewhere: that node
 // scores 0 while the other is pending, and its binpack score again once it is allocated.

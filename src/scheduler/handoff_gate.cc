@@ -72,17 +72,41 @@ void HandoffGate::Forget(const std::string& uid) {
   EraseLocked(uid);
 }
 
+std::vector<PendingPod> HandoffGate::AheadLocked(const std::string& node, uint64_t ticket) const {
+  std::vector<PendingPod> ahead;
+  if (auto it = by_node_.find(node); it != by_node_.end()) ahead = Values(it->second);
+  if (auto it = waiting_.find(node); it != waiting_.end())
+    for (const Waiting& w : it->second)
+      if (w.ticket < ticket) ahead.push_back(w.pod);
+  return ahead;
+}
+
 Status HandoffGate::Enter(const PodRequest& request, const std::string& node, std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
+  PendingPod as_pending;
+  as_pending.uid = request.uid;
+  as_pending.namespace_name = request.namespace_name;
+  as_pending.name = request.name;
+  as_pending.signature = RequestSignature(request);
+  for (const auto& c : request.containers) as_pending.to_allocate.emplace_back(static_cast<size_t>(c.gpus));
+  const uint64_t ticket = next_ticket_++;
   std::optional<std::string> other;
   auto clear = [&] {
-    auto it = by_node_.find(node);
-    other = it == by_node_.end() ? std::nullopt : Confusable(Values(it->second), request);
+    other = Confusable(AheadLocked(node, ticket), request);
     return !other.has_value();
   };
   auto start = std::chrono::steady_clock::now();
   bool had_to_wait = !clear();
-  bool ok = !had_to_wait || changed_.wait_for(lock, wait, clear);
+  bool ok = !had_to_wait;
+  if (had_to_wait) {
+    waiting_[node].push_back({ticket, as_pending});
+    ok = changed_.wait_for(lock, wait, clear);
+    auto& queue = waiting_[node];
+    queue.erase(std::remove_if(queue.begin(), queue.end(), [&](const Waiting& w) { return w.ticket == ticket; }),
+                queue.end());
+    if (queue.empty()) waiting_.erase(node);
+    changed_.notify_all();  // binds queued behind this one look again
+  }
   if (had_to_wait) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stats_.wait_seconds_total += s;
@@ -95,14 +119,8 @@ Status HandoffGate::Enter(const PodRequest& request, const std::string& node, st
                               "another request; binding now could give each the other's limits (retried later)");
   ++stats_.entered;
   EraseLocked(request.uid);
-  PendingPod p;
-  p.uid = request.uid;
-  p.namespace_name = request.namespace_name;
-  p.name = request.name;
-  p.signature = RequestSignature(request);
-  for (const auto& c : request.containers) p.to_allocate.emplace_back(static_cast<size_t>(c.gpus));
-  node_of_[p.uid] = node;
-  by_node_[node][p.uid] = std::move(p);
+  node_of_[as_pending.uid] = node;
+  by_node_[node][as_pending.uid] = std::move(as_pending);
   return Status::Ok();
 }
 

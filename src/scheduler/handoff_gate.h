@@ -9,11 +9,17 @@
 // Settle or Abandon), so a pod is pending from the moment bind chooses to bind it, before
 // the watch has seen its annotations.
 //
+// In arrival order: a bind that waits also holds back later binds to that node it could
+// be confused with, as if it were pending already. Without that, a steady stream of
+// identical pods (which never wait for each other) kept a node busy until a pod of another
+// shape ran out of time, and kube-scheduler retried it with backoff.
+//
 // Thread-safe: one mutex; Enter sleeps on a condition variable, never with another lock.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
@@ -65,12 +71,22 @@ class HandoffGate {
 
  private:
   void EraseLocked(const std::string& uid);
+  // What a bind with `ticket` must not be confused with on `node`: its pending pods and
+  // the binds that came before it and still wait (mu_ held).
+  std::vector<PendingPod> AheadLocked(const std::string& node, uint64_t ticket) const;
+
+  struct Waiting {
+    uint64_t ticket;
+    PendingPod pod;  // as it would be pending: its signature and card counts
+  };
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, std::unordered_map<std::string, PendingPod>, std::less<>> by_node_;  // node -> uid -> pod
   std::unordered_map<std::string, std::string> node_of_;                                     // uid -> node
-  Stats stats_;                                                                              // under mu_
+  std::map<std::string, std::vector<Waiting>, std::less<>> waiting_;  // node -> binds waiting in Enter
+  uint64_t next_ticket_ = 0;
+  Stats stats_;  // under mu_
 };
 
 }  // namespace gs::scheduler
