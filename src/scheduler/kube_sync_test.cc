@@ -99,10 +99,10 @@ json Filter(Scheduler& s, const json& pod, const std::vector<std::string>& nodes
   return json::parse(s.extender->Filter(Args(pod, nodes)));
 }
 
-// Polls `pred` for up to 5 s.
+// Polls `pred` for up to `limit` (5 s).
 template <typename F>
-bool Eventually(F pred) {
-  for (int i = 0; i < 500; ++i) {
+bool Eventually(F pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
     if (pred()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -290,7 +290,11 @@ TEST(SchedulerKubeTest, APodDeletedWhileTheWatchWasDownIsReleasedAfterTheRelist)
   api.Compact();
   api.SetHang(false);
   json b = GpuPod("b", "40000", "100");
-  EXPECT_TRUE(Eventually([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }));
+  // The informer retries with a backoff that doubled with every attempt the hang failed
+  // (0.5 s, 1 s, 2 s, ...): on a loaded machine (sanitizers, ctest -j) the relist may come
+  // several seconds after the server answers again.
+  EXPECT_TRUE(
+      Eventually([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }, std::chrono::milliseconds(30000)));
   EXPECT_EQ(s.extender->pod_count(), 0u);
 }
 
