@@ -26,6 +26,9 @@ StatusOr<int64_t> Scale(__int128 mantissa, int decimals, int exp10, int exp2, st
     if (mantissa % 10 != 0) return bad("not a whole number");
     mantissa /= 10;
   }
+  // Unscaled digits are checked here too: 9223372036854775808 (negated by the caller)
+  // would otherwise wrap to INT64_MIN (found by fuzz/quantity_fuzzer.cc).
+  if (mantissa > kMax) return bad("too large");
   return static_cast<int64_t>(mantissa);
 }
 

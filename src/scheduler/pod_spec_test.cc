@@ -21,6 +21,9 @@ TEST(PodSpec, KubernetesQuantities) {
   EXPECT_FALSE(ParseKubeQuantity("12q").ok());
   EXPECT_FALSE(ParseKubeQuantity("").ok());
   EXPECT_FALSE(ParseKubeQuantity("99E").ok()) << "overflow";
+  EXPECT_FALSE(ParseKubeQuantity("9223372036854775808").ok()) << "overflow without a suffix";
+  EXPECT_FALSE(ParseKubeQuantity("-9223372036854775808").ok()) << "fuzz/regressions/quantity";
+  EXPECT_EQ(*ParseKubeQuantity("9223372036854775807"), INT64_MAX);
 }
 
 // The shape HAMi's examples use, as the API server serialises it (quantities as strings,
