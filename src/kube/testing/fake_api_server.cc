@@ -82,13 +82,17 @@ struct FakeApiServer::Impl {
     return object;
   }
 
-  // Records the request; answers it here (and returns true) if it must fail or hang.
-  bool Intercept(const httplib::Request& req, httplib::Response& res, bool watch) {
+  // Records the request; answers it here (and returns true) if it must fail or hang. A
+  // watch belongs to the EndWatches generation in force when it was recorded, so a test
+  // that saw a watch arrive and then ends the watches ends that one too, however late its
+  // handler runs.
+  bool Intercept(const httplib::Request& req, httplib::Response& res, bool watch, int64_t* generation = nullptr) {
     std::unique_lock<std::mutex> lock(mu);
     SeenRequest s{req.method, req.path, req.get_header_value("Content-Type"), req.get_header_value("Authorization"),
                   req.body,   {}};
     for (auto& [k, v] : req.params) s.params[k] = v;
     seen.push_back(std::move(s));
+    if (generation) *generation = watch_generation;
     while (hang && !stopping) cv.wait_for(lock, std::chrono::milliseconds(20));
     if (!token.empty() && req.get_header_value("Authorization") != "Bearer " + token) {
       Reply(res, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
@@ -145,7 +149,8 @@ struct FakeApiServer::Impl {
            {"items", items}});
   }
 
-  void Watch(const httplib::Request& req, httplib::Response& res, const std::string& kind, const std::string& ns) {
+  void Watch(const httplib::Request& req, httplib::Response& res, const std::string& kind, const std::string& ns,
+             int64_t generation) {
     struct State {
       int64_t cursor = 0;
       bool expired = false;
@@ -157,7 +162,7 @@ struct FakeApiServer::Impl {
     auto st = std::make_shared<State>();
     {
       std::lock_guard<std::mutex> lock(mu);
-      st->generation = watch_generation;
+      st->generation = generation;
       st->selector = req.get_param_value("labelSelector");
       int timeout = req.has_param("timeoutSeconds") ? std::atoi(req.get_param_value("timeoutSeconds").c_str()) : 1800;
       st->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
@@ -203,6 +208,15 @@ struct FakeApiServer::Impl {
         cv.wait_for(lock, std::chrono::milliseconds(50));
         if (stopping || watch_generation != st->generation || std::chrono::steady_clock::now() >= st->deadline) {
           lock.unlock();
+          sink.done();
+          return true;
+        }
+        if (st->cursor < compacted) {
+          // Compact() dropped events this watch had not sent yet: a real API server cancels
+          // a watcher that fell behind the compaction with 410, it never skips events.
+          lock.unlock();
+          send({{"type", "ERROR"},
+                {"object", StatusBody(410, "Expired", "too old resource version: " + std::to_string(st->cursor))}});
           sink.done();
           return true;
         }
@@ -295,10 +309,11 @@ FakeApiServer::FakeApiServer(FakeApiOptions options) : impl_(std::make_unique<Im
   auto list_or_watch = [im](const std::string& kind, bool namespaced) {
     return [im, kind, namespaced](const httplib::Request& req, httplib::Response& res) {
       bool watch = req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1";
-      if (im->Intercept(req, res, watch)) return;
+      int64_t generation = 0;
+      if (im->Intercept(req, res, watch, &generation)) return;
       std::string ns = namespaced ? std::string(req.matches[1]) : "";
       if (watch) {
-        im->Watch(req, res, kind, ns);
+        im->Watch(req, res, kind, ns, generation);
       } else {
         im->List(req, res, kind, ns);
       }
