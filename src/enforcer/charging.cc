@@ -80,7 +80,9 @@ void SubtractClamped(std::atomic<uint64_t>* v, uint64_t bytes) {
 }
 
 std::mutex g_ctx_mu;
-int g_primary_refs[kMaxDevices];      // primary-context references this process holds
+int g_primary_refs[kMaxDevices];  // primary-context references this process holds
+// The footprint this process last measured for a context on each device (0: none yet).
+std::atomic<uint64_t> g_context_measured[kMaxDevices];
 uint64_t g_primary_ctx[kMaxDevices];  // the primary context's handle, while referenced
 
 pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -300,9 +302,30 @@ uint64_t OwnDeviceUse(int dev) {
   return MeasureOwnDeviceUse(dev, &bytes) ? bytes : 0;
 }
 
-Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before) {
+Gate ReserveContextAhead(int dev, bool primary, uint64_t* held) {
+  *held = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_ctx_mu);
+    if (primary && g_primary_refs[dev] > 0) return Gate::kCharge;  // exists: charged with its first reference
+  }
+  // The real footprint is known only once the context exists, and by then the card holds
+  // it: a slice without room for it would be over its limit (by 518 MiB on an H100) until
+  // the charge is refused and the context destroyed. So the expected footprint is reserved
+  // first, and a context that is not expected to fit is never created.
+  uint64_t expected = g_context_measured[dev].load();
+  expected = Footprint(expected ? expected : g_state.cfg.context_overhead);
+  if (expected == 0) return Gate::kCharge;
+  if (!ReserveChecked(dev, expected, false, "context creation", /*reconcile=*/true)) return Gate::kRefuse;
+  *held = expected;
+  return Gate::kCharge;
+}
+
+Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held) {
   std::lock_guard<std::mutex> lock(g_ctx_mu);
-  if (primary && g_primary_refs[dev]++ > 0) return Gate::kCharge;  // charged with the first reference
+  if (primary && g_primary_refs[dev]++ > 0) {  // another thread made it first: charged once
+    if (held) Unreserve(dev, held, false);
+    return Gate::kCharge;
+  }
   // The truth on hardware: what NVML says the context added to this process. The
   // configured overhead stands in when that cannot be measured (PID namespace without
   // the node agent's host pid, no NVML) and is the least charged when set.
@@ -310,10 +333,13 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
   uint64_t measured = after > measured_before ? after - measured_before : 0;
   uint64_t charge = measured ? std::max(measured, g_state.cfg.context_overhead_min) : g_state.cfg.context_overhead;
   charge = Footprint(charge);
-  if (charge && !ReserveChecked(dev, charge, false, "context creation", /*reconcile=*/false)) {
+  if (measured) g_context_measured[dev].store(charge);
+  if (charge > held && !ReserveChecked(dev, charge - held, false, "context creation", /*reconcile=*/false)) {
+    if (held) Unreserve(dev, held, false);
     if (primary) --g_primary_refs[dev];
     return Gate::kRefuse;
   }
+  if (held > charge) Unreserve(dev, held - charge, false);
   if (primary) g_primary_ctx[dev] = ctx;
   TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
   Reconcile(dev, true);  // the books now hold the context: anything beyond it is unseen

@@ -88,10 +88,13 @@ CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record rec
 int Release(HandleKind kind, uint64_t handle);
 
 // ---- contexts ----------------------------------------------------------------------------
-// A context's own footprint (docs/enforcer.md, "Memory"): charged when it is created,
-// with everything charged inside it returned when it is destroyed, reset, or its last
-// primary reference released. `create` makes the context and returns its handle in *ctx;
-// `undo` destroys it again when its footprint does not fit.
+// A context's own footprint (docs/enforcer.md, "Memory"): what it is expected to take is
+// reserved before the driver is asked (the last footprint this process measured on the
+// device, else GPUSLICE_CONTEXT_OVERHEAD), so the card never holds a context the slice has
+// no room for, not even until it is measured; once created, the charge is set to what
+// NVML shows it took. Everything charged inside it is returned when it is destroyed,
+// reset, or its last primary reference released. `create` makes the context and returns
+// its handle in *ctx; `undo` destroys it again when its measured footprint does not fit.
 template <typename Create, typename Undo>
 CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Undo undo);
 // The context ctx on device dev is gone (destroyed, reset, last primary release).
@@ -110,7 +113,12 @@ void InstallForkHandlers();
 
 // ---- implementation of the template above -------------------------------------------------
 namespace internal {
-Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before);
+// Reserves what a context about to be created on dev is expected to take; *held = what was
+// reserved (0 when it is the primary context this process already references).
+Gate ReserveContextAhead(int dev, bool primary, uint64_t* held);
+// Sets the charge of the context just created to its measured footprint (held: what
+// ReserveContextAhead reserved for it).
+Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held);
 uint64_t OwnDeviceUse(int dev);  // what NVML says this process holds on dev; 0 unknown
 // The same, false when it cannot be told (no NVML, the process not found under its pid).
 bool MeasureOwnDeviceUse(int dev, uint64_t* bytes);
@@ -122,10 +130,16 @@ CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Und
   Gate g = CheckDevice(dev);
   if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t before = g == Gate::kCharge ? internal::OwnDeviceUse(dev) : 0;
+  uint64_t held = 0;
+  if (g == Gate::kCharge && internal::ReserveContextAhead(dev, primary, &held) == Gate::kRefuse)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t ctx = 0;
   CUresult rc = create(&ctx);
-  if (rc != CUDA_SUCCESS || g == Gate::kPass) return rc;
-  if (internal::ChargeContextFootprint(dev, primary, ctx, before) == Gate::kRefuse) {
+  if (rc != CUDA_SUCCESS || g == Gate::kPass) {
+    if (held) Unreserve(dev, held, false);
+    return rc;
+  }
+  if (internal::ChargeContextFootprint(dev, primary, ctx, before, held) == Gate::kRefuse) {
     undo();
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -7,7 +7,8 @@
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H100 after the build: about 6 minutes plus the bench (section 1 ~1 min of
 # short probe runs, section 3 ~30 s, section 4 ~15 s, section 5 ~4 min: 12 workload runs
-# and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch start-up each).
+# and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch start-up each; section 6
+# ~45 s: four watched 2 GiB slices).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build/gpu}
@@ -186,7 +187,56 @@ else
   echo "SKIP: PyTorch with CUDA is not installed: the compute-share workloads (matmul, inference, small kernels) did NOT run"
 fi
 
-# 6. What the enforcer costs on this GPU.
+# 6. What the card holds for a 2 GiB slice, watched from outside: an observer without the
+#    enforcer sums NVML's per-process used memory of every compute process on the card
+#    every 0.5 ms while the container works (tests/slice_on_card_test.cc does the same on
+#    the simulator). The real context is measured here (no GPUSLICE_CONTEXT_OVERHEAD=0).
+#    Each must stay within 2 GiB + 2 MiB (the driver's granularity).
+H=$BUILD/tests/hostile_program
+card_watch() {  # NAME WATCH_MS CMD...: runs CMD under the slice while watching the card
+  local name=$1 ms=$2 most
+  shift 2
+  "$P" cardwatch "$ms" >"$region/watch-$name" 2>&1 &
+  local watcher=$!
+  sleep 0.2
+  env LD_PRELOAD="$E" CUDA_DEVICE_MEMORY_SHARED_CACHE="$region/card-$name" CUDA_DEVICE_MEMORY_LIMIT=2g "$@" \
+    >"$region/out-$name" 2>&1
+  wait "$watcher"
+  most=$(awk '/^cardwatch/ { print int($2 / 1048576) }' "$region/watch-$name")
+  if [ -n "$most" ] && [ "$most" -le 2050 ]; then
+    ok "card holds $most MiB for a 2 GiB slice: $name"
+  else
+    bad "card holds '${most:-?}' MiB for a 2 GiB slice (want <= 2050): $name ($(tr '\n' ' ' <"$region/out-$name" | cut -c1-300))"
+  fi
+}
+card_watch "driver-API program filling it" 4000 "$H" init fill 64 sleep 1500
+four() {
+  local k
+  for k in 1 2 3 4; do "$H" init sleep 1000 fill 64 sleep 1500 & done
+  wait
+}
+export -f four
+export H
+card_watch "four processes at once" 6000 bash -c four
+card_watch "8 GiB malloc heap asked, then filled" 4000 "$H" init heap 8192 fill 64 sleep 1500
+if [ $have_torch = 1 ]; then
+  card_watch "PyTorch with cuBLAS loaded, 64 MiB tensors until out of memory" 30000 python3 -c '
+import time, torch
+x = torch.randn(1024, 1024, device="cuda")
+(x @ x).sum().item()  # cuBLAS loaded
+keep = []
+try:
+    while True:
+        keep.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+except torch.OutOfMemoryError:
+    pass
+print("tensors", len(keep))
+time.sleep(1.5)'
+else
+  echo "SKIP: PyTorch with CUDA is not installed: the card's view of a PyTorch slice did NOT run"
+fi
+
+# 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi
 rm -rf "$region"
 

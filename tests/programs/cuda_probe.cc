@@ -10,6 +10,11 @@
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   cardwatch MS                   for MS ms or until SIGTERM, every 0.5 ms: NVML's used memory
+//                                  of every compute process on the device, summed; then
+//                                  "watching" once it watches, "cardwatch MAX SAMPLES" at the
+//                                  end (run without the enforcer: what the
+//                                  card held at most, as an outside observer sees it)
 //   launch N NS                    N launches of the spin kernel (NS per wave); async
 //   launchex N NS / coop N NS / graph N NS    the same through cuLaunchKernelEx,
 //                                  cooperative launches, a captured graph replayed N times
@@ -34,6 +39,7 @@
 //   stack BYTES                    cuCtxSetLimit(CU_LIMIT_STACK_SIZE) -> "stack ok|ERR"
 //   array2d W H                    a W x H float CUDA array -> "array2d ok|ERR" (kept)
 #include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +70,7 @@ std::vector<CUlibrary> g_libraries;  // libload
 CUfunction g_spin = nullptr;
 CUfunction g_code_fn = nullptr;    // getfunc / kernelfunc
 CUkernel g_code_kernel = nullptr;  // getkernel
+volatile sig_atomic_t g_stop = 0;  // cardwatch: SIGTERM ends the watch
 
 struct Alloc {
   std::string kind;
@@ -432,6 +439,27 @@ int main(int argc, char** argv) {
         if (procs[k].pid == static_cast<unsigned>(getpid())) mine = procs[k].usedGpuMemory;
       printf("nvml %llu %llu %llu %llu %llu %llu %u %llu\n", m.total, m.used, m.free, m2.total, m2.used, m2.free, count,
              mine);
+    } else if (cmd == "cardwatch") {
+      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(arg(1)));
+      signal(SIGTERM, [](int) { g_stop = 1; });
+      nvmlDevice_t d = NvmlDevice();
+      printf("watching\n");
+      unsigned long long most = 0, samples = 0;
+      while (!g_stop && std::chrono::steady_clock::now() < end) {
+        nvmlProcessInfo_t procs[256];
+        unsigned count = 256;
+        if (n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) == NVML_SUCCESS) {
+          unsigned long long sum = 0;
+          for (unsigned k = 0; k < count; ++k) sum += procs[k].usedGpuMemory;
+          most = std::max(most, sum);
+          ++samples;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+      if (samples == 0) ++failures;
+      printf("cardwatch %llu %llu\n", most, samples);
+      ++i;
+      continue;
     } else if (cmd == "launch" || cmd == "launchex" || cmd == "coop" || cmd == "graph") {
       rc = Launch(cmd, atoi(arg(1)), strtoull(arg(2), nullptr, 10));
       i += 2;
