@@ -573,6 +573,114 @@ run_extender() {
   }
 }
 
+# i: HAMi's own example pods (the shapes of its examples/nvidia): memory as a percentage of
+# the card, a card type to use and one to avoid, a card named by UUID, and the GPU-level
+# binpack and spread policies. Each is judged by what the container got or by the card in
+# the pod's decision annotation; the pods sleep, so each stays on its card (and in the
+# ledger) while the next is placed.
+# hami_pod NAME RESOURCES [ANNOTATIONS...]
+hami_pod() {
+  local name=$1 res=$2 a
+  shift 2
+  {
+    printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  labels: {batch: hami}\n' "$name"
+    if [ $# -gt 0 ]; then
+      echo "  annotations:"
+      for a in "$@"; do echo "    $a"; done
+    fi
+    cat <<EOF
+spec:
+  schedulerName: $sched_name
+  hostNetwork: true
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: gpuslice-e2e:1
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, 'echo "limit \${CUDA_DEVICE_MEMORY_LIMIT_0-unset} \${CUDA_DEVICE_SM_LIMIT_0-unset}"; exec sleep 3600']
+    resources: {limits: {$res}}
+EOF
+  } >"$D/$name.yaml"
+  apply "$D/$name.yaml"
+}
+card_of() { kubectl get pod "$1" -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}' | cut -d, -f1; }
+limits_of() { kubectl logs "$1" 2>/dev/null | awk '/^limit / { print $2, $3 }'; }
+running_with_limits() { [ "$(phase "$1")" = Running ] && [ -n "$(limits_of "$1")" ]; }
+pod_scheduled() { kubectl get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}'; }
+# hami_run NAME RESOURCES [ANNOTATIONS...]: creates the pod and waits until its container
+# printed its limits; false (with the reason) otherwise.
+hami_run() {
+  local name=$1
+  hami_pod "$@" || return 1
+  poll 90 running_with_limits "$name" || {
+    echo "    pod $name not Running within 90 s: phase $(phase "$name"), $(pod_scheduled "$name"); $(annotations "$name")"
+    return 1
+  }
+}
+hami_examples() {
+  local uuid5=GPU-0e2e0000-0000-4000-8000-000000000005 got a b c d
+  # Memory as a percentage: half of an 8 GiB card, 20 % of its cores.
+  if hami_run hami-percentage "nvidia.com/gpu: 1, nvidia.com/gpumem-percentage: 50, nvidia.com/gpucores: 20"; then
+    got=$(limits_of hami-percentage)
+    if [ "$got" = "4096m 20" ]; then
+      pass "i1: gpumem-percentage 50 + gpucores 20: the container got '$got' (half of an 8 GiB card)"
+    else
+      fail "i1: gpumem-percentage 50 + gpucores 20: the container got '$got', want '4096m 20'"
+    fi
+  else
+    fail "i1: gpumem-percentage pod (above)"
+  fi
+  # A card type to use (a part of the card's type, any case, as HAMi matches it), and one
+  # to avoid: every card of this node is an "NVIDIA-E2E card", so the second pod fits
+  # nowhere and says why.
+  if hami_run hami-type "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" 'nvidia.com/use-gputype: "e2e card"'; then
+    pass "i2: use-gputype 'e2e card': placed on $(card_of hami-type), limits '$(limits_of hami-type)'"
+  else
+    fail "i2: use-gputype pod (above)"
+  fi
+  hami_pod hami-notype "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" 'nvidia.com/nouse-gputype: "E2E"' >/dev/null
+  excluded() { pod_scheduled hami-notype | grep -q 'excluded type'; }
+  if poll 60 excluded && [ "$(phase hami-notype)" = Pending ] && ! bound hami-notype; then
+    pass "i3: nouse-gputype 'E2E' stays Pending with the extender's reason: $(pod_scheduled hami-notype)"
+  else
+    fail "i3: nouse-gputype pod: phase $(phase hami-notype), '$(pod_scheduled hami-notype)', $(annotations hami-notype)"
+  fi
+  # A card named by UUID.
+  if hami_run hami-uuid "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" "nvidia.com/use-gpuuuid: \"$uuid5\""; then
+    got=$(card_of hami-uuid)
+    if [ "$got" = "$uuid5" ]; then pass "i4: use-gpuuuid: placed on the named card $got"; else fail "i4: use-gpuuuid $uuid5: placed on '$got'"; fi
+  else
+    fail "i4: use-gpuuuid pod (above)"
+  fi
+  # GPU-level policies: binpack puts the second pod on the first's card, spread on another.
+  local res="nvidia.com/gpu: 1, nvidia.com/gpumem: 1000, nvidia.com/gpucores: 10"
+  if hami_run hami-binpack-a "$res" 'hami.io/gpu-scheduler-policy: binpack' &&
+    hami_run hami-binpack-b "$res" 'hami.io/gpu-scheduler-policy: binpack'; then
+    a=$(card_of hami-binpack-a) b=$(card_of hami-binpack-b)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+      pass "i5: gpu-scheduler-policy binpack: both pods on $a"
+    else
+      fail "i5: gpu-scheduler-policy binpack: pods on '$a' and '$b', want one card"
+    fi
+  else
+    fail "i5: binpack pods (above)"
+  fi
+  if hami_run hami-spread-a "$res" 'hami.io/gpu-scheduler-policy: spread' &&
+    hami_run hami-spread-b "$res" 'hami.io/gpu-scheduler-policy: spread'; then
+    c=$(card_of hami-spread-a) d=$(card_of hami-spread-b)
+    if [ -n "$c" ] && [ -n "$d" ] && [ "$c" != "$d" ]; then
+      pass "i6: gpu-scheduler-policy spread: pods on $c and $d"
+    else
+      fail "i6: gpu-scheduler-policy spread: pods on '$c' and '$d', want two cards"
+    fi
+  else
+    fail "i6: spread pods (above)"
+  fi
+  kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
+}
+
 # h: a restarted extender rebuilds its ledger from the decisions on the pods. 8 pods take
 # 6000 of each card's 8192 MiB; after a restart a ninth asking 6000 MiB must stay Pending
 # (slots are free, memory is not): a ledger that forgot the 8 would place it on a full card.
@@ -691,6 +799,7 @@ EOF
   baseline f0 40
   batch f 40 "1000 10"
   batch g 40 "400 5" "800 10" "1200 15" "1600 20"
+  hami_examples
   restart_check
 fi
 
