@@ -498,7 +498,19 @@ DEVICE_PLUGIN = [
     prefer((["GPU-a::1", "GPU-a::1", "GPU-dead::2", "junk"], [], 4)),
 ]
 
-corpora.update({"region": REGION, "card": CARD, "journal": JOURNAL_SEEDS, "cdi_spec": CDI_SEEDS,
+# /proc/<pid>/mountinfo of container processes (fuzz/mountinfo_fuzzer.cc).
+MOUNTINFO = [
+    "1190 1010 0:112 / / rw,relatime master:470 - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w\n"
+    "1191 1190 0:115 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw\n"
+    "1200 1190 0:58 / /var/run/gpuslice rw,nosuid,nodev,noexec,relatime master:301 - tmpfs gpuslice-shared "
+    "rw,size=4096k,nr_inodes=64\n"
+    "1201 1190 8:1 /var/lib/gpuslice/containers/ab/limits /etc/gpuslice/limits ro,relatime - ext4 /dev/sda1 rw\n",
+    "36 35 0:58 / /run/gpuslice rw shared:1 master:2 - tmpfs gpuslice-shared rw\n"
+    "37 36 0:59 / /run/gpu\\040slice\\012x rw - tmpfs t rw\n",
+    "36 35 058 / /var/run/gpuslice rw - tmpfs t rw\n36 35 0:58 /\n\n36 35 0:4294967295 / /a rw - t",
+]
+
+corpora.update({"mountinfo": MOUNTINFO, "region": REGION, "card": CARD, "journal": JOURNAL_SEEDS, "cdi_spec": CDI_SEEDS,
                 "scenario": SCENARIO_SEEDS, "http_request": HTTP_SEEDS,
                 "device_plugin_request": DEVICE_PLUGIN})
 LATIN1 = {"kube_api", "http_request"}  # str seeds whose characters are bytes

@@ -17,7 +17,7 @@ work=$build/fuzz-work  # corpus grown by this run, logs, crash artifacts
 declare -A max_len=([quantity]=64 [visible_devices]=512 [oci_config]=8192 [oci_state]=8192 [extender_args]=8192
   [extender]=16384 [pod_spec]=8192 [hami_format]=4096 [handoff]=8192 [webhook]=16384 [kubeconfig]=8192
   [kube_api]=2048 [node_config]=4096 [enforcer_config]=4096 [region]=4096 [card]=2048 [journal]=8192
-  [cdi_spec]=8192 [scenario]=4096 [http_request]=16384 [device_plugin_request]=4096)
+  [cdi_spec]=8192 [scenario]=4096 [http_request]=16384 [device_plugin_request]=4096 [mountinfo]=8192)
 # Dictionaries (fuzz/dict/*.dict) per target.
 declare -A dicts=([oci_config]=json [oci_state]=json [extender_args]=json [extender]=json [pod_spec]=json
   [hami_format]=hami [handoff]=json [webhook]=json [kube_api]=json [kubeconfig]=yaml [node_config]=yaml

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "src/kube/testing/fake_api_server.h"
+#include "src/platform/gpu_driver.h"
 #include "tests/harness.h"
 #include "tests/kubelet_double.h"
 
@@ -871,6 +872,139 @@ TEST_F(NodeAgentTest, RandomWritesToARegionForAMinuteHarmNoOneElse) {
   EXPECT_NEAR(BurnUtil(after.out), BurnUtil(before.out), 5) << before.out << after.out;
   int status = 0;
   EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
+}
+
+// The argv of a process of the container whose region directory (host path) is `shared`:
+// in a mount namespace of its own, with that directory mounted where the agent told the
+// runtime to mount it (a tmpfs over /var/run first, so nothing is made on the host; where
+// /var/run links to /run, as in most images, the mount point reads /run/gpuslice). The
+// process stays in the host's PID namespace: the simulator's NVML reports a process by the
+// pid it has in its own namespace (getpid), where the real driver reports host pids.
+std::vector<std::string> InContainer(const std::string& shared, const std::vector<std::string>& argv) {
+  std::vector<std::string> out{"unshare",
+                               "--mount",
+                               "--fork",
+                               "sh",
+                               "-c",
+                               "mount -t tmpfs -o size=64k gpuslice-test-run /var/run && mkdir /var/run/gpuslice && "
+                               "mount --bind \"$0\" /var/run/gpuslice && exec \"$@\"",
+                               shared};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+// The memory watchdog: two processes of one container that bypass the enforcer (their own
+// loader: the simulator's libcuda without libgpuslice.so) each hold 1408 MiB under a
+// 2038 MiB slice. Within a few seconds the agent kills one of them (NVML's figure for the
+// container is back within the limit), while a well-behaved container on the same card
+// (through the enforcer) and one filled to exactly its limit (no enforcer) keep running.
+// With --memory-watchdog=false (or GPUSLICE_MEMORY_WATCHDOG=false in the test's
+// environment, which the agent inherits) nobody is killed and this test fails.
+TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) {
+  if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
+    std::cout << "NOTE: needs root and unshare: the memory watchdog was NOT tested\n";
+    GTEST_SKIP();
+  }
+  StopAgent();
+  agent_flags_ = {"--device-memory-scaling", "0.1"};  // 4 slices of 2038 MiB per card
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  // The simulator's CUDA device 0 is the first card (every card is visible outside a real container).
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods({{"evil", "ns", "c", "nvidia.com/gpu", {gpu0 + "::0"}},
+                     {"good", "ns", "c", "nvidia.com/gpu", {gpu0 + "::1"}},
+                     {"full", "ns", "c", "nvidia.com/gpu", {gpu0 + "::2"}}});
+  v1beta1::ContainerAllocateResponse evil, good, full;
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::0"}, &evil).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::1"}, &good).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::2"}, &full).ok());
+  ASSERT_EQ(evil.envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2038m");
+  constexpr uint64_t kMiB = 1ull << 20, kLimit = 2038 * kMiB, kEvil = 22 * 64 * kMiB;
+  auto nvml = platform::OpenNvmlGpuDriver(node_->root());
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  // NVML's processes on the card: (evil ones holding 1408 MiB, the others).
+  auto census = [&](uint64_t* evil_bytes, int* others) {
+    auto procs = (*nvml)->ComputeProcesses(gpu0);
+    EXPECT_TRUE(procs.ok()) << procs.status().message();
+    int evil_count = 0;
+    *evil_bytes = 0;
+    *others = 0;
+    for (const auto& p : procs.ok() ? *procs : std::vector<platform::GpuProcess>{}) {
+      if (p.used_bytes == kEvil) {
+        ++evil_count;
+        *evil_bytes += p.used_bytes;
+      } else {
+        ++*others;
+      }
+    }
+    return evil_count;
+  };
+
+  Env plain = node_->env();  // the simulator's libcuda, no enforcer
+  auto good_proc = std::make_unique<Process>(
+      InContainer(SharedDir(good),
+                  {GpusliceBin(), "burn", "--memory", "1g", "--util", "20", "--seconds", "14", "--verify-bytes", "1m"}),
+      ContainerEnv(good));
+  auto full_proc = std::make_unique<Process>(
+      InContainer(SharedDir(full), {HostileBin(), "init", "alloc", std::to_string(kLimit), "sleep", "14000"}), plain);
+  uint64_t evil_bytes = 0;
+  int others = 0;
+  for (int i = 0; i < 100 && (census(&evil_bytes, &others), others < 2); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(others, 2) << "the well-behaved containers do not hold memory: " << good_proc->out() << full_proc->out();
+
+  std::vector<std::unique_ptr<Process>> attackers;
+  for (int i = 0; i < 2; ++i)
+    attackers.push_back(std::make_unique<Process>(
+        InContainer(SharedDir(evil), {HostileBin(), "init", "fill", "22", "sleep", "10000", "touch"}), plain));
+  bool both = false;
+  int evil_now = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto end = t0 + std::chrono::seconds(9); std::chrono::steady_clock::now() < end;) {
+    evil_now = census(&evil_bytes, &others);
+    if (evil_now == 2 && !both) {
+      both = true;
+      t0 = std::chrono::steady_clock::now();
+    }
+    if (both && evil_now < 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(both) << "the attackers never held 2 x 1408 MiB: " << attackers[0]->out() << attackers[1]->out();
+  std::cout << "2 x 1408 MiB under a 2038 MiB limit: after " << secs << " s NVML shows " << evil_now << " attacker(s), "
+            << evil_bytes / kMiB << " MiB\n";
+  EXPECT_EQ(evil_now, 1) << "the watchdog killed no attacker within 9 s";
+  EXPECT_LE(evil_bytes, kLimit + 2 * kMiB);
+  EXPECT_LT(secs, 5);
+  // Nobody else is touched, later either.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(census(&evil_bytes, &others), evil_now);
+  EXPECT_EQ(others, 2);
+  std::string m = Metrics();
+  EXPECT_NE(m.find("gpuslice_memory_limit_kills_total{namespace=\"ns\",pod=\"evil\",container=\"c\",uuid=\"" + gpu0),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("gpuslice_memory_limit_kills_total{namespace=\"ns\",pod=\"good\""), std::string::npos);
+  EXPECT_EQ(m.find("gpuslice_memory_limit_kills_total{namespace=\"ns\",pod=\"full\""), std::string::npos);
+
+  // The survivor gets to its last step (unshare cannot pass a SIGKILL of its child on:
+  // it exits 1 then, so the attacker's output tells).
+  int killed = 0;
+  for (auto& a : attackers) {
+    Result r = a->Wait();
+    if (r.out.find("touch CUDA_SUCCESS") == std::string::npos) {
+      ++killed;
+    } else {
+      EXPECT_EQ(r.code, 0) << r.out << r.err;
+    }
+  }
+  EXPECT_EQ(killed, 1);
+  Result g = good_proc->Wait(), f = full_proc->Wait();
+  EXPECT_EQ(g.code, 0) << g.out << g.err;
+  EXPECT_EQ(f.code, 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("alloc CUDA_SUCCESS"), std::string::npos) << f.out << f.err;
+  StopAgent();
+  EXPECT_NE(agent_log_.find("memory watchdog: ns/evil/c"), std::string::npos) << agent_log_;
 }
 
 int FreePort() {

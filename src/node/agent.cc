@@ -18,6 +18,7 @@
 #include "src/node/health.h"
 #include "src/node/host_pids.h"
 #include "src/node/http_server.h"
+#include "src/node/memory_watchdog.h"
 #include "src/node/metrics.h"
 #include "src/node/plugin_server.h"
 #include "src/node/pod_resources.h"
@@ -151,19 +152,43 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   if (cfg.shared_dir_bytes == 0)
     GS_LOG(kWarn, "--shared-dir-size 0: containers write their regions on the state disk, which they can fill");
 
+  // The memory watchdog attributes GPU processes by their mount of a container's tmpfs,
+  // read from the host's /proc: without either it could attribute nothing.
+  bool watchdog_on = cfg.memory_watchdog;
+  if (watchdog_on && !SeesHostPids()) {
+    GS_LOG(kWarn, "memory watchdog off: NVML's pids are the host's, and this agent does not see the host's processes");
+    watchdog_on = false;
+  } else if (watchdog_on && cfg.shared_dir_bytes == 0) {
+    GS_LOG(kWarn,
+           "memory watchdog off: it knows a container's processes by their mount of its shared/ tmpfs, and "
+           "--shared-dir-size 0 gives them none");
+    watchdog_on = false;
+  } else if (!watchdog_on) {
+    GS_LOG(kWarn, "--memory-watchdog=false: a container whose processes get past the enforcer is not stopped");
+  }
+
   // What /healthz and /livez check: the main loop (the kubelet's registration, the CDI
   // spec) beats every 200 ms (10 s allowed), the containers loop (host pids, the cleanup)
   // every 200 ms (a pod-resources List may take its 3 s deadline: 60 s allowed), the
-  // health watcher every ~1 s (30 s allowed).
+  // health watcher every ~1 s (30 s allowed), the memory watchdog every ~1 s (an NVML call
+  // per GPU and /proc reads: 30 s allowed).
   Progress progress;
   const int main_loop = progress.Register("main loop", 10'000'000'000, MonotonicNowNs());
   const int containers_loop = progress.Register("containers loop", 60'000'000'000, MonotonicNowNs());
   const int health_loop = progress.Register("health watcher", 30'000'000'000, MonotonicNowNs());
+  const int watchdog_loop = watchdog_on ? progress.Register("memory watchdog", 30'000'000'000, MonotonicNowNs()) : -1;
   HealthWatcher health(cfg, driver, &book);
   std::thread health_thread([&] { health.Run(stop, [&] { progress.Beat(health_loop, MonotonicNowNs()); }); });
 
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
+  MemoryWatchdog watchdog(driver, &book, [&] {
+    std::lock_guard<std::mutex> l(pods_mu);
+    return pods;
+  });
+  std::thread watchdog_thread;
+  if (watchdog_on)
+    watchdog_thread = std::thread([&] { watchdog.Run(stop, [&] { progress.Beat(watchdog_loop, MonotonicNowNs()); }); });
   HttpServer http;
   SmUseMeter sm_use;
   http.Handle("/metrics", [&] {
@@ -173,7 +198,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
       snapshot = pods;
     }
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                        CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use)};
+                        CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use, watchdog.Kills())};
   });
   // /livez: every loop makes progress (a liveness probe restarts a stuck agent).
   // /healthz: that, and registered with the kubelet (readiness: not while the kubelet is
@@ -248,6 +273,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
     SleepUntilNs(MonotonicNowNs() + 200'000'000);
   }
   containers_thread.join();
+  if (watchdog_thread.joinable()) watchdog_thread.join();
   GS_LOG(kInfo, "stopping");
   if (scheduler_link) scheduler_link->registrar->Stop();
   service.Stop();

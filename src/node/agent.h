@@ -1,11 +1,12 @@
 // The node agent's service: serves the kubelet device plugin with slices of the node's
-// GPUs, watches health, writes host pids into regions, removes the directories of
-// containers that are gone, keeps the CDI spec current and exports metrics. The command
+// GPUs, watches health, writes host pids into regions, kills a container's process when
+// NVML shows the container over its memory limit (the memory watchdog), removes the
+// directories of containers that are gone, keeps the CDI spec current and exports metrics. The command
 // (`gpuslice node`, src/cli/node_command.cc) parses the configuration, opens the GPUs and
 // calls ServeNode.
 //
 // Threading: ServeNode blocks the calling thread and runs its own threads (gRPC, health,
-// metrics); it returns after they are joined.
+// metrics, containers, memory watchdog); it returns after they are joined.
 #pragma once
 
 #include <atomic>

@@ -69,6 +69,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
                                 "cleanupGraceSeconds",
                                 "enforcerPath",
                                 "sharedDirSize",
+                                "memoryWatchdog",
                                 "schedulerDecisions",
                                 "nodeName",
                                 "kubeconfig",
@@ -114,6 +115,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
       if (!ParseByteQuantity(size.c_str(), &c->shared_dir_bytes))
         return InvalidArgument("config file: sharedDirSize '" + size + "' is not a size (e.g. 4Mi, or 0)");
     }
+    if (root["memoryWatchdog"]) c->memory_watchdog = root["memoryWatchdog"].as<bool>();
     if (root["schedulerDecisions"]) c->scheduler_decisions = root["schedulerDecisions"].as<bool>();
     if (root["nodeName"]) c->node_name = root["nodeName"].as<std::string>();
     if (root["kubeconfig"]) c->kubeconfig = root["kubeconfig"].as<std::string>();
@@ -176,6 +178,11 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
            "size of the tmpfs each container may write (its region; e.g. 4Mi); 0 = a plain directory on the "
            "state disk, which a container can fill",
            "SHARED_DIR_SIZE");
+  f.Bool("memory-watchdog", &c.memory_watchdog,
+         "every second, compare each container's device memory as NVML reports it per process with its limit, "
+         "and kill its largest process on a GPU where it is over twice in a row (needs hostPID and "
+         "--shared-dir-size > 0)",
+         "GPUSLICE_MEMORY_WATCHDOG");
   f.Bool("scheduler-decisions", &c.scheduler_decisions,
          "give each container what gpuslice scheduler decided (HAMi's annotations: cards, memory, cores) and "
          "publish the cards on the Node",

@@ -34,6 +34,9 @@ struct Config {
   // Each container's writable directory is a tmpfs of this size (ContainerDirs); 0 = a
   // plain directory on the state disk, which a container can fill.
   uint64_t shared_dir_bytes = 4ull << 20;
+  // The memory watchdog (src/node/memory_watchdog.h): kills a container's largest process
+  // on a GPU where NVML shows the container over its limit twice in a row.
+  bool memory_watchdog = true;
   // Fractional scheduling (docs/scheduler.md): Allocate applies what `gpuslice scheduler`
   // decided for the pod, and the agent publishes its cards on its Node object.
   bool scheduler_decisions = false;

@@ -91,5 +91,17 @@ TEST(NodeConfig, EachContainerDirectoryIsASmallTmpfsUnlessTurnedOff) {
   EXPECT_EQ(c->shared_dir_bytes, 0u);
 }
 
+TEST(NodeConfig, TheMemoryWatchdogIsOnUnlessTurnedOff) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->memory_watchdog);
+  c = Load({"--memory-watchdog=false"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->memory_watchdog);
+  Config f;
+  ASSERT_TRUE(ApplyConfigYaml("memoryWatchdog: false\n", &f).ok());
+  EXPECT_FALSE(f.memory_watchdog);
+}
+
 }  // namespace
 }  // namespace gs::node

@@ -74,7 +74,7 @@ class Writer {
 }  // namespace
 
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
-                          const LatencyHistogram::Snapshot& allocate) {
+                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills) {
   Writer w;
   auto gl = [](const GpuUsage& g) {
     return std::vector<std::pair<const char*, std::string>>{
@@ -133,6 +133,18 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
               "Time the agent took to answer the kubelet's Allocate calls, the gRPC transport not included.", allocate);
   w.Family("gpuslice_allocate_failures_total", "Allocate calls the agent refused or could not serve.", "counter");
   w.Sample("gpuslice_allocate_failures_total", {}, static_cast<double>(allocate.failed));
+  w.Family("gpuslice_memory_limit_kills_total",
+           "Processes the memory watchdog killed because their container held more device memory on the GPU than "
+           "its limit (NVML's per-process figures, two samples in a row).",
+           "counter");
+  for (const auto& k : kills)
+    w.Sample("gpuslice_memory_limit_kills_total",
+             {{"namespace", k.ns},
+              {"pod", k.pod},
+              {"container", k.container},
+              {"uuid", k.uuid},
+              {"allocation", k.allocation}},
+             static_cast<double>(k.kills));
   return w.str();
 }
 
@@ -161,7 +173,7 @@ unsigned SmUseMeter::Percent(const std::string& key, uint64_t used_ns, int64_t n
 
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
                            const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
-                           SmUseMeter* sm_use) {
+                           SmUseMeter* sm_use, const std::vector<KillCount>& kills) {
   auto known = book.Gpus();
   auto in_use = book.InUse();
   std::vector<GpuUsage> gpus;
@@ -216,7 +228,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
       slices.push_back(s);
     }
   }
-  return RenderMetrics(gpus, slices, allocate.Read());
+  return RenderMetrics(gpus, slices, allocate.Read(), kills);
 }
 
 }  // namespace gs::node

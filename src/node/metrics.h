@@ -1,7 +1,7 @@
 // Prometheus metrics of a node: per GPU (memory, utilisation, slices, health) and per
 // container slice (memory used and limit, spilled bytes, SM utilisation and share)
 // labelled pod/namespace/container/uuid, in gpuslice_* names and the classic cAdvisor
-// accelerator names; and how long the agent took to answer Allocate. Rendering is a pure
+// accelerator names; how long the agent took to answer Allocate; the memory watchdog's kills. Rendering is a pure
 // function; Collect gathers the inputs.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/node/latency_histogram.h"
+#include "src/node/memory_watchdog.h"
 #include "src/node/pod_resources.h"
 #include "src/node/slice_book.h"
 #include "src/platform/gpu_driver.h"
@@ -31,8 +32,9 @@ struct SliceUsage {
   unsigned sm_util = 0, sm_share = 0;  // percent; share 0 = no limit
 };
 
+// kills: the memory watchdog's (src/node/memory_watchdog.h), per container and GPU.
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
-                          const LatencyHistogram::Snapshot& allocate);
+                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills = {});
 
 // A container's SM utilisation from the card regions: each tenant's turns add up its GPU
 // time (src/region/card.h), so the share of wall time it took between two collections is
@@ -59,6 +61,6 @@ class SmUseMeter {
 // (src/host: a container cannot fault or block a scrape), and pod-resources.
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
                            const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
-                           SmUseMeter* sm_use);
+                           SmUseMeter* sm_use, const std::vector<KillCount>& kills = {});
 
 }  // namespace gs::node

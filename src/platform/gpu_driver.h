@@ -17,8 +17,8 @@
 namespace gs::platform {
 
 struct GpuProcess {
-  uint32_t pid = 0;
-  uint64_t used_bytes = 0;
+  uint32_t pid = 0;         // host pid (the driver's view: the initial PID namespace)
+  uint64_t used_bytes = 0;  // device memory the process holds on the GPU, contexts included
 };
 
 struct GpuInfo {
@@ -57,6 +57,12 @@ class GpuDriver {
   // SM utilisation of each process on a GPU, from the driver's samples newer than
   // since_us (wall clock, microseconds). Empty when nothing ran.
   virtual StatusOr<std::vector<ProcessUtil>> ProcessUtilization(const std::string& uuid, uint64_t since_us) = 0;
+  // The compute processes on a GPU and the device memory each holds
+  // (nvmlDeviceGetComputeRunningProcesses_v3), all of them however many (the buffer grows
+  // on NVML_ERROR_INSUFFICIENT_SIZE). A process whose usage the driver does not report
+  // (NVML_VALUE_NOT_AVAILABLE) is left out. An error (unknown or lost GPU, a failed call)
+  // says nothing about the processes: callers must not act on it.
+  virtual StatusOr<std::vector<GpuProcess>> ComputeProcesses(const std::string& uuid) = 0;
   // Waits up to timeout_ms for a critical XID on any GPU; nullopt on timeout.
   virtual StatusOr<std::optional<XidEvent>> WaitXid(int timeout_ms) = 0;
 };

@@ -1,10 +1,33 @@
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "src/platform/driver_loader.h"
 #include "src/platform/gpu_driver.h"
 
 namespace gs::platform {
 namespace {
+
+// Every compute process of d, growing the buffer while NVML says it is too small (processes
+// may start between the calls, so it is asked again, a few times at most).
+nvmlReturn_t RunningProcesses(const NvmlApi& api, nvmlDevice_t d, std::vector<GpuProcess>* out) {
+  std::vector<nvmlProcessInfo_t> infos(64);
+  nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+  for (int attempt = 0; attempt < 5 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    unsigned n = static_cast<unsigned>(infos.size());
+    rc = api.nvmlDeviceGetComputeRunningProcesses_v3(d, &n, infos.data());
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      infos.resize(std::max<size_t>(infos.size() * 2, static_cast<size_t>(n) + 16));
+      continue;
+    }
+    if (rc != NVML_SUCCESS) return rc;
+    out->clear();
+    for (unsigned k = 0; k < n && k < infos.size(); ++k)
+      if (infos[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
+        out->push_back({infos[k].pid, infos[k].usedGpuMemory});
+  }
+  return rc;
+}
 
 class NvmlGpuDriver final : public GpuDriver {
  public:
@@ -59,10 +82,7 @@ class NvmlGpuDriver final : public GpuDriver {
       api_.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &g.temperature_c);
       api_.nvmlDeviceGetPowerUsage(d, &g.power_mw);
       api_.nvmlDeviceGetEnforcedPowerLimit(d, &g.power_limit_mw);
-      nvmlProcessInfo_t procs[256];
-      unsigned n = 256;
-      if (api_.nvmlDeviceGetComputeRunningProcesses_v3(d, &n, procs) == NVML_SUCCESS)
-        for (unsigned k = 0; k < n; ++k) g.processes.push_back({procs[k].pid, procs[k].usedGpuMemory});
+      RunningProcesses(api_, d, &g.processes);
       gpus.push_back(std::move(g));
     }
     return gpus;
@@ -80,6 +100,17 @@ class NvmlGpuDriver final : public GpuDriver {
     if (rc != NVML_SUCCESS)
       return Unavailable(std::string("nvmlDeviceGetProcessUtilization: ") + api_.nvmlErrorString(rc));
     for (unsigned i = 0; i < n; ++i) out.push_back({samples[i].pid, samples[i].smUtil});
+    return out;
+  }
+
+  StatusOr<std::vector<GpuProcess>> ComputeProcesses(const std::string& uuid) override {
+    nvmlDevice_t d;
+    nvmlReturn_t rc = api_.nvmlDeviceGetHandleByUUID(uuid.c_str(), &d);
+    if (rc != NVML_SUCCESS) return Unavailable(uuid + ": " + api_.nvmlErrorString(rc));
+    std::vector<GpuProcess> out;
+    rc = RunningProcesses(api_, d, &out);
+    if (rc != NVML_SUCCESS)
+      return Unavailable(uuid + ": nvmlDeviceGetComputeRunningProcesses_v3: " + api_.nvmlErrorString(rc));
     return out;
   }
 

@@ -7,6 +7,8 @@
 //   ctxv1        create a context with the v1 cuCtxCreate and make it current
 //   fill N       allocate 64 MiB pieces with cuMemAlloc_v2 until refused or N pieces;
 //                prints "fill <MiB allocated>"
+//   alloc N      one cuMemAlloc_v2 of N bytes (N: digits, or digits and m for MiB):
+//                prints "alloc <result>"
 //   v1alloc      one 64 MiB cuMemAlloc (v1): prints "v1alloc <result>"
 //   v1array      one cuArrayCreate (v1), 4096 x 4096 x 4 bytes: "v1array <result>"
 //   stack KIB    cuCtxSetLimit(CU_LIMIT_STACK_SIZE, KIB KiB): "stack <result>"
@@ -162,6 +164,13 @@ int main(int argc, char** argv) {
         if (alloc(&p, 64ull << 20) != CUDA_SUCCESS) break;
       }
       printf("fill %ld\n", got * 64);
+      ++i;
+    } else if (strcmp(step, "alloc") == 0) {
+      char* end = nullptr;
+      unsigned long long bytes = strtoull(arg, &end, 10);
+      if (end != nullptr && *end == 'm') bytes <<= 20;
+      CUdeviceptr p;
+      printf("alloc %s\n", Name(Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&p, bytes)));
       ++i;
     } else if (strcmp(step, "v1alloc") == 0) {
       auto alloc = Get<CUresult (*)(CUdeviceptr_v1*, unsigned)>("cuMemAlloc");

@@ -1,0 +1,135 @@
+#include "src/host/proc_mounts.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "src/common/proc_identity.h"
+
+namespace gs::host {
+namespace {
+
+// The next space-separated field of `line` from *at ("" at the end).
+std::string_view NextField(std::string_view line, size_t* at) {
+  while (*at < line.size() && line[*at] == ' ') ++*at;
+  size_t start = *at;
+  while (*at < line.size() && line[*at] != ' ') ++*at;
+  return line.substr(start, *at - start);
+}
+
+bool ParseU32(std::string_view s, uint32_t* out) {
+  if (s.empty()) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// The kernel escapes space, tab, newline and backslash in paths as \ooo (show_path, mangle).
+std::string Unescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      const char a = s[i + 1], b = s[i + 2], c = s[i + 3];
+      if (a >= '0' && a <= '3' && b >= '0' && b <= '7' && c >= '0' && c <= '7') {
+        out += static_cast<char>((a - '0') * 64 + (b - '0') * 8 + (c - '0'));
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+bool ParseLine(std::string_view line, MountEntry* e) {
+  size_t at = 0;
+  uint32_t id = 0, parent = 0;
+  if (!ParseU32(NextField(line, &at), &id) || !ParseU32(NextField(line, &at), &parent)) return false;
+  std::string_view dev = NextField(line, &at);
+  size_t colon = dev.find(':');
+  if (colon == std::string_view::npos || !ParseU32(dev.substr(0, colon), &e->major) ||
+      !ParseU32(dev.substr(colon + 1), &e->minor))
+    return false;
+  if (NextField(line, &at).empty()) return false;  // root
+  std::string_view point = NextField(line, &at);
+  if (point.empty() || NextField(line, &at).empty()) return false;  // mount point, options
+  // Optional fields (shared:N, master:N, ...) up to the separator.
+  for (std::string_view f = NextField(line, &at); f != "-"; f = NextField(line, &at))
+    if (f.empty()) return false;
+  std::string_view type = NextField(line, &at);
+  if (type.empty()) return false;
+  e->mount_point = Unescape(point);
+  e->fs_type = Unescape(type);
+  return true;
+}
+
+}  // namespace
+
+std::vector<MountEntry> ParseMountinfo(std::string_view text) {
+  std::vector<MountEntry> out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    MountEntry e;
+    if (ParseLine(line, &e)) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<MountEntry>& entries,
+                                                            std::string_view mount_point) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& e : entries)
+    if (e.mount_point == mount_point) out.emplace_back(e.major, e.minor);
+  return out;
+}
+
+namespace {
+
+// A whole /proc file (they report size 0: read until EOF), at most `cap` bytes.
+bool ReadProcFile(const std::string& path, size_t cap, std::string* out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > cap) break;  // a process with millions of mounts: what was read is kept
+  }
+  close(fd);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<ProcessMounts> ReadProcessMounts(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  ProcessMounts m;
+  m.start_time = ProcessStartTime(pid);
+  if (m.start_time == 0) return Unavailable(dir + ": gone");
+  struct stat mine, theirs;
+  if (stat("/proc/self/ns/mnt", &mine) != 0 || stat((dir + "/ns/mnt").c_str(), &theirs) != 0)
+    return Unavailable(dir + "/ns/mnt: " + strerror(errno));
+  m.same_namespace_as_reader = mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+  std::string text;
+  if (!ReadProcFile(dir + "/mountinfo", 16u << 20, &text)) return Unavailable(dir + "/mountinfo: " + strerror(errno));
+  m.entries = ParseMountinfo(text);
+  // The same start time before and after: the namespace and mount table read were this
+  // process's, not those of a process that reused its pid meanwhile.
+  if (ProcessStartTime(pid) != m.start_time) return Unavailable(dir + ": gone");
+  return m;
+}
+
+}  // namespace gs::host

@@ -1,0 +1,51 @@
+// What the host's /proc says about a process's mounts, for the node agent's memory
+// watchdog (src/node/memory_watchdog.h): which container a GPU process belongs to, by a
+// fact the container cannot forge. Every container the agent allocates has its own
+// `shared/` tmpfs mounted at the region directory (model::EditOptions::region_container_dir);
+// a tmpfs's device number is unique per mount, so a process whose mount table shows that
+// device at that mount point has the container's mount. A process in the host's mount
+// namespace sees the tmpfs at its host path (no match); one in the agent's own mount
+// namespace is never attributed (ProcessMounts::same_namespace_as_reader).
+//
+// ParseMountinfo is pure and total over any text (fuzzed: fuzz/mountinfo_fuzzer.cc);
+// ReadProcessMounts reads /proc. Thread-compatible; no state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace gs::host {
+
+struct MountEntry {
+  uint32_t major = 0, minor = 0;  // of the mounted file system (mountinfo field 3)
+  std::string mount_point;        // as the process sees it, octal escapes (\040 ...) decoded
+  std::string fs_type;            // after the " - " separator
+};
+
+// The well-formed lines of /proc/<pid>/mountinfo text (proc(5)); a malformed line is
+// skipped, never guessed at.
+std::vector<MountEntry> ParseMountinfo(std::string_view text);
+
+// The devices (major, minor) mounted at `mount_point` in `entries`, in mount order (a later
+// mount over the same point hides an earlier one, but both are the process's mounts).
+std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<MountEntry>& entries,
+                                                            std::string_view mount_point);
+
+struct ProcessMounts {
+  std::vector<MountEntry> entries;
+  uint64_t start_time = 0;               // ProcessStartTime, the same before and after the reads
+  bool same_namespace_as_reader = true;  // /proc/<pid>/ns/mnt is the caller's own
+};
+
+// Reads /proc/<pid>/mountinfo and the process's mount namespace (against
+// /proc/self/ns/mnt). Unavailable when any of it cannot be read (the process is gone, or
+// /proc is not the host's): the caller then knows nothing about the process.
+StatusOr<ProcessMounts> ReadProcessMounts(pid_t pid);
+
+}  // namespace gs::host
