@@ -3,7 +3,8 @@
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets and per-context
 // limits. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file
-// shared with other containers cannot kill their programs.
+// shared with other containers cannot kill their programs, nor can one forging it (its
+// priority, the turn, the others' credit, garbage) take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
@@ -239,6 +240,11 @@ TEST_P(HostileCardAttack, HonestTenantKeepsItsShare) {
 
 INSTANTIATE_TEST_SUITE_P(Forged, HostileCardAttack, ::testing::Values("priority", "seize", "credit", "garbage"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// The same tenant without an attack: the figure the attacks are measured against.
+TEST_F(HostileCardTenant, AloneItGetsItsShare) {
+  EXPECT_NEAR(Honest("force", ""), 30, 5);
+}
 
 // All attacks at once, against a tenant under policy default: it keeps at least its share
 // (idle capacity beyond it is what a tenant that really computed would take too).
