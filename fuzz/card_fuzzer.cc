@@ -52,8 +52,8 @@ const std::string& BaseImage() {
     int a = rg::JoinCard(c, 77, 30, true, 0, now), b = rg::JoinCard(c, 78, 70, false, 1, now);
     int d = rg::JoinCard(c, 0xFFFFFFFFFFFFFFFFull, 100, false, -5, now);
     if (a < 0 || b < 0 || d < 0) std::abort();
-    rg::Charge(c, a, 5'000'000, now);
-    rg::Charge(c, b, 123'456'789, now);
+    rg::Charge(c, a, 5'000'000, now, 0);
+    rg::Charge(c, b, 123'456'789, now, 0);
     rg::CloseCard(c);
     std::string bytes = gs::fuzz::ReadFile(path);
     if (bytes.size() != kSize) std::abort();

@@ -3,7 +3,8 @@
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets and per-context
 // limits. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file
-// shared with other containers cannot kill their programs.
+// shared with other containers cannot kill their programs, nor can one forging it (its
+// priority, the turn, the others' credit, garbage) take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
@@ -12,8 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "tests/harness.h"
@@ -174,6 +177,79 @@ TEST(HostileCard, ShrunkCardFileDoesNotKillAnotherTenant) {
   EXPECT_EQ(r.code, 0) << "the victim died: " << r.out << r.err;
   EXPECT_NE(r.err.find("was shrunk under us"), std::string::npos) << r.err;
   EXPECT_NEAR(BurnUtil(r.out), 30, 5) << r.out;
+}
+
+}  // namespace
+}  // namespace gs::testing
+
+namespace gs::testing {
+namespace {
+
+// Issue 13: a tenant that forges the card region shared by every tenant of a GPU, and
+// runs no kernel itself, takes nothing from an honest tenant's compute share. The honest
+// tenant is a container as the node agent makes it: a read-only limits file with a 30 %
+// share, priority 1 and the best priority on its cards 1 (every container's), the node's
+// shared cards directory. Alone, it gets 30 % under policy force.
+class HostileCardTenant : public ::testing::Test {
+ protected:
+  Env Tenant(const SimNode& node, const char* policy) const {
+    std::string file = node.root() + "/limits";
+    std::ofstream(file) << "# as gpuslice node writes it\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" << node.region_path()
+                        << "\nCUDA_DEVICE_SM_LIMIT_0=30\nCUDA_TASK_PRIORITY=1\nGPUSLICE_CARD_BEST_PRIORITY=1\n"
+                        << "GPU_CORE_UTILIZATION_POLICY=" << policy << "\nGPUSLICE_CARDS_DIR=" << Cards(node) << "\n";
+    Env env = node.enforced({});
+    env.erase("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    env["GPUSLICE_LIMITS_FILE"] = file;
+    return env;
+  }
+  static std::string Cards(const SimNode& node) { return node.root() + "/cards"; }
+
+  // The honest tenant's average utilisation over `seconds` while the hostile one forges
+  // its card with `attacks` (none: alone).
+  double Honest(const char* policy, const std::string& attacks, int seconds = 5) const {
+    SimNode node("gpus: [H100-80GB]\n");
+    std::filesystem::create_directories(Cards(node));
+    Process honest({GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", std::to_string(seconds)},
+                   Tenant(node, policy));
+    std::unique_ptr<Process> hostile;
+    if (!attacks.empty()) {
+      // The honest tenant makes the card file at its first launch; the attack starts then.
+      std::string card;
+      for (int i = 0; i < 1000 && card.empty(); ++i) {
+        for (const auto& e : std::filesystem::directory_iterator(Cards(node))) card = e.path();
+        if (card.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_FALSE(card.empty()) << "the honest tenant made no card file";
+      hostile = std::make_unique<Process>(
+          std::vector<std::string>{HostileBin(), "card", card, std::to_string(seconds * 1000 + 2000), attacks},
+          node.env());
+    }
+    Result r = honest.Wait();
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    if (hostile) hostile->Signal(SIGKILL);
+    std::cout << policy << " under " << (attacks.empty() ? "no attack" : attacks) << ": " << BurnUtil(r.out) << " %\n";
+    return BurnUtil(r.out);
+  }
+};
+
+class HostileCardAttack : public HostileCardTenant, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HostileCardAttack, HonestTenantKeepsItsShare) {
+  EXPECT_NEAR(Honest("force", GetParam()), 30, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forged, HostileCardAttack, ::testing::Values("priority", "seize", "credit", "garbage"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// The same tenant without an attack: the figure the attacks are measured against.
+TEST_F(HostileCardTenant, AloneItGetsItsShare) {
+  EXPECT_NEAR(Honest("force", ""), 30, 5);
+}
+
+// All attacks at once, against a tenant under policy default: it keeps at least its share
+// (idle capacity beyond it is what a tenant that really computed would take too).
+TEST_F(HostileCardTenant, DefaultPolicyTenantKeepsItsShareUnderEveryAttackAtOnce) {
+  EXPECT_GE(Honest("default", "priority,seize,credit"), 25);
 }
 
 }  // namespace

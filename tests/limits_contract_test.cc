@@ -50,7 +50,29 @@ TEST(LimitsContract, WhatTheAgentWritesIsWhatTheEnforcerReads) {
   EXPECT_STREQ(c.cards_dir, "/var/run/gpuslice-cards");
   EXPECT_TRUE(c.oversubscribe);
   EXPECT_EQ(c.priority, 0);
+  EXPECT_EQ(c.card_best_priority, 0);  // 1 written, but never worse than the container's own
   EXPECT_EQ(c.core_policy, contract::CorePolicy::kForce);
+}
+
+// The priority floor every enforcer applies to other tenants' card entries: what the node
+// agent grants (1, as every container's priority) is what the enforcer believes at best,
+// and the environment may only lower it (defer to more tenants), never raise it.
+TEST(LimitsContract, TheCardPriorityFloorComesFromTheFile) {
+  model::Allocation a;
+  a.devices = {{"GPU-aaaa", 0, 0, 30}};
+  std::string text = model::LimitsFileText(a, "/var/run/gpuslice/region", "/var/run/gpuslice-cards", "t");
+  EXPECT_NE(text.find("\nGPUSLICE_CARD_BEST_PRIORITY=1\n"), std::string::npos) << text;
+  EXPECT_EQ(Read(text, {}).card_best_priority, 1);
+  EXPECT_EQ(Read(text, {"GPUSLICE_CARD_BEST_PRIORITY=0"}).card_best_priority, 0);  // lower: taken
+  EXPECT_EQ(Read(text, {"GPUSLICE_CARD_BEST_PRIORITY=7", "CUDA_TASK_PRIORITY=9"}).card_best_priority, 1);
+  enforcer::Config garbage = Read(text, {"GPUSLICE_CARD_BEST_PRIORITY=-5"});
+  EXPECT_EQ(garbage.card_best_priority, 1);
+  EXPECT_NE(std::string(garbage.errors).find("GPUSLICE_CARD_BEST_PRIORITY=-5"), std::string::npos);
+  // Without the file (HAMi-style environment only) nothing is assumed: 0.
+  const char* env[] = {nullptr};
+  enforcer::Config none;
+  enforcer::BuildConfig(nullptr, env, &none);
+  EXPECT_EQ(none.card_best_priority, 0);
 }
 
 TEST(LimitsContract, TheEnvironmentMayOnlyTightenTheFile) {

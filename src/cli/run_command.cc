@@ -108,6 +108,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   a.oversubscribe = oversubscribe;
   a.priority = static_cast<int>(priority);
+  a.card_best_priority = 0;  // another run on this card may have asked for --priority 0
 
   auto node = OpenNodeGpus(driver_root);
   if (!node.ok()) {

@@ -39,6 +39,15 @@ inline constexpr const char* kPriority = "CUDA_TASK_PRIORITY";
 inline constexpr const char* kLogLevel = "LIBCUDA_LOG_LEVEL";
 inline constexpr const char* kContextOverhead = "GPUSLICE_CONTEXT_OVERHEAD";
 inline constexpr const char* kCardsDir = "GPUSLICE_CARDS_DIR";
+// The best (lowest) CUDA_TASK_PRIORITY any tenant of the cards this container computes on
+// may hold: the node agent grants every container 1 (a container may only lower its own),
+// `gpuslice run` lets a run ask for 0. The card region is writable by every tenant, so an
+// enforcer never believes a priority better than this from another tenant's card entry
+// (docs/enforcer.md, "Threat model"). Absent: 0. With the limits file the environment may
+// only lower it (defer to more tenants), never raise it.
+inline constexpr const char* kCardBestPriority = "GPUSLICE_CARD_BEST_PRIORITY";
+// Priorities are 0 (highest) .. kWorstPriority.
+inline constexpr int kWorstPriority = 999;
 
 // How a compute share behaves when the card has idle capacity. Stored in the region as a
 // uint32_t: the values are part of its layout.

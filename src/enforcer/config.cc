@@ -145,6 +145,29 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
     else if (!file_priority || static_cast<int>(p) > c->priority)
       c->priority = static_cast<int>(p);
   }
+  // The best priority believed of other tenants: from the file (absent: 0, believe any);
+  // the environment may only lower it, i.e. defer to more tenants. Never worse than our
+  // own priority: a tenant as important as we are is one we may share the card with.
+  auto read_best = [&](const char* const* vars, int* out) {
+    const char* v = FindVar(vars, contract::kCardBestPriority);
+    if (v == nullptr) return false;
+    uint64_t p = 0;
+    if (ParseUnsigned(v, &p) && p <= static_cast<uint64_t>(contract::kWorstPriority)) {
+      *out = static_cast<int>(p);
+      return true;
+    }
+    AddError(c, "%s=%s is not a priority (0 = highest); ignored", contract::kCardBestPriority, v);
+    return false;
+  };
+  int best_file = 0, best_env = 0;
+  bool best_file_set = read_best(file_vars, &best_file), best_env_set = read_best(env, &best_env);
+  if (file_vars) {
+    c->card_best_priority = best_file_set ? best_file : 0;
+    if (best_env_set && best_env < c->card_best_priority) c->card_best_priority = best_env;
+  } else if (best_env_set) {
+    c->card_best_priority = best_env;
+  }
+  if (c->card_best_priority > c->priority) c->card_best_priority = c->priority;
   if (const char* v = FindVar(env, contract::kLogLevel)) {
     uint64_t l = 0;
     if (ParseUnsigned(v, &l) && l <= 4) c->log_level = static_cast<int>(l);

@@ -35,6 +35,9 @@ struct Config {
   bool oversubscribe = false;
   CorePolicy core_policy = CorePolicy::kDefault;
   int priority = 1;  // CUDA_TASK_PRIORITY: lower = higher priority
+  // GPUSLICE_CARD_BEST_PRIORITY: no other tenant's card entry is believed to have a better
+  // priority than this (src/common/contract.h). Never worse than `priority`.
+  int card_best_priority = 0;
   int log_level = 2;
   char region_path[512] = {};  // CUDA_DEVICE_MEMORY_SHARED_CACHE; empty = private
   // GPUSLICE_CARDS_DIR: where the card regions of the node's GPUs are (one file per GPU

@@ -35,13 +35,37 @@ constexpr int64_t kIdleNs = 1'000'000;
 constexpr int64_t kRelaunchNs = 300'000;
 // The controller looks at a held turn this often.
 constexpr int64_t kPollNs = 250'000;
-// A launch goes ahead unlimited when the card made no progress (no turn changed hands)
-// for this long while it waited: a broken or hostile card region must not hang the
-// program. A live card never stalls a waiter that long: turns last at most kTurnMaxNs plus
-// a drain, and a tenant alone waits at most 100 ms for a turn's credit (card.h, kTurnGoodNs).
-// (Not a bound on a launch's wait: many threads of one container, each launching long
-// kernels under a small share, legitimately wait longer, turn after turn.)
-constexpr int64_t kMaxWaitNs = 2'000'000'000;
+// The starvation guard. Every tenant can write the whole card (issue 13): a hostile one can
+// keep the turn for itself, claim to wait and never take the turns it is handed, or zero
+// the others' credit, and honest tenants would then wait for ever. So each process keeps,
+// in its own memory only, what the card owes it: while a thread of it waits for the card,
+// entitlement accrues at the share it trusts (its limits file's; kYieldShare while a
+// tenant of better believed priority is active, card.h BetterPriorityActive); while it is
+// part of a turn it gets the card, and owes back what it took beyond that share. When
+// what it is owed passes kOwedBoundNs, it goes ahead without the card's turn for a
+// self-granted part of kOwedBoundNs, then asks again. So a tenant that wants the card
+// gets at least its trusted share whatever the card says, and a forger takes from it no
+// more than a program that ignores the enforcer and time-slices with it.
+//
+// The bound: an honest card owes a waiting tenant at most the credit it keeps (its share
+// of kBurstNs, at most kBurstNs) plus what accrues while it waits out the turns of others
+// picked before it (each at most kTurnMaxNs, and its entitlement accrues at its share of
+// that time, so two turns are a generous margin). Under honest competition it has not
+// fired (no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms kernels,
+// 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and node agent
+// tests' scenarios). Not covered:
+// a competitor's single kernel longer than kOwedBoundNs over our share, and shares on one
+// card that add up to more than 100 % (then honest tenants get less than their share and
+// may take self-granted parts now and then; docs/enforcer.md, "Limits of this version").
+constexpr int64_t kOwedBoundNs = rg::kBurstNs + 2 * rg::kTurnMaxNs;  // 140 ms
+// What a process may get ahead of its share (idle capacity, a long kernel of its own):
+// as much as the card forgives (kMaxDebtNs), so that paying back a legitimate debt never
+// looks like starvation.
+constexpr int64_t kOwedFloorNs = -rg::kMaxDebtNs;
+// A waiter looks at the card every 1 ms (later on a loaded machine); a stretch counts from
+// when the first thread started asking, so no gap between waits is taken for waiting.
+// Longer than this between looks is not believed (a stopped process).
+constexpr int64_t kWaitTickMaxNs = 100'000'000;
 // What a launch is assumed to cost before this process has measured one.
 constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn until measured
 
@@ -69,6 +93,20 @@ struct Local {
   // Controller bookkeeping.
   uint64_t seen_launches = 0;
   int64_t last_change_ns = 0;
+  // The starvation guard's ledger (kOwedBoundNs), in process memory only.
+  std::atomic<int64_t> owed{0};         // entitlement not received, ns of GPU time
+  std::atomic<int64_t> owed_at{0};      // waiting up to here is accounted
+  std::atomic<int64_t> part_start{0};   // this process's part of the turn counts from here
+  std::atomic<int64_t> not_ours_at{0};  // a waiter of ours last saw the turn another's
+  std::atomic<int64_t> grant_until{0};  // a self-granted part runs until then; 0 none
+  std::atomic<int64_t> grant_start{0};
+  std::atomic<int64_t> grant_launches{0};
+  std::atomic<int64_t> grant_budget{0};
+  std::atomic<int64_t> grant_cost{0};  // learned GPU time of a launch in a grant
+  // The turn word as a waiter of ours first saw it, and when (a turn that never changes
+  // hands and has no believable deadline is stuck).
+  std::atomic<uint64_t> seen_turn{0};
+  std::atomic<int64_t> seen_turn_at{0};
 };
 
 Local g_local[rg::kMaxDevices];
@@ -82,6 +120,11 @@ std::atomic<uint32_t> g_kick{0};
 std::atomic<int> g_captures{0};
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
+
+// The best priority believed of another tenant (src/common/contract.h, kCardBestPriority).
+int Best() {
+  return g_state.cfg.card_best_priority;
+}
 
 bool AnyLimit() {
   static const bool any = [] {
@@ -191,17 +234,17 @@ bool HandOver(Local& L, uint64_t w, int64_t now) {
   // compare), and take the charge back if the turn word changed meanwhile.
   int64_t credit = me.credit_ns.load(), credit_at = me.credit_at_ns.load();
   uint64_t used = me.used_ns.load();
-  if (started) rg::Charge(c, L.tenant, now - start, now);
-  uint32_t next = rg::PickNext(c, static_cast<uint32_t>(L.tenant), now);
+  if (started) rg::Charge(c, L.tenant, now - start, now, Best());
+  uint32_t next = rg::PickNext(c, static_cast<uint32_t>(L.tenant), now, Best());
   if (!c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
     me.credit_ns.store(credit);
     me.credit_at_ns.store(credit_at);
     me.used_ns.store(used);
     return false;
   }
-  rg::LendIdle(c, next, now);
+  rg::LendIdle(c, next, now, Best());
   c->turn_start_ns.store(now);
-  c->deadline_ns.store(now + (next == rg::kNoHolder ? 0 : rg::TurnLength(c, static_cast<int>(next), now)));
+  c->deadline_ns.store(now + (next == rg::kNoHolder ? 0 : rg::TurnLength(c, static_cast<int>(next), now, Best())));
   c->deadline_seq.store(seq + 1);
   FutexWakeAll(&c->turn_futex);
   return true;
@@ -246,6 +289,7 @@ void OpenPart(Local& L, int64_t deadline, int64_t now, int64_t launches_taken) {
   L.last_change_ns = now;
   L.joined_ns = now;
   L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+  L.part_start.store(now);
   L.in_turn.store(launches_taken);
   L.part.store(static_cast<int>(Part::kIn));
   L.open.store(true, std::memory_order_release);
@@ -259,9 +303,14 @@ bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
   if (L.part.load() == static_cast<int>(Part::kOut) &&
       c->turn.compare_exchange_strong(w, rg::PackTurn(rg::TurnSeq(w), rg::TurnHolder(w), rg::TurnActive(w) + 1))) {
     L.seq = rg::TurnSeq(w);
-    int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now + rg::TurnLength(c, L.tenant, now);
+    int64_t deadline =
+        c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now + rg::TurnLength(c, L.tenant, now, Best());
     c->tenants[L.tenant].wants_ns.store(0);
     OpenPart(L, deadline, now, /*launches_taken=*/1);  // this launch
+    // The card charges the turn from its hand-over; we count it from then too, but never
+    // from before a waiter of ours last saw the turn another's (turn_start_ns may be forged).
+    int64_t handed = std::min(now, c->turn_start_ns.load());
+    L.part_start.store(std::max(handed, L.not_ours_at.load()));
     joined = true;
   } else if (L.part.load() == static_cast<int>(Part::kIn) && L.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
@@ -269,6 +318,83 @@ bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
   pthread_mutex_unlock(&g_turn_mu);
   if (joined) StartController();
   return joined;
+}
+
+// The share this process is owed while it waits (kOwedBoundNs): its own, from the limits
+// file, or kYieldShare while a tenant of better believed priority is active.
+unsigned TrustedShare(int dev, const Local& L, int64_t now) {
+  unsigned share = std::clamp(SmShare(dev), 1u, 100u);
+  if (rg::BetterPriorityActive(L.card, L.tenant, g_state.cfg.priority, Best(), now))
+    share = std::min(share, rg::kYieldShare);
+  return share;
+}
+
+void AddOwed(Local& L, int64_t delta) {
+  int64_t cur = L.owed.load();
+  while (!L.owed.compare_exchange_weak(cur, std::max(kOwedFloorNs, cur + delta))) {
+  }
+}
+
+// Called by a waiter of ours while no part of a turn is ours: the time since the last look
+// was wanted and not got, and accrues at the trusted share. One waiter claims each stretch.
+void AccrueWaiting(int dev, Local& L, int64_t now) {
+  int64_t at = L.owed_at.load();
+  if (L.grant_until.load() != 0) return;  // a grant is got, not waited for (Got at its end)
+  if (at >= now || !L.owed_at.compare_exchange_strong(at, now)) return;
+  AddOwed(L, std::min(now - at, kWaitTickMaxNs) * TrustedShare(dev, L, now) / 100);
+}
+
+// This process had the card for `held` (part of a turn, or a self-granted part), which it
+// also wanted: it owes back what went beyond its share.
+void Got(int dev, Local& L, int64_t held, int64_t now) {
+  if (held > 0) AddOwed(L, -held * (100 - TrustedShare(dev, L, now)) / 100);
+  L.owed_at.store(now);
+}
+
+// While a self-granted part runs, a launch goes ahead without the card: at most as many
+// as its length fits at the learned cost of a launch, so a deep queue cannot run far past
+// it. The first launch after it drains the queue (as the end of a turn does), counts the
+// part as got and goes back to asking. True when this launch may go ahead.
+bool InGrant(int dev, Local& L, int64_t now) {
+  int64_t until = L.grant_until.load();
+  if (until == 0) return false;
+  if (now < until && L.grant_launches.fetch_add(1) < L.grant_budget.load()) return true;
+  if (!L.grant_until.compare_exchange_strong(until, 0)) return false;
+  g_cuda.cuCtxSynchronize();  // the launching thread's context: the one this device's launches use
+  int64_t end = MonotonicNowNs(), start = L.grant_start.load();
+  int64_t n = std::max<int64_t>(1, std::min(L.grant_launches.load(), L.grant_budget.load()));
+  L.grant_cost.store(std::max<int64_t>(1, (end - start) / n));
+  Got(dev, L, end - start, end);
+  return false;
+}
+
+// Starts a self-granted part when the card owes this process more than kOwedBoundNs.
+bool StartGrant(int dev, Local& L, int64_t now) {
+  int64_t owed = L.owed.load();
+  if (owed <= kOwedBoundNs) return false;
+  int64_t cost = L.grant_cost.load();
+  if (cost == 0) cost = L.cost_ns ? L.cost_ns : kInitialLaunchCostNs;
+  L.grant_start.store(now);
+  L.grant_launches.store(1);  // this launch
+  L.grant_budget.store(std::max<int64_t>(1, kOwedBoundNs / cost));
+  int64_t none = 0;
+  if (!L.grant_until.compare_exchange_strong(none, now + kOwedBoundNs)) return InGrant(dev, L, now);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    GS_LOG(kWarn,
+           "compute limiter: the card of device %d is not handing out turns fairly (owed %lld ms of GPU time at a "
+           "%u %% share): going ahead without the turn for %lld ms at a time while that lasts",
+           dev, static_cast<long long>(owed / 1'000'000), TrustedShare(dev, L, now),
+           static_cast<long long>(kOwedBoundNs / 1'000'000));
+  return true;
+}
+
+// Our entry as this process trusts it: re-published when it waits, so that another tenant
+// rewriting it (a worse priority, a smaller share) is undone while we compete.
+void Republish(int dev, rg::CardTenant& t) {
+  t.share.store(std::clamp(SmShare(dev), 1u, 100u), std::memory_order_relaxed);
+  t.force.store(g_state.cfg.core_policy == CorePolicy::kForce ? 1 : 0, std::memory_order_relaxed);
+  t.priority.store(g_state.cfg.priority, std::memory_order_relaxed);
 }
 
 void WaitForTurn(int dev) {
@@ -281,13 +407,16 @@ void WaitForTurn(int dev) {
            "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
            "coordinated within this process only",
            dev);
-  int64_t start = MonotonicNowNs();
-  uint32_t start_seq = rg::TurnSeq(c->turn.load());
+  if (InGrant(dev, L, MonotonicNowNs())) return;
+  Republish(dev, c->tenants[me]);
   struct Asking {
     std::atomic<int>& n;
-    explicit Asking(std::atomic<int>& a) : n(a) { n.fetch_add(1); }
+    // The first thread to ask starts the stretch the guard counts as waited.
+    Asking(std::atomic<int>& a, std::atomic<int64_t>& waited_to) : n(a) {
+      if (n.fetch_add(1) == 0) waited_to.store(MonotonicNowNs());
+    }
     ~Asking() { n.fetch_sub(1); }
-  } asking(L.asking);
+  } asking(L.asking, L.owed_at);
   for (;;) {
     int64_t now = MonotonicNowNs();
     uint32_t futex = c->turn_futex.load();
@@ -296,9 +425,17 @@ void WaitForTurn(int dev) {
     bool deadline_known = c->deadline_seq.load() == seq;
     int64_t deadline = c->deadline_ns.load();
     c->tenants[me].seen_ns.store(now);
-    if (seq != start_seq) {  // the card is alive: the wait limit counts from its last hand-over
-      start_seq = seq;
-      start = now;
+    if (holder != me) L.not_ours_at.store(now);
+    // Another's turn: an honest holder never sets a deadline more than kTurnMaxNs ahead
+    // (it extends a turn by at most that, while nobody else waits), and sets one as soon as
+    // it takes the turn. A later deadline, or none, is forged or garbage: the turn then ends
+    // kTurnMaxNs after we first saw it. (A holder that keeps moving a believable deadline
+    // and bumping the sequence is left to the starvation guard.)
+    uint64_t seen = L.seen_turn.load();
+    if (seen != w && L.seen_turn.compare_exchange_strong(seen, w)) L.seen_turn_at.store(now);
+    if (holder != me && (!deadline_known || deadline > now + rg::kTurnMaxNs)) {
+      deadline = L.seen_turn_at.load() + rg::kTurnMaxNs;
+      deadline_known = true;
     }
     if (holder == me && L.part.load() == static_cast<int>(Part::kOut)) {
       bool expired = deadline_known && now >= deadline;
@@ -311,11 +448,11 @@ void WaitForTurn(int dev) {
       FutexWakeAll(&g_kick);
     } else if (holder == rg::kNoHolder) {
       c->tenants[me].wants_ns.store(now);
-      uint32_t next = rg::PickNext(c, me, now);
+      uint32_t next = rg::PickNext(c, me, now, Best());
       if (next != rg::kNoHolder && c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
-        rg::LendIdle(c, next, now);
+        rg::LendIdle(c, next, now, Best());
         c->turn_start_ns.store(now);
-        c->deadline_ns.store(now + rg::TurnLength(c, static_cast<int>(next), now));
+        c->deadline_ns.store(now + rg::TurnLength(c, static_cast<int>(next), now, Best()));
         c->deadline_seq.store(seq + 1);
         FutexWakeAll(&c->turn_futex);
         continue;
@@ -323,24 +460,27 @@ void WaitForTurn(int dev) {
     }
     // A holder far past its deadline is stuck, dead or hostile: take the card from it. That
     // includes a dead process of a tenant whose slot we have since taken over (then the
-    // holder is "us", but no process of ours is in the turn).
+    // holder is "us", but no process of ours is in the turn), and a holder that is no
+    // tenant at all (a garbage turn word).
     bool ours_inside = holder == me && L.part.load() != static_cast<int>(Part::kOut);
     if (holder != rg::kNoHolder && !ours_inside && deadline_known && now > deadline + rg::kStuckGraceNs &&
         c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
-      GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
-             static_cast<long long>((now - deadline) / 1'000'000));
+      // A turn restored as it was is not believed again before another kTurnMaxNs.
+      L.seen_turn.store(rg::PackTurn(seq + 1, rg::kNoHolder, 0));
+      L.seen_turn_at.store(now);
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
+               static_cast<long long>((now - deadline) / 1'000'000));
       FutexWakeAll(&c->turn_futex);
       continue;
     }
     // Whatever the turn's state (ours ending, another's, none), we want the card: the
     // next holder is chosen among the tenants seen wanting it.
     c->tenants[me].wants_ns.store(now);
-    if (now - start > kMaxWaitNs) {
-      static std::atomic<bool> warned{false};
-      if (!warned.exchange(true))
-        GS_LOG(kWarn, "compute limiter: the card of device %d made no progress for %lld ms; a launch goes ahead", dev,
-               static_cast<long long>((now - start) / 1'000'000));
-      return;
+    if (L.part.load() == static_cast<int>(Part::kOut)) {
+      AccrueWaiting(dev, L, now);
+      if (StartGrant(dev, L, now)) return;
     }
     // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
     FutexWait(&c->turn_futex, futex, std::min<int64_t>(rg::kWantFreshNs / 2, 1'000'000));
@@ -397,6 +537,17 @@ void* ControllerMain(void*) {
       uint64_t w = c->turn.load();
       if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) {
         L.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
+        // Nobody hands this turn over, so we drain what we queued in it and charge what we
+        // held of it ourselves (from our own clock, not the card's turn start); otherwise a
+        // tenant whose turns are taken would never pay for them and keep being picked.
+        // (Each process of a container in the turn charges its own part.)
+        L.part.store(static_cast<int>(Part::kLeaving));
+        if (CUcontext ctx = L.ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+          g_cuda.cuCtxSynchronize();
+        now = MonotonicNowNs();
+        int64_t held = now - L.part_start.load();
+        rg::Charge(c, L.tenant, held, now, Best());
+        Got(dev, L, held, now);
         L.part.store(static_cast<int>(Part::kOut));
         continue;
       }
@@ -412,12 +563,12 @@ void* ControllerMain(void*) {
         // Alone on the card: keep it without draining, charging what the turn took so far.
         // One process of the container wins the extension (and charges).
         int64_t start = c->turn_start_ns.load();
-        bool force = c->tenants[L.tenant].force.load() != 0;
-        unsigned share = rg::EffectiveShare(c, L.tenant, now);
+        bool force = g_state.cfg.core_policy == CorePolicy::kForce;
+        unsigned share = rg::EffectiveShare(c, L.tenant, now, Best());
         bool may = !force || rg::CreditAt(c->tenants[L.tenant], share, now) - (now - start) > 0;
         if (may && c->turn_start_ns.compare_exchange_strong(start, now)) {
-          rg::Charge(c, L.tenant, now - start, now);
-          int64_t length = rg::TurnLength(c, L.tenant, now);
+          rg::Charge(c, L.tenant, now - start, now, Best());
+          int64_t length = rg::TurnLength(c, L.tenant, now, Best());
           c->deadline_ns.store(now + length);
           L.budget.fetch_add(std::max<int64_t>(1, length / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
           continue;
@@ -438,6 +589,7 @@ void* ControllerMain(void*) {
       LearnLaunchCost(L, closed, drained);
       while (L.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs) SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
+      Got(dev, L, now - L.part_start.load(), now);  // our part so far; a reopened one counts from now
       if (L.asking.load() > 0) {
         if (now < deadline && ReopenTurn(L, now)) continue;  // asked again in time: the turn goes on
         c->tenants[L.tenant].wants_ns.store(now);            // chosen among the waiters when handing over
@@ -457,6 +609,9 @@ __attribute__((constructor)) void RegisterAtFork() {
     for (Local& L : g_local) {
       L.open.store(false);
       L.part.store(static_cast<int>(Part::kOut));
+      L.owed.store(0);  // the guard's ledger is per process: the child starts with none
+      L.owed_at.store(0);
+      L.grant_until.store(0);
     }
   });
 }

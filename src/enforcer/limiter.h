@@ -3,8 +3,11 @@
 // docs/enforcer.md, "Compute share").
 //
 // A launch goes ahead while this process's container holds the card's turn; otherwise it
-// waits until the turn comes (at most kMaxWaitNs, then it goes ahead anyway, so nothing a
-// broken or hostile tenant writes can stall a program for long). While the container
+// waits until the turn comes. Every tenant can write the card, so each process also keeps
+// a private ledger of what the card owes it at its trusted share, and goes ahead on its own
+// for a while when the card stops handing it turns fairly (the starvation guard in
+// limiter.cc): nothing a broken or hostile tenant writes can stall a program or take its
+// share. While the container
 // holds the turn the card runs only its work, so the wall time of the turn is the GPU
 // time it took: that is what its credit is charged. A per-process controller thread ends
 // the process's part of a turn when the turn's time is up or the process stopped

@@ -23,7 +23,7 @@ TEST(CardReader, ReadsEachTenantsGpuTime) {
   int64_t now = MonotonicNowNs();
   int t = region::JoinCard(c, 42, 30, true, 1, now);
   ASSERT_GE(t, 0);
-  region::Charge(c, t, 5'000'000, now);
+  region::Charge(c, t, 5'000'000, now, 0);
   region::CloseCard(c);
   auto tenants = ReadCardTenants(path);
   ASSERT_TRUE(tenants.ok()) << tenants.status().message();

@@ -25,6 +25,7 @@ std::map<std::string, std::string> LimitVariables(const Allocation& a, const std
   if (!cards_dir.empty()) env["GPUSLICE_CARDS_DIR"] = cards_dir;
   env["CUDA_OVERSUBSCRIBE"] = a.oversubscribe ? "true" : "false";
   env["CUDA_TASK_PRIORITY"] = std::to_string(a.priority);
+  env[contract::kCardBestPriority] = std::to_string(a.card_best_priority);
   env["GPU_CORE_UTILIZATION_POLICY"] = contract::CorePolicyName(a.core_policy);
   return env;
 }

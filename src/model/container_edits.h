@@ -32,6 +32,10 @@ struct Allocation {
   std::vector<DeviceGrant> devices;  // in the order the container will see them
   bool oversubscribe = false;        // virtual device memory (spill to host)
   int priority = 1;                  // CUDA_TASK_PRIORITY: lower = higher
+  // GPUSLICE_CARD_BEST_PRIORITY: the best priority any container computing on the same
+  // cards may hold (src/common/contract.h). The node agent grants every container 1;
+  // `gpuslice run` sets 0, since any run may ask for --priority 0.
+  int card_best_priority = 1;
   CorePolicy core_policy = CorePolicy::kDefault;
 };
 

@@ -14,8 +14,9 @@
 namespace gs::region {
 namespace {
 
+// Written so that no stamp a tenant forges can overflow it.
 bool Fresh(int64_t stamp, int64_t now, int64_t within) {
-  return stamp != 0 && now - stamp < within;
+  return stamp != 0 && stamp > now - within && stamp < now + within;
 }
 
 bool Waiting(const CardTenant& t, int64_t now) {
@@ -105,39 +106,59 @@ int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int
   return found;
 }
 
-unsigned EffectiveShare(const Card* c, int tenant, int64_t now) {
-  const CardTenant& me = c->tenants[tenant];
-  unsigned share = me.share.load();
-  int prio = me.priority.load();
+unsigned BelievedShare(const CardTenant& t) {
+  return std::clamp(t.share.load(), 1u, 100u);
+}
+
+int BelievedPriority(const CardTenant& t, int best_priority) {
+  return std::clamp(t.priority.load(), std::max(0, best_priority), kWorstPriority);
+}
+
+bool BetterPriorityActive(const Card* c, int tenant, int priority, int best_priority, int64_t now) {
   uint32_t holder = TurnHolder(c->turn.load());
   // A tenant of better priority is active while it waits for the card or holds it.
   for (int i = 0; i < kCardTenants; ++i)
-    if (i != tenant && c->tenants[i].priority.load() < prio &&
+    if (i != tenant && BelievedPriority(c->tenants[i], best_priority) < priority &&
         (Waiting(c->tenants[i], now) || (holder == static_cast<uint32_t>(i) && c->tenants[i].id.load() != 0)))
-      return std::min(share, kYieldShare);
+      return true;
+  return false;
+}
+
+unsigned EffectiveShare(const Card* c, int tenant, int64_t now, int best_priority) {
+  const CardTenant& me = c->tenants[tenant];
+  unsigned share = BelievedShare(me);
+  if (BetterPriorityActive(c, tenant, BelievedPriority(me, best_priority), best_priority, now))
+    return std::min(share, kYieldShare);
   return share;
 }
 
 int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now) {
-  int64_t credit = t.credit_ns.load(), at = t.credit_at_ns.load();
+  effective_share = std::min(effective_share, 100u);
+  // Believed within bounds, so that nothing below overflows whatever the card holds.
+  int64_t credit = std::clamp<int64_t>(t.credit_ns.load(), -kMaxDebtNs, kBurstNs);
+  int64_t at = t.credit_at_ns.load();
   int64_t cap = kBurstNs * effective_share / 100;
   if (credit >= cap) return credit;  // a cap lowered by a yield keeps what was earned
-  int64_t refill = std::max<int64_t>(0, now - at) * effective_share / 100;
+  // Refilling from -kMaxDebtNs to the cap takes at most this long even at 1 %.
+  constexpr int64_t kLongest = (kBurstNs + kMaxDebtNs) * 100;
+  int64_t elapsed = at >= now ? 0 : (at < now - kLongest ? kLongest : now - at);
+  int64_t refill = elapsed * effective_share / 100;
   return std::min(cap, credit + refill);
 }
 
-void Charge(Card* c, int tenant, int64_t used_ns, int64_t now) {
+void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority) {
   CardTenant& t = c->tenants[tenant];
-  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now), now) - std::max<int64_t>(0, used_ns);
+  used_ns = std::clamp<int64_t>(used_ns, 0, kMaxDebtNs + kBurstNs);  // a turn start from the card may be garbage
+  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now, best_priority), now) - used_ns;
   // Debt beyond a second is forgiven: a stuck or huge kernel must not lock a tenant out
   // for long afterwards.
   credit = std::max(credit, -kMaxDebtNs);
   t.credit_ns.store(credit);
   t.credit_at_ns.store(now);
-  t.used_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, used_ns)));
+  t.used_ns.fetch_add(static_cast<uint64_t>(used_ns));
 }
 
-uint32_t PickNext(const Card* c, uint32_t after, int64_t now) {
+uint32_t PickNext(const Card* c, uint32_t after, int64_t now, int best_priority) {
   uint32_t best = kNoHolder, fallback = kNoHolder;
   int64_t best_credit = 0, fallback_credit = 0;
   for (int k = 1; k <= kCardTenants; ++k) {
@@ -145,7 +166,7 @@ uint32_t PickNext(const Card* c, uint32_t after, int64_t now) {
         (after == kNoHolder ? static_cast<uint32_t>(k - 1) : (after + static_cast<uint32_t>(k))) % kCardTenants;
     const CardTenant& t = c->tenants[i];
     if (!Waiting(t, now)) continue;
-    unsigned share = std::max(1u, EffectiveShare(c, static_cast<int>(i), now));
+    unsigned share = std::max(1u, EffectiveShare(c, static_cast<int>(i), now, best_priority));
     int64_t credit = CreditAt(t, share, now);
     // A turn's worth of credit (kTurnGoodNs); below it, only idle capacity (fallback).
     int64_t enough = t.force.load() != 0 ? std::min(kTurnGoodNs, kBurstNs * share / 100) : 1;
@@ -163,9 +184,9 @@ uint32_t PickNext(const Card* c, uint32_t after, int64_t now) {
   return best != kNoHolder ? best : fallback;
 }
 
-void LendIdle(Card* c, uint32_t next, int64_t now) {
+void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority) {
   if (next >= static_cast<uint32_t>(kCardTenants)) return;
-  unsigned next_share = EffectiveShare(c, static_cast<int>(next), now);
+  unsigned next_share = EffectiveShare(c, static_cast<int>(next), now, best_priority);
   int64_t credit = CreditAt(c->tenants[next], next_share, now);
   if (credit > 0 || next_share == 0) return;
   // Lent: what brings `next` just out of debt, to the others in proportion to their
@@ -175,10 +196,10 @@ void LendIdle(Card* c, uint32_t next, int64_t now) {
   for (int i = 0; i < kCardTenants; ++i) {
     CardTenant& t = c->tenants[i];
     if (t.force.load() != 0 || (static_cast<uint32_t>(i) != next && !Waiting(t, now))) continue;
-    unsigned share = EffectiveShare(c, i, now);
+    unsigned share = EffectiveShare(c, i, now, best_priority);
     // A tenant yielding to a better priority gets no idle capacity beside `next`: it keeps
     // its small share, the better one takes the rest.
-    if (static_cast<uint32_t>(i) != next && share < t.share.load()) continue;
+    if (static_cast<uint32_t>(i) != next && share < BelievedShare(t)) continue;
     int64_t cap = kBurstNs * share / 100;
     t.credit_ns.store(std::min(cap, CreditAt(t, share, now) + lag * share / 100));
     t.credit_at_ns.store(now);
@@ -191,10 +212,10 @@ bool OthersWait(const Card* c, int tenant, int64_t now) {
   return false;
 }
 
-int64_t TurnLength(const Card* c, int tenant, int64_t now) {
+int64_t TurnLength(const Card* c, int tenant, int64_t now, int best_priority) {
   const CardTenant& t = c->tenants[tenant];
   if (t.force.load() == 0 && !OthersWait(c, tenant, now)) return kTurnMaxNs;
-  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now), now);
+  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now, best_priority), now);
   // At least a good turn even with less credit: the debt is paid back before the next one,
   // so the share holds, and short kernels do not spend the card on hand-overs.
   return std::clamp(credit, kTurnGoodNs, kTurnMaxNs);

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/contract.h"
+
 namespace gs::region {
 
 inline constexpr uint64_t kCardMagic = 0x314452414353472EULL;  // ".GSCARD1"
@@ -37,12 +39,13 @@ inline constexpr int64_t kTurnMinNs = 1'000'000;   // idle capacity lent to a te
 // of short kernels would spend a good part of the card on turn changes. Measured on the
 // simulator: 100 us kernels at 30/70 got 22/41 % with 1 ms turns.
 inline constexpr int64_t kTurnGoodNs = 10'000'000;
-inline constexpr int64_t kBurstNs = 100'000'000;          // credit kept at most: share x this
-inline constexpr int64_t kWantFreshNs = 5'000'000;        // a waiter refreshes its wish this often
-inline constexpr int64_t kTenantFreshNs = 5'000'000'000;  // a tenant unseen this long is gone
-inline constexpr int64_t kStuckGraceNs = 200'000'000;     // past its deadline, a holder loses the card
-inline constexpr unsigned kYieldShare = 5;                // share kept while a higher-priority tenant waits
-inline constexpr int64_t kMaxDebtNs = 1'000'000'000;      // debt beyond this is forgiven
+inline constexpr int64_t kBurstNs = 100'000'000;                 // credit kept at most: share x this
+inline constexpr int64_t kWantFreshNs = 5'000'000;               // a waiter refreshes its wish this often
+inline constexpr int64_t kTenantFreshNs = 5'000'000'000;         // a tenant unseen this long is gone
+inline constexpr int64_t kStuckGraceNs = 200'000'000;            // past its deadline, a holder loses the card
+inline constexpr unsigned kYieldShare = 5;                       // share kept while a higher-priority tenant waits
+inline constexpr int64_t kMaxDebtNs = 1'000'000'000;             // debt beyond this is forgiven
+inline constexpr int kWorstPriority = contract::kWorstPriority;  // priorities: 0 (best) .. this
 
 struct CardTenant {
   std::atomic<uint64_t> id;       // the container's tenant id; 0 = free
@@ -102,27 +105,43 @@ void InitCard(Card* c);
 // Publishes share, policy and priority for it.
 int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now);
 
+// Every tenant can write the whole card, so what the functions below read of a tenant's
+// entry is a claim, believed only within bounds: a share is taken as 1..100, a credit as
+// -kMaxDebtNs..kBurstNs, and a priority never better than `best_priority`, the best any
+// tenant of this card may hold (GPUSLICE_CARD_BEST_PRIORITY from the caller's read-only
+// limits file, src/common/contract.h). What they cannot bound (a holder that keeps the
+// turn, a waiter that never takes it, another's credit zeroed) the caller's own
+// starvation guard answers (src/enforcer/limiter.cc).
+
+// The share a tenant claims, as believed: 1..100.
+unsigned BelievedShare(const CardTenant& t);
+// The priority a tenant claims, as believed: best_priority..kWorstPriority.
+int BelievedPriority(const CardTenant& t, int best_priority);
+// True while a tenant other than `tenant` with a better believed priority than `priority`
+// waits for the card or holds it.
+bool BetterPriorityActive(const Card* c, int tenant, int priority, int best_priority, int64_t now);
+
 // A tenant's credit at `now`: what it had, refilled at its effective share, capped.
 int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now);
 // Its share after priorities: kYieldShare while a tenant of better priority waits.
-unsigned EffectiveShare(const Card* c, int tenant, int64_t now);
+unsigned EffectiveShare(const Card* c, int tenant, int64_t now, int best_priority);
 // Takes GPU time used from the tenant's credit (only the one process ending a turn calls
 // it, so the read-modify-write of credit is not contended).
-void Charge(Card* c, int tenant, int64_t used_ns, int64_t now);
+void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority);
 
 // Whom the card goes to next among the tenants waiting at `now` (kNoHolder: nobody may
 // run now): the most credit among those with credit left; when none has credit, a tenant
 // not held to its share (policy default) may take the idle card. Ties go round robin
 // after `after`. Pure apart from reading the card.
-uint32_t PickNext(const Card* c, uint32_t after, int64_t now);
+uint32_t PickNext(const Card* c, uint32_t after, int64_t now, int best_priority);
 // Called by whoever granted `next` the card: when it had no credit left (it takes idle
 // capacity under policy default), every waiting tenant not held to its share is credited
 // as if time had run on until `next` had some, each at its own share. So idle capacity is
 // split in proportion to the shares, and nobody sinks into debt for using it.
-void LendIdle(Card* c, uint32_t next, int64_t now);
+void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority);
 // How long a turn granted to `tenant` at `now` lasts: its credit, between the minimum and
 // the maximum turn; the maximum when it is alone and may use idle capacity.
-int64_t TurnLength(const Card* c, int tenant, int64_t now);
+int64_t TurnLength(const Card* c, int tenant, int64_t now, int best_priority);
 // True while another tenant than `tenant` waits for the card.
 bool OthersWait(const Card* c, int tenant, int64_t now);
 

@@ -24,24 +24,41 @@
 //                     writing it back: "scribble <writes>"
 //   fill-dir DIR      writes DIR/junk until refused, then makes empty files until refused:
 //                     "fill-dir <MiB> <files> <error of the last refusal>"
+//   card PATH MS ATTACKS  for MS ms, forges the card region PATH (src/region/card.h) that
+//                     the honest tenants of a GPU take turns through, running no kernel
+//                     itself; ATTACKS is a comma list of:
+//                       priority  an entry of its own with priority INT_MIN, share 100 and a
+//                                 fresh wish for the card, never taking a turn it is handed
+//                       seize     the turn word names it as holder, the deadline 10 s ahead,
+//                                 the sequence bumped every 100 ms
+//                       credit    every other entry's credit and wish zeroed, its share 1 and
+//                                 priority 999; its own credit huge, its wish fresh
+//                       garbage   a holder that is no tenant, no deadline, its own entry's
+//                                 share 0 and credit stamps at the ends of int64
+//                     prints "card <rewrites>"
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "src/platform/cuda_api.h"
+#include "src/region/card.h"
 
 namespace {
 
@@ -119,12 +136,94 @@ void FillDir(const std::string& dir) {
   printf("fill-dir %ld %ld %s\n", mib, files, strerror(err));
 }
 
+int64_t Now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+// Forges the card at PATH for `ms` milliseconds (see the header); the number of rewrites.
+long ForgeCard(const char* path, long ms, const std::string& attacks) {
+  namespace rg = gs::region;
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  void* p = mmap(nullptr, sizeof(rg::Card), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return -1;
+  auto* c = static_cast<rg::Card*>(p);
+  auto has = [&](const char* a) { return ("," + attacks + ",").find("," + std::string(a) + ",") != std::string::npos; };
+  // An entry of its own: the last free one.
+  int mine = rg::kCardTenants - 1;
+  for (int i = rg::kCardTenants - 1; i >= 0; --i)
+    if (c->tenants[i].id.load() == 0) {
+      mine = i;
+      break;
+    }
+  rg::CardTenant& me = c->tenants[mine];
+  me.id.store(0x6e656b6f74736f68ULL);
+  long rewrites = 0;
+  uint32_t seq = rg::TurnSeq(c->turn.load()) + 1000;
+  int64_t bumped = 0;
+  for (int64_t end = Now() + ms * 1'000'000; Now() < end; ++rewrites) {
+    int64_t now = Now();
+    me.seen_ns.store(now);
+    if (has("priority")) {
+      me.priority.store(INT32_MIN);
+      me.share.store(100);
+      me.force.store(0);
+      me.wants_ns.store(now);
+    }
+    if (has("seize")) {
+      if (now - bumped > 100'000'000) {
+        ++seq;
+        bumped = now;
+      }
+      c->turn.store(rg::PackTurn(seq, static_cast<uint32_t>(mine), 1));
+      c->turn_start_ns.store(now);
+      c->deadline_ns.store(now + 10'000'000'000);
+      c->deadline_seq.store(seq);
+    }
+    if (has("credit")) {
+      for (int i = 0; i < rg::kCardTenants; ++i) {
+        if (i == mine || c->tenants[i].id.load() == 0) continue;
+        rg::CardTenant& t = c->tenants[i];
+        t.credit_ns.store(-1'000'000'000);
+        t.credit_at_ns.store(now);
+        t.wants_ns.store(0);
+        t.share.store(1);
+        t.priority.store(999);
+      }
+      me.credit_ns.store(INT64_MAX);
+      me.credit_at_ns.store(now);
+      me.wants_ns.store(now);
+    }
+    if (has("garbage")) {
+      c->turn.store(rg::PackTurn(seq, 0xFFF0, 0xFFFF));
+      c->deadline_seq.store(seq + 7);
+      c->deadline_ns.store(INT64_MIN);
+      c->turn_start_ns.store(INT64_MAX);
+      me.share.store(0);
+      me.credit_ns.store(INT64_MIN);
+      me.credit_at_ns.store(INT64_MIN);
+      me.wants_ns.store(INT64_MAX);
+      me.priority.store(INT32_MIN);
+    }
+    usleep(1000);
+  }
+  munmap(p, sizeof(rg::Card));
+  return rewrites;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Attacks on the node's files need no driver.
   if (argc == 4 && strcmp(argv[1], "scribble") == 0) {
     printf("scribble %ld\n", Scribble(argv[2], atol(argv[3])));
+    return 0;
+  }
+  if (argc == 5 && strcmp(argv[1], "card") == 0) {
+    printf("card %ld\n", ForgeCard(argv[2], atol(argv[3]), argv[4]));
     return 0;
   }
   if (argc == 3 && strcmp(argv[1], "fill-dir") == 0) {
