@@ -54,6 +54,13 @@ fuzz:
 	@cmake --build build/fuzz -j $(JOBS) --target fuzzers
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=2 fuzz/run.sh build/fuzz
 
+# The minimal build (as tests/gpu/run.sh makes it on GPU machines: Ubuntu 24.04, GCC 13) with
+# a newer GCC from a Debian trixie chroot and -Werror: catches includes that GCC 12's
+# libstdc++ supplied transitively. Root and Debian's archive; ~10 min the first time.
+.PHONY: check-newer-gcc
+check-newer-gcc:
+	@JOBS=$(JOBS) scripts/check-newer-gcc.sh
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
