@@ -449,18 +449,18 @@ EOF
   kubectl delete pods -l "batch=$name" --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
 
-batch() {
-  local name=$1 count=$2 i mib cores
-  shift 2
-  local shapes=("$@") f=$D/batch-$name.yaml
-  : >"$f"
-  for ((i = 0; i < count; i++)); do
-    read -r mib cores <<<"${shapes[$((i % ${#shapes[@]}))]}"
-    cat >>"$f" <<EOF
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $name-$i, labels: {batch: $name, shape: "$mib-$cores"}}
+# gpu_pod_yaml NAME LABELS RESOURCES [ANNOTATIONS...]: a pod for the GPU scheduler whose
+# container prints the limits it got and sleeps (so it keeps its card while others are
+# placed), on stdout. LABELS a YAML flow map, RESOURCES the inside of its limits map.
+gpu_pod_yaml() {
+  local name=$1 labels=$2 res=$3 a
+  shift 3
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  labels: %s\n' "$name" "$labels"
+  if [ $# -gt 0 ]; then
+    echo "  annotations:"
+    for a in "$@"; do echo "    $a"; done
+  fi
+  cat <<EOF
 spec:
   schedulerName: $sched_name
   hostNetwork: true
@@ -472,8 +472,20 @@ spec:
     image: gpuslice-e2e:1
     imagePullPolicy: Never
     command: [/bin/sh, -c, 'echo "limit \${CUDA_DEVICE_MEMORY_LIMIT_0-unset} \${CUDA_DEVICE_SM_LIMIT_0-unset}"; exec sleep 3600']
-    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: $mib, nvidia.com/gpucores: $cores}}
+    resources: {limits: {$res}}
 EOF
+}
+
+batch() {
+  local name=$1 count=$2 i mib cores
+  shift 2
+  local shapes=("$@") f=$D/batch-$name.yaml
+  : >"$f"
+  for ((i = 0; i < count; i++)); do
+    read -r mib cores <<<"${shapes[$((i % ${#shapes[@]}))]}"
+    echo "---" >>"$f"
+    gpu_pod_yaml "$name-$i" "{batch: $name, shape: \"$mib-$cores\"}" \
+      "nvidia.com/gpu: 1, nvidia.com/gpumem: $mib, nvidia.com/gpucores: $cores" >>"$f"
   done
   local what="$count pods, shapes (MiB cores): $(printf '%s; ' "${shapes[@]}")"
   [ "${BATCH_WAIT:-1}" -eq 0 ] || timeline_start "$name"
@@ -580,29 +592,9 @@ run_extender() {
 # ledger) while the next is placed.
 # hami_pod NAME RESOURCES [ANNOTATIONS...]
 hami_pod() {
-  local name=$1 res=$2 a
+  local name=$1 res=$2
   shift 2
-  {
-    printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  labels: {batch: hami}\n' "$name"
-    if [ $# -gt 0 ]; then
-      echo "  annotations:"
-      for a in "$@"; do echo "    $a"; done
-    fi
-    cat <<EOF
-spec:
-  schedulerName: $sched_name
-  hostNetwork: true
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: c
-    image: gpuslice-e2e:1
-    imagePullPolicy: Never
-    command: [/bin/sh, -c, 'echo "limit \${CUDA_DEVICE_MEMORY_LIMIT_0-unset} \${CUDA_DEVICE_SM_LIMIT_0-unset}"; exec sleep 3600']
-    resources: {limits: {$res}}
-EOF
-  } >"$D/$name.yaml"
+  gpu_pod_yaml "$name" "{batch: hami}" "$res" "$@" >"$D/$name.yaml"
   apply "$D/$name.yaml"
 }
 card_of() { kubectl get pod "$1" -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}' | cut -d, -f1; }
