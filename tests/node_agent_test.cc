@@ -325,6 +325,29 @@ TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecide
   auto pod = api.Find("pods", "ml", "infer");
   EXPECT_EQ((*pod)["metadata"]["annotations"]["hami.io/bind-phase"], "success");
 
+  // The metrics tell what the container was granted, on the decided card, not what the
+  // kubelet's slice ID (on the other card) would have been.
+  std::string other = AllIds()[5].substr(0, AllIds()[5].find("::"));
+  ASSERT_NE(other, card);
+  std::string m;
+  std::string limit_key = "gpuslice_slice_memory_limit_bytes{namespace=\"ml\",pod=\"infer\",container=\"c\",uuid=\"";
+  for (int i = 0; i < 50 && m.find(limit_key) == std::string::npos; ++i) {
+    m = Metrics();  // pod labels come from the agent's pod-resources poll
+    if (m.find(limit_key) == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(m.find(limit_key + card + "\",allocation="), std::string::npos) << m;
+  EXPECT_EQ(m.find(limit_key + other), std::string::npos) << m;
+  auto value_of = [&m](const std::string& prefix) {
+    auto at = m.find(prefix);
+    if (at == std::string::npos) return std::string("(absent)");
+    auto eol = m.find('\n', at);
+    return m.substr(m.rfind(' ', eol) + 1, eol - m.rfind(' ', eol) - 1);
+  };
+  EXPECT_EQ(value_of(limit_key + card), std::to_string(3000ull << 20)) << m;
+  EXPECT_EQ(value_of("gpuslice_slice_sm_share_ratio{namespace=\"ml\",pod=\"infer\""), "0.3") << m;
+  EXPECT_EQ(value_of("gpuslice_gpu_slices_allocated{gpu=\"0\",uuid=\"" + card), "1") << m;
+  EXPECT_EQ(value_of("gpuslice_gpu_slices_allocated{gpu=\"1\",uuid=\"" + other), "0") << m;
+
   // A process started with those edits is held to the decided 3000 MiB (its context
   // counts too: the configured 518 MiB, as this simulated card measures none).
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2000m", "alloc", "mem", "600m"}, ContainerEnv(resp));

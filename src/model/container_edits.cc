@@ -1,6 +1,7 @@
 #include "src/model/container_edits.h"
 
 #include "src/common/contract.h"
+#include "src/common/quantity.h"
 
 namespace gs::model {
 
@@ -35,6 +36,52 @@ std::string LimitsFileText(const Allocation& a, const std::string& region_path, 
   std::string text = "# " + comment + "\n";
   for (const auto& [k, v] : LimitVariables(a, region_path, cards_dir)) text += k + "=" + v + "\n";
   return text;
+}
+
+std::vector<DeviceGrant> GrantsInLimitsFile(const std::string& text) {
+  const std::string memory_key = std::string(contract::kMemoryLimit) + "_";
+  const std::string sm_key = std::string(contract::kSmLimit) + "_";
+  const std::string uuid_key = std::string(contract::kDeviceUuid) + "_";
+  // Only what the agent writes: an index is at most kMaxDevices - 1 in decimal.
+  auto index_after = [](const std::string& key, const std::string& prefix) {
+    if (key.size() <= prefix.size() || key.size() > prefix.size() + 2 || key.compare(0, prefix.size(), prefix) != 0)
+      return -1;
+    int i = 0;
+    for (size_t k = prefix.size(); k < key.size(); ++k) {
+      if (key[k] < '0' || key[k] > '9') return -1;
+      i = i * 10 + (key[k] - '0');
+    }
+    return i < contract::kMaxDevices ? i : -1;
+  };
+  std::map<int, DeviceGrant> by_index;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    size_t eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (int i = index_after(key, uuid_key); i >= 0) {
+      by_index[i].uuid = value;
+    } else if (int m = index_after(key, memory_key); m >= 0) {
+      uint64_t bytes = 0;
+      if (ParseByteQuantity(value.c_str(), &bytes)) by_index[m].memory_limit = bytes;
+    } else if (int c = index_after(key, sm_key); c >= 0) {
+      unsigned share = 0;
+      bool digits = !value.empty() && value.size() <= 3;
+      for (char ch : value) {
+        digits &= ch >= '0' && ch <= '9';
+        share = share * 10 + static_cast<unsigned>(ch - '0');
+      }
+      if (digits) by_index[c].sm_share = share;
+    }
+  }
+  std::vector<DeviceGrant> grants;
+  for (auto& [i, g] : by_index)
+    if (!g.uuid.empty()) grants.push_back(std::move(g));
+  return grants;
 }
 
 std::string DevRoot(const std::string& driver_root) {

@@ -122,6 +122,14 @@ std::map<std::string, std::string> LimitVariables(const Allocation& a, const std
 std::string LimitsFileText(const Allocation& a, const std::string& region_path, const std::string& cards_dir,
                            const std::string& comment);
 
+// The grants a limits file of LimitsFileText records, in device order: each device index
+// that names its card (GPUSLICE_DEVICE_UUID_<i>) with its memory limit and compute share
+// (0 where the file has none). A value that does not parse counts as absent; a limit
+// without its UUID is left out. `minor` is not in the file and stays 0. Readers of the
+// agent's records (metrics, the memory watchdog) take what a container was granted from
+// here, so they follow the scheduler's decision, not the kubelet's slice IDs.
+std::vector<DeviceGrant> GrantsInLimitsFile(const std::string& text);
+
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o);
 
 }  // namespace gs::model

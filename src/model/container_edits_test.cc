@@ -29,6 +29,44 @@ TEST(ContainerEdits, OddByteLimitsStayExact) {
   EXPECT_EQ(FormatMemoryLimit(1000), "1000");
 }
 
+// What the agent's readers (metrics, the memory watchdog) take a container's grant from.
+TEST(ContainerEdits, TheLimitsFileReadsBackAsTheGrantsItRecords) {
+  Allocation a = TwoSlices();
+  for (int i = 0; i < 10; ++i) a.devices.push_back({"GPU-" + std::to_string(i), 0, (1ull + i) << 30, 10u + i});
+  auto grants = GrantsInLimitsFile(LimitsFileText(a, "/var/run/gpuslice/region", "/cards", "written by a test"));
+  ASSERT_EQ(grants.size(), a.devices.size());
+  for (size_t i = 0; i < grants.size(); ++i) {  // in device order, also past index 9
+    EXPECT_EQ(grants[i].uuid, a.devices[i].uuid) << i;
+    EXPECT_EQ(grants[i].memory_limit, a.devices[i].memory_limit) << i;
+    EXPECT_EQ(grants[i].sm_share, a.devices[i].sm_share) << i;
+  }
+}
+
+TEST(ContainerEdits, AGrantNeedsItsCardAndValuesThatParse) {
+  auto grants = GrantsInLimitsFile(
+      "# written by gpuslice node for allocation x; authoritative, mounted read-only\n"
+      "CUDA_DEVICE_MEMORY_LIMIT_0=2039m\n"
+      "CUDA_DEVICE_MEMORY_LIMIT_1=3000000000\n"
+      "CUDA_DEVICE_MEMORY_LIMIT_2=lots\n"
+      "CUDA_DEVICE_MEMORY_LIMIT_3=1g\n"
+      "CUDA_DEVICE_SM_LIMIT_0=25\n"
+      "CUDA_DEVICE_SM_LIMIT_1=x5\n"
+      "GPUSLICE_DEVICE_UUID_0=GPU-a\n"
+      "GPUSLICE_DEVICE_UUID_1=GPU-b\n"
+      "GPUSLICE_DEVICE_UUID_2=GPU-c\n"
+      "GPUSLICE_DEVICE_UUID_99=GPU-z\n"
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpuslice/region\n");
+  ASSERT_EQ(grants.size(), 3u);  // index 3 names no card; 99 is past kMaxDevices
+  EXPECT_EQ(grants[0].uuid, "GPU-a");
+  EXPECT_EQ(grants[0].memory_limit, 2039ull << 20);
+  EXPECT_EQ(grants[0].sm_share, 25u);
+  EXPECT_EQ(grants[1].memory_limit, 3000000000u);
+  EXPECT_EQ(grants[1].sm_share, 0u);  // "x5" is no share
+  EXPECT_EQ(grants[2].uuid, "GPU-c");
+  EXPECT_EQ(grants[2].memory_limit, 0u);  // "lots" does not parse
+  EXPECT_TRUE(GrantsInLimitsFile("").empty());
+}
+
 TEST(ContainerEdits, ContainerGetsDevicesEnforcerPreloadAndRegion) {
   EditOptions o;
   o.enforcer_host_path = "/var/lib/gpuslice/lib/0.1.0/libgpuslice.so";

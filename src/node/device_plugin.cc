@@ -137,7 +137,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   o.enforcer_host_path = enforcer_.host_path;
   o.enforcer_container_path = enforcer_.container_path;
   o.preload_file_host_path = enforcer_.preload_file;
-  o.limits_file_host_path = dir + "/limits";
+  o.limits_file_host_path = book_->LimitsFile(rec.id);
   o.region_host_dir = book_->SharedDir(rec.id);
   o.cards_host_dir = book_->CardsDir();
   o.dev_root = model::DevRoot(cfg_.driver_root);

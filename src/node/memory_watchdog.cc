@@ -13,9 +13,7 @@
 #include <sstream>
 
 #include "src/common/clock.h"
-#include "src/common/contract.h"
 #include "src/common/proc_identity.h"
-#include "src/common/quantity.h"
 #include "src/common/raw_log.h"
 #include "src/model/container_edits.h"
 
@@ -25,29 +23,6 @@ uint64_t ContainerGpuUse::used() const {
   uint64_t sum = 0;
   for (const auto& p : processes) sum += p.bytes;
   return sum;
-}
-
-std::map<std::string, uint64_t> GrantedMemory(const std::string& limits_text) {
-  const std::string limit_key = std::string(contract::kMemoryLimit) + "_";
-  const std::string uuid_key = std::string(contract::kDeviceUuid) + "_";
-  std::map<std::string, uint64_t> limits;  // by index
-  std::map<std::string, std::string> uuids;
-  std::istringstream in(limits_text);
-  for (std::string line; std::getline(in, line);) {
-    size_t eq = line.find('=');
-    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
-    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
-    if (key.rfind(limit_key, 0) == 0) {
-      uint64_t bytes = 0;
-      if (ParseByteQuantity(value.c_str(), &bytes)) limits[key.substr(limit_key.size())] = bytes;
-    } else if (key.rfind(uuid_key, 0) == 0 && !value.empty()) {
-      uuids[key.substr(uuid_key.size())] = value;
-    }
-  }
-  std::map<std::string, uint64_t> out;
-  for (const auto& [index, bytes] : limits)
-    if (auto it = uuids.find(index); it != uuids.end() && bytes > 0) out[it->second] = bytes;
-  return out;
 }
 
 std::vector<std::string> RegionMountPoints() {
@@ -122,11 +97,9 @@ std::vector<WatchedContainer> MemoryWatchdog::Containers() {
     if (stat(book_->ContainerDir(rec.id).c_str(), &dir) != 0 || stat(book_->SharedDir(rec.id).c_str(), &shared) != 0 ||
         dir.st_dev == shared.st_dev)
       continue;
-    std::ifstream in(book_->ContainerDir(rec.id) + "/limits");
-    if (!in) continue;
-    std::stringstream text;
-    text << in.rdbuf();
-    WatchedContainer c{rec.id, major(shared.st_dev), minor(shared.st_dev), GrantedMemory(text.str())};
+    WatchedContainer c{rec.id, major(shared.st_dev), minor(shared.st_dev), {}};
+    for (const auto& g : book_->Grants(rec.id))
+      if (g.memory_limit > 0) c.limits[g.uuid] = g.memory_limit;
     if (c.limits.empty()) continue;  // not written yet, or no memory limit: nothing to watch
     live[rec.id] = c;
   }

@@ -61,11 +61,6 @@ struct ContainerGpuUse {
   uint64_t used() const;
 };
 
-// The memory limits (bytes per GPU UUID) of a limits file as the agent writes it
-// (model::LimitsFileText: CUDA_DEVICE_MEMORY_LIMIT_<i> bound to GPUSLICE_DEVICE_UUID_<i>).
-// A limit without its UUID, or a value that does not parse, is left out.
-std::map<std::string, uint64_t> GrantedMemory(const std::string& limits_text);
-
 // The mount points at which a container sees its region directory: the path the agent
 // gives (model::EditOptions::region_container_dir), and that path with /var/run resolved
 // to /run, where images have /var/run -> /run (the runtime resolves links in the rootfs).

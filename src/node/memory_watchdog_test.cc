@@ -121,24 +121,6 @@ TEST(Attribute, UnknownProcessesAreNobodysAndNeverKilled) {
   }
 }
 
-TEST(GrantedMemory, ReadsEachCardsLimitByItsUuid) {
-  auto g = GrantedMemory(
-      "# written by gpuslice node for allocation x; authoritative, mounted read-only\n"
-      "CUDA_DEVICE_MEMORY_LIMIT_0=2039m\n"
-      "CUDA_DEVICE_MEMORY_LIMIT_1=3000000000\n"
-      "CUDA_DEVICE_MEMORY_LIMIT_2=lots\n"
-      "CUDA_DEVICE_MEMORY_LIMIT_3=1g\n"
-      "CUDA_DEVICE_SM_LIMIT_0=25\n"
-      "GPUSLICE_DEVICE_UUID_0=GPU-a\n"
-      "GPUSLICE_DEVICE_UUID_1=GPU-b\n"
-      "GPUSLICE_DEVICE_UUID_2=GPU-c\n"
-      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpuslice/region\n");
-  ASSERT_EQ(g.size(), 2u);
-  EXPECT_EQ(g["GPU-a"], 2039 * kMiB);
-  EXPECT_EQ(g["GPU-b"], 3000000000u);
-  EXPECT_TRUE(GrantedMemory("").empty());
-}
-
 TEST(RegionMountPoints, TheAgentsPathAndItsRunForm) {
   EXPECT_EQ(RegionMountPoints(), (std::vector<std::string>{"/var/run/gpuslice", "/run/gpuslice"}));
 }

@@ -10,7 +10,7 @@
 #include "src/common/clock.h"
 #include "src/host/card_reader.h"
 #include "src/host/region_reader.h"
-#include "src/model/slices.h"
+#include "src/model/container_edits.h"
 
 namespace gs::node {
 namespace {
@@ -89,7 +89,8 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_utilization_ratio", gl(g), g.info.utilization / 100.0);
   w.Family("gpuslice_gpu_slices", "Slices the GPU is split into.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_slices", gl(g), g.slices_total);
-  w.Family("gpuslice_gpu_slices_allocated", "Slices of the GPU allocated to containers.");
+  w.Family("gpuslice_gpu_slices_allocated",
+           "Slices of the GPU allocated to containers (with scheduler decisions: containers given a share of it).");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_slices_allocated", gl(g), g.slices_allocated);
   w.Family("gpuslice_gpu_healthy", "1 if the GPU's slices are Healthy, 0 if Unhealthy.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_healthy", gl(g), g.healthy ? 1 : 0);
@@ -175,7 +176,16 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
                            const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
                            SmUseMeter* sm_use, const std::vector<KillCount>& kills) {
   auto known = book.Gpus();
-  auto in_use = book.InUse();
+  // What each container was granted, from the limits files the agent wrote: with
+  // --scheduler-decisions the cards, memory and cores the scheduler decided, which the
+  // kubelet's slice IDs in the records do not tell.
+  std::vector<std::pair<AllocationRecord, std::vector<model::DeviceGrant>>> granted;
+  std::map<std::string, int> in_use;  // containers granted a share of each GPU
+  for (auto& rec : book.Records()) {
+    auto grants = book.Grants(rec.id);
+    for (const auto& g : grants) ++in_use[g.uuid];
+    granted.emplace_back(std::move(rec), std::move(grants));
+  }
   std::vector<GpuUsage> gpus;
   auto infos = driver->ListGpus();
   for (size_t i = 0; i < known.size(); ++i) {
@@ -195,15 +205,13 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
     if (auto tenants = host::ReadCardTenants(book.CardsDir() + "/" + g.uuid); tenants.ok()) cards[g.uuid] = *tenants;
   const int64_t now = MonotonicNowNs();
   std::vector<SliceUsage> slices;
-  for (const auto& rec : book.Records()) {
+  for (const auto& [rec, grants] : granted) {
     const ContainerDevices* owner = nullptr;
     for (const auto& p : pods)
       for (const auto& id : p.device_ids)
         if (std::find(rec.device_ids.begin(), rec.device_ids.end(), id) != rec.device_ids.end()) owner = &p;
-    auto alloc = model::AllocationFor(known, book.policy(), rec.device_ids);
-    if (!alloc.ok()) continue;
     auto region = host::ContainerRegion::Open(book.RegionFile(rec.id));  // absent until the container computes
-    for (const auto& grant : alloc->devices) {
+    for (const auto& grant : grants) {
       SliceUsage s;
       if (owner) {
         s.pod = owner->pod;
@@ -214,7 +222,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
       s.uuid = grant.uuid;
       for (const auto& g : known)
         if (g.uuid == grant.uuid) s.model = g.name;
-      s.limit = grant.memory_limit;  // from the agent's records, never from the region
+      s.limit = grant.memory_limit;  // from the agent's limits file, never from the region
       s.sm_share = grant.sm_share;
       if (region.ok())
         for (const auto& d : region->devices()) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -298,6 +299,14 @@ std::set<std::string> SliceBook::TakenIds() const {
   std::set<std::string> ids;
   for (const auto& [id, r] : records_) ids.insert(r.device_ids.begin(), r.device_ids.end());
   return ids;
+}
+
+std::vector<model::DeviceGrant> SliceBook::Grants(const std::string& id) const {
+  std::ifstream in(LimitsFile(id));
+  if (!in) return {};
+  std::stringstream text;
+  text << in.rdbuf();
+  return model::GrantsInLimitsFile(text.str());
 }
 
 }  // namespace gs::node

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/model/container_edits.h"
 #include "src/model/slices.h"
 
 namespace gs::node {
@@ -88,6 +89,12 @@ class SliceBook {
   std::string CardsDir() const { return state_dir_ + "/cards"; }
   std::string SharedDir(const std::string& id) const { return ContainerDir(id) + "/shared"; }
   std::string RegionFile(const std::string& id) const { return SharedDir(id) + "/region"; }
+  std::string LimitsFile(const std::string& id) const { return ContainerDir(id) + "/limits"; }
+  // What container `id` was granted, card by card, as its limits file says: the one record
+  // of the decided UUIDs, memory and cores (with --scheduler-decisions they are the
+  // scheduler's, not those of the slice IDs the kubelet passed). Empty when the file
+  // cannot be read.
+  std::vector<model::DeviceGrant> Grants(const std::string& id) const;
 
  private:
   Status CompactLocked();
