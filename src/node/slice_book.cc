@@ -11,8 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "src/common/raw_log.h"

@@ -142,7 +142,18 @@ const NodeState* ClusterLedger::FindNode(std::string_view name) const {
 }
 
 NodeView ClusterLedger::Lookup(std::string_view name) const {
-  uint32_t slot = index_.Find(name);
+  return LookupNext(name, NodeNameIndex::kNone);
+}
+
+NodeView ClusterLedger::LookupNext(std::string_view name, uint32_t previous) const {
+  return ViewOf(index_.FindNext(name, previous));
+}
+
+NodeView ClusterLedger::LookupAt(std::string_view name, uint32_t guess) const {
+  return ViewOf(index_.FindAt(name, guess));
+}
+
+NodeView ClusterLedger::ViewOf(uint32_t slot) const {
   if (slot == NodeNameIndex::kNone) return {};
   const SlotCards& where = by_slot_[slot];
   return NodeView{where.node, slot, where.version, std::span<const CardState>(cards_.data() + where.first, where.count),

@@ -112,6 +112,11 @@ class ClusterLedger {
   void RemoveNode(const std::string& name);
   const NodeState* FindNode(std::string_view name) const;
   NodeView Lookup(std::string_view name) const;
+  // The same for the names of a list in order: `previous` is the slot of the view found
+  // for the name before (NodeNameIndex::kNone for the first or when not found).
+  NodeView LookupNext(std::string_view name, uint32_t previous) const;
+  // The same, trying the slot `guess` first (NodeNameIndex::FindAt).
+  NodeView LookupAt(std::string_view name, uint32_t guess) const;
   const std::unordered_map<std::string, NodeState, NameHash, std::equal_to<>>& nodes() const { return nodes_; }
   // One more than the highest slot in use (sizes arrays indexed by NodeState::slot).
   uint32_t slot_count() const { return slot_count_; }
@@ -137,6 +142,7 @@ class ClusterLedger {
   Status CheckConsistency() const;
 
  private:
+  NodeView ViewOf(uint32_t slot) const;  // kNone: the empty view
   // Checks (and, with apply, takes) every share of `decision` on `node`.
   Status Apply(NodeState* node, const PodDecision& decision, bool check_health, bool apply);
   void Unapply(NodeState* node, const PodDecision& decision);

@@ -1,5 +1,6 @@
 #include "src/scheduler/node_index.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace gs::scheduler {
@@ -22,6 +23,22 @@ uint32_t NodeNameIndex::Find(std::string_view name) const {
   return table_[Probe(name, Hash(name))].slot;
 }
 
+uint32_t NodeNameIndex::FindAt(std::string_view name, uint32_t guess) const {
+  // An erased slot's name is empty: no guess matches an empty name.
+  if (guess < names_.size() && !name.empty() && names_[guess] == name) return guess;
+  return Find(name);
+}
+
+uint32_t NodeNameIndex::FindNext(std::string_view name, uint32_t previous) const {
+  if (previous < next_size_) {
+    uint32_t guess = next_[previous].load(std::memory_order_relaxed);
+    if (guess < names_.size() && !name.empty() && names_[guess] == name) return guess;
+  }
+  uint32_t slot = Find(name);
+  if (previous < next_size_ && slot != kNone) next_[previous].store(slot, std::memory_order_relaxed);
+  return slot;
+}
+
 void NodeNameIndex::Grow() {
   std::vector<Entry> old = std::move(table_);
   table_.assign(old.empty() ? 16 : old.size() * 2, Entry{});
@@ -38,6 +55,14 @@ void NodeNameIndex::Insert(std::string_view name, uint32_t slot) {
   Erase(name);
   if ((size_ + 1) * 2 > table_.size()) Grow();
   if (names_.size() <= slot) names_.resize(slot + 1);
+  if (next_size_ <= slot) {
+    size_t size = std::max<size_t>(64, std::max<size_t>(slot + 1, next_size_ * 2));
+    auto grown = std::make_unique<std::atomic<uint32_t>[]>(size);
+    for (size_t i = 0; i < size; ++i)
+      grown[i].store(i < next_size_ ? next_[i].load(std::memory_order_relaxed) : kNone, std::memory_order_relaxed);
+    next_ = std::move(grown);
+    next_size_ = size;
+  }
   names_[slot] = std::string(name);
   uint64_t hash = Hash(name);
   size_t i = Probe(name, hash);

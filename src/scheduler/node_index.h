@@ -9,7 +9,9 @@
 // with each other.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +24,17 @@ class NodeNameIndex {
 
   // The slot of `name`, or kNone.
   uint32_t Find(std::string_view name) const;
+  // The same, for a caller walking a list of names in order, `previous` being the slot of
+  // the name before this one (kNone for the first, or when it was not found).
+  // kube-scheduler sends its node names in the same order call after call (its node
+  // tree's, from a rotating start), so the slot that followed `previous` in the last list
+  // is tried first: one name comparison, no hash and no probe of the table, whose entries
+  // are a cache miss each. A guess is only a hint: the name is compared, and on a miss the
+  // lookup is Find's, which then becomes the hint.
+  uint32_t FindNext(std::string_view name, uint32_t previous) const;
+  // The slot of `name`, trying the caller's `guess` first (kNone: no guess); the hints
+  // of FindNext are neither read nor written.
+  uint32_t FindAt(std::string_view name, uint32_t guess) const;
   // Adds `name` at `slot` (a slot no other name holds); a name already present moves.
   void Insert(std::string_view name, uint32_t slot);
   void Erase(std::string_view name);
@@ -39,6 +52,11 @@ class NodeNameIndex {
   std::vector<Entry> table_;        // size a power of two, or empty
   std::vector<std::string> names_;  // by slot
   size_t size_ = 0;
+  // By slot: the slot whose name followed it last time (FindNext). Written by lookups
+  // that run concurrently under the ledger's shared lock, so atomic (relaxed: a stale or
+  // torn-between-threads hint only costs a Find). Grown by Insert, which runs alone.
+  std::unique_ptr<std::atomic<uint32_t>[]> next_;
+  size_t next_size_ = 0;
 };
 
 }  // namespace gs::scheduler

@@ -345,8 +345,10 @@ void Filter(const ClusterLedger& ledger, const PodRequest& request, const std::v
     made.emplace_back(key, static_cast<int>(out->reasons.size() - 1));
     return made.back().second;
   };
+  uint32_t previous = NodeNameIndex::kNone;
   for (size_t i = 0; i < names.size(); ++i) {
-    NodeView view = ledger.Lookup(names[i]);
+    NodeView view = ledger.LookupNext(names[i], previous);
+    previous = view.node != nullptr ? view.slot : NodeNameIndex::kNone;
     if (view.node == nullptr) {
       int r = reason_for(~uint64_t{0},
                          [] { return std::string("node has no GPU inventory (no hami.io/node-nvidia-register)"); });
@@ -356,7 +358,10 @@ void Filter(const ClusterLedger& ledger, const PodRequest& request, const std::v
     int score = FitAndScore(view, request, gpu, node_policy, scratch);
     if (score >= 0) {
       out->feasible.push_back(static_cast<int>(i));
-      if (memo != nullptr) memo->Put(view.slot, view.version, score);
+      if (memo != nullptr) {
+        memo->Put(view.slot, view.version, score);
+        memo->feasible.push_back(view.slot);
+      }
     } else {
       const FitFailure& f = scratch->failure;
       uint32_t mask = CauseMask(f);
@@ -393,7 +398,8 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
   for (size_t i = 0; i < names.size(); ++i) {
-    NodeView view = ledger.Lookup(names[i]);
+    NodeView view = ledger.LookupAt(
+        names[i], memo != nullptr && i < memo->feasible.size() ? memo->feasible[i] : NodeNameIndex::kNone);
     if (view.node == nullptr) continue;
     int known = memo != nullptr ? memo->Get(view.slot, view.version) : -1;
     scores[i] = known >= 0 ? known : std::max(0, FitAndScore(view, request, gpu, node_policy, scratch));

@@ -95,7 +95,13 @@ struct Policies {
 struct ScoreMemo {
   std::vector<uint64_t> version;  // by slot; 0 = nothing known
   std::vector<int8_t> score;      // 0..10
-  void Clear() { version.clear(); }
+  // The slots of the nodes Filter found feasible, in its order: kube-scheduler sends
+  // Prioritize those names in that order, so each is first looked for there.
+  std::vector<uint32_t> feasible;
+  void Clear() {
+    version.clear();
+    feasible.clear();
+  }
   void Put(uint32_t slot, uint64_t node_version, int value);
   void Put(const NodeState& node, int value) { Put(node.slot, node.version, value); }
   // -1 when nothing is known for this node's current state.
