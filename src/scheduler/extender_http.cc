@@ -50,6 +50,10 @@ ExtenderHttpServer::ExtenderHttpServer(Extender* extender) : impl_(std::make_uni
            st.handoff.wait_seconds_total);
     metric("gpuslice_scheduler_handoff_wait_seconds_max", "gauge", "The longest such wait.",
            st.handoff.wait_seconds_max);
+    metric("gpuslice_scheduler_handoff_wait_after_release_seconds_max", "gauge",
+           "Of such a wait, the longest part after the pod it waited for was allocated (as the pod watch reported) "
+           "or gone.",
+           st.handoff.after_release_seconds_max);
     res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
   });
   impl_->server.Get("/healthz",

@@ -184,6 +184,12 @@ TEST(ExtenderHandoff, AWaitingBindIsNotOvertakenByPodsItCouldBeMistakenFor) {
   allocated("other");
   behind.join();
   EXPECT_EQ(order, (std::vector<std::string>{"other", "twin"}));
+  // Each waiting bind went on when the pod ahead was allocated, not when its wait ran
+  // out (3 s): a fraction of the shortest wait here (200 ms).
+  Extender::Stats st = e.stats();
+  EXPECT_EQ(st.handoff.waited, 2u);
+  EXPECT_GE(st.handoff.wait_seconds_max, 0.2);
+  EXPECT_LT(st.handoff.after_release_seconds_max, 0.2);
   EXPECT_TRUE(e.CheckConsistency().ok());
 }
 

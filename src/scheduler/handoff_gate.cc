@@ -45,6 +45,7 @@ void HandoffGate::EraseLocked(const std::string& uid) {
     node->second.erase(uid);
     if (node->second.empty()) by_node_.erase(node);
   }
+  last_left_[it->second] = std::chrono::steady_clock::now();
   node_of_.erase(it);
   changed_.notify_all();
 }
@@ -101,10 +102,16 @@ Status HandoffGate::Enter(const PodRequest& request, const std::string& node, st
   if (had_to_wait) {
     waiting_[node].push_back({ticket, as_pending});
     ok = changed_.wait_for(lock, wait, clear);
+    if (ok)
+      if (auto left = last_left_.find(node); left != last_left_.end())
+        stats_.after_release_seconds_max =
+            std::max(stats_.after_release_seconds_max,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - left->second).count());
     auto& queue = waiting_[node];
     queue.erase(std::remove_if(queue.begin(), queue.end(), [&](const Waiting& w) { return w.ticket == ticket; }),
                 queue.end());
     if (queue.empty()) waiting_.erase(node);
+    last_left_[node] = std::chrono::steady_clock::now();
     changed_.notify_all();  // binds queued behind this one look again
   }
   if (had_to_wait) {

@@ -65,6 +65,10 @@ class HandoffGate {
     uint64_t waited = 0;   // of those, binds that first waited for another pod's Allocate
     uint64_t refused = 0;  // binds whose wait ran out
     double wait_seconds_total = 0, wait_seconds_max = 0;
+    // Of a wait, the part after what it waited for was over (the pod ahead allocated, as
+    // the pod watch reported, or gone; a bind ahead gone through): the longest such tail.
+    // Near zero, unlike a node lock's, which outlives its holder's Allocate until expiry.
+    double after_release_seconds_max = 0;
     size_t pending = 0;
   };
   Stats stats() const;
@@ -86,6 +90,8 @@ class HandoffGate {
   std::unordered_map<std::string, std::string> node_of_;                                     // uid -> node
   std::map<std::string, std::vector<Waiting>, std::less<>> waiting_;  // node -> binds waiting in Enter
   uint64_t next_ticket_ = 0;
+  // When a pending pod or a waiting bind last left each node (for after_release_seconds).
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> last_left_;
   Stats stats_;  // under mu_
 };
 

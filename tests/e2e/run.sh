@@ -539,7 +539,7 @@ batch() {
   # The hand-off without a node lock: how often a bind waited for a pod it could be
   # mistaken for, and for how long (cumulative over the run, from the extender).
   echo "    $name: extender /metrics: $(curl -sf "http://127.0.0.1:$EXTENDER_PORT/metrics" |
-    awk '/^gpuslice_scheduler_(binds_total|bind_failures_total|handoff_waits_total|handoff_refusals_total|handoff_wait_seconds_max) / { sub(/^gpuslice_scheduler_/, ""); printf "%s=%s ", $1, $2 }')"
+    awk '/^gpuslice_scheduler_(binds_total|bind_failures_total|handoff_waits_total|handoff_refusals_total|handoff_wait_seconds_max|handoff_wait_after_release_seconds_max) / { sub(/^gpuslice_scheduler_/, ""); printf "%s=%s ", $1, $2 }')"
   [ -n "${BATCH_KEEP:-}" ] || kubectl delete pods -l "batch=$name" --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
 
