@@ -358,9 +358,47 @@ void CheckExtender(const YAML::Node& e, bool legacy, const std::map<std::string,
                                         "kube-scheduler against the node's allocatable";
 }
 
+// kube-scheduler decodes its configuration strictly since v1 (1.25): a key its types do not
+// have stops it at start. The keys of kubescheduler.config.k8s.io/v1 that this config may
+// use (k8s.io/kube-scheduler config/v1 types.go, component-base's LeaderElection and
+// ClientConnection), so a misspelt key fails here and not on a cluster.
+void ExpectOnlyV1Keys(const YAML::Node& node, const std::set<std::string>& known, const std::string& where) {
+  ASSERT_TRUE(node.IsMap()) << where;
+  for (const auto& kv : node)
+    EXPECT_TRUE(known.count(kv.first.as<std::string>()))
+        << where << "." << kv.first.as<std::string>() << ": not a field of kube-scheduler's v1 configuration";
+}
+
+void ExpectStrictV1Config(const YAML::Node& c) {
+  ExpectOnlyV1Keys(c,
+                   {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
+                    "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+                    "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"},
+                   "");
+  if (c["leaderElection"])
+    ExpectOnlyV1Keys(c["leaderElection"],
+                     {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock", "resourceName",
+                      "resourceNamespace"},
+                     "leaderElection");
+  if (c["clientConnection"])
+    ExpectOnlyV1Keys(c["clientConnection"], {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"},
+                     "clientConnection");
+  for (const auto& p : c["profiles"])
+    ExpectOnlyV1Keys(p, {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}, "profiles[]");
+  for (const auto& e : c["extenders"]) {
+    ExpectOnlyV1Keys(e,
+                     {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb", "enableHTTPS",
+                      "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources", "ignorable"},
+                     "extenders[]");
+    for (const auto& r : e["managedResources"])
+      ExpectOnlyV1Keys(r, {"name", "ignoredByScheduler"}, "extenders[].managedResources[]");
+  }
+}
+
 void CheckSchedulerConfig(const std::string& text, const std::string& api_version,
                           const std::map<std::string, std::string>& flags, const std::string& ns) {
   YAML::Node c = YAML::Load(text);
+  if (api_version == "kubescheduler.config.k8s.io/v1") ExpectStrictV1Config(c);
   EXPECT_EQ(Str(c["apiVersion"]), api_version);
   EXPECT_EQ(Str(c["kind"]), "KubeSchedulerConfiguration");
   bool profile = false;
