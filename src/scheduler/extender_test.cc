@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "src/scheduler/extender_http.h"
@@ -87,6 +91,46 @@ std::string BindArgs(const json& pod, const std::string& node) {
               {"PodUID", pod["metadata"]["uid"]},
               {"Node", node}}
       .dump();
+}
+
+// kube-scheduler calls Filter and Prioritize for several pods at once, each with the node
+// names in some order. The name lookups share their order hints (node_index.h) between
+// those calls: concurrent calls in different orders must still get exactly the answers
+// one call alone gets.
+TEST(Extender, ConcurrentCallsWithNamesInDifferentOrdersGetTheSameAnswers) {
+  FakeApi api;
+  ExtenderOptions o;
+  Extender e(o, &api);
+  std::vector<std::string> names;
+  std::set<std::string> fits;
+  for (int i = 0; i < 300; ++i) {
+    names.push_back("node-" + std::to_string(i));
+    const int64_t mib = i % 3 == 0 ? 8000 : 20000 + 1000 * (i % 7);  // 10000 MiB fits only the larger cards
+    ASSERT_TRUE(e.UpsertNode(Node(names.back(), 4, mib)).ok());
+    if (i % 3 != 0) fits.insert(names.back());
+  }
+  std::map<std::string, int> want_score;
+  for (const json& h : json::parse(e.Prioritize(Args(GpuPod("ref", "10000", "30"), names))))
+    want_score[h["Host"]] = h["Score"];
+  std::atomic<int> wrong{0};
+  auto caller = [&](int k) {
+    std::mt19937 rng(static_cast<unsigned>(k));
+    json pod = GpuPod("p" + std::to_string(k), "10000", "30");
+    std::vector<std::string> order = names;
+    for (int round = 0; round < 60; ++round) {
+      if (round % 3 == 0) std::shuffle(order.begin(), order.end(), rng);  // else: the same order again
+      json f = json::parse(e.Filter(Args(pod, order)));
+      std::vector<std::string> feasible = f["NodeNames"];
+      std::set<std::string> got(feasible.begin(), feasible.end());
+      if (got != fits || f["FailedNodes"].size() != names.size() - fits.size()) ++wrong;
+      for (const json& h : json::parse(e.Prioritize(Args(pod, feasible))))
+        if (!want_score.count(h["Host"]) || want_score[h["Host"]] != h["Score"]) ++wrong;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) threads.emplace_back(caller, k);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 // The node agent tells pods apart only by the card count kubelet's Allocate asks for
