@@ -605,7 +605,7 @@ TEST(Deploy, RbacCoversWhatTheComponentsCall) {
   // The node agent with --scheduler-decisions: claims decisions on its node's pods, and
   // publishes its GPUs on its Node.
   for (const char* verb : {"get", "patch"}) EXPECT_TRUE(Allows(objects, ns, node, "", "nodes", verb)) << verb;
-  for (const char* verb : {"list", "patch"}) EXPECT_TRUE(Allows(objects, ns, node, "", "pods", verb)) << verb;
+  for (const char* verb : {"list", "watch", "patch"}) EXPECT_TRUE(Allows(objects, ns, node, "", "pods", verb)) << verb;
   // And the check itself tells a missing right: nobody lets the agent delete pods.
   EXPECT_FALSE(Allows(objects, ns, node, "", "pods", "delete"));
   EXPECT_FALSE(Allows(objects, ns, node, "", "pods/binding", "create"));

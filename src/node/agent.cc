@@ -99,7 +99,9 @@ std::unique_ptr<SchedulerLink> ConnectToScheduler(const Config& cfg, const Slice
   }
   auto link = std::make_unique<SchedulerLink>();
   link->client = std::move(*client);
-  link->decisions = std::make_unique<ApiDecisionSource>(link->client.get(), cfg.node_name);
+  auto decisions = std::make_unique<ApiDecisionSource>(link->client.get(), cfg.node_name);
+  decisions->StartWatching([](const std::string& line) { GS_LOG(kWarn, "%s", line.c_str()); });
+  link->decisions = std::move(decisions);
   link->registrar = std::make_unique<NodeRegistrar>(
       link->client.get(), cfg.node_name, [book] { return book->Gpus(); }, cfg.split, std::chrono::seconds(30),
       [](const std::string& line) { GS_LOG(kWarn, "%s", line.c_str()); });

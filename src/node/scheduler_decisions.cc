@@ -32,7 +32,97 @@ std::string DateTimeNow() {
 
 }  // namespace
 
+ApiDecisionSource::ApiDecisionSource(kube::Client* client, std::string node_name)
+    : client_(client), node_(std::move(node_name)) {}
+
+ApiDecisionSource::~ApiDecisionSource() {
+  if (watcher_.joinable()) {
+    watcher_.request_stop();
+    watcher_.join();
+  }
+}
+
+void ApiDecisionSource::StartWatching(std::function<void(const std::string&)> log) {
+  kube::InformerOptions o;
+  o.path = "/api/v1/pods";
+  o.field_selector = "spec.nodeName=" + node_;
+  kube::InformerHandler h;
+  h.on_add = h.on_update = [this](const json& pod) { Observe(pod); };
+  h.on_delete = [this](const json& pod) {
+    const json* uid = pod.contains("metadata") ? &pod["metadata"] : nullptr;
+    if (uid == nullptr || !uid->contains("uid") || !(*uid)["uid"].is_string()) return;
+    std::lock_guard<std::mutex> l(mu_);
+    watched_.erase((*uid)["uid"].get<std::string>());
+  };
+  h.on_error = [log](const Status& s) {
+    if (log) log("watching the pods bound to this node: " + s.message() + " (Allocate lists them instead)");
+  };
+  informer_ = std::make_unique<kube::Informer>(client_, o, h);
+  watcher_ = std::jthread([this](std::stop_token stop) { informer_->Run(stop); });
+}
+
+bool ApiDecisionSource::watching() const {
+  return informer_ != nullptr && informer_->synced();
+}
+
+void ApiDecisionSource::Observe(const json& pod) {
+  const json* meta = pod.contains("metadata") ? &pod["metadata"] : nullptr;
+  if (meta == nullptr || !meta->contains("uid") || !(*meta)["uid"].is_string()) return;
+  const std::string uid = (*meta)["uid"].get<std::string>();
+  auto p = scheduler::PendingPodFromJson(pod, node_);
+  std::lock_guard<std::mutex> l(mu_);
+  if (p.ok() && p->has_value())
+    watched_[uid] = std::move(**p);
+  else
+    watched_.erase(uid);  // past pending, not on this node, or malformed: nobody's to claim
+}
+
+StatusOr<ClaimedCards> ApiDecisionSource::Take(const scheduler::PendingPod& p, const scheduler::Claim& claim) {
+  json patch = {{"metadata", {{"resourceVersion", p.resource_version}, {"annotations", claim.patch}}}};
+  auto done = client_->Patch("/api/v1/namespaces/" + p.namespace_name + "/pods/" + p.name, patch.dump(),
+                             kube::PatchType::kMerge, kCallTimeout);
+  if (!done.ok()) {
+    // Aborted: the pod changed since it was read (another Allocate claimed it, or its
+    // status moved on); NotFound: deleted meanwhile. Either way the caller looks again.
+    if (done.status().code() == StatusCode::kAborted || done.status().code() == StatusCode::kNotFound)
+      return done.status();
+    return Unavailable("claiming " + p.namespace_name + "/" + p.name + ": " + done.status().message());
+  }
+  // A mutating webhook that does not trust this agent puts decision annotations back as
+  // they were: the claim would not hold, and the entry could be taken again.
+  const json* annos = nullptr;
+  if (done->contains("metadata") && (*done)["metadata"].contains("annotations"))
+    annos = &(*done)["metadata"]["annotations"];
+  std::string left = annos && annos->contains(scheduler::hami::kDevicesToAllocate) &&
+                             (*annos)[scheduler::hami::kDevicesToAllocate].is_string()
+                         ? (*annos)[scheduler::hami::kDevicesToAllocate].get<std::string>()
+                         : "";
+  if (left != claim.patch.at(scheduler::hami::kDevicesToAllocate))
+    return FailedPrecondition("the claim on pod " + p.namespace_name + "/" + p.name +
+                              " did not hold (the API returned " + scheduler::hami::kDevicesToAllocate + " '" + left +
+                              "'): is this agent's identity among gpuslice scheduler's --webhook-trusted-users?");
+  if (informer_ != nullptr) Observe(*done);  // the next container of this pod sees its claim at once
+  return ClaimedCards{p.namespace_name + "/" + p.name, claim.container, claim.cards};
+}
+
 StatusOr<ClaimedCards> ApiDecisionSource::Claim(int cards) {
+  // First from the pod watch's copies: one API call, the claim. They are only a hint: a
+  // copy that is behind claims with an old resourceVersion and conflicts, and one that
+  // has not seen the pod yet finds nothing; both then go the way below.
+  if (watching()) {
+    std::vector<scheduler::PendingPod> pending;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const auto& [uid, p] : watched_) pending.push_back(p);
+    }
+    auto claim = scheduler::ChooseClaim(pending, cards);
+    if (claim.ok()) {
+      auto taken = Take(pending[claim->pod], *claim);
+      if (taken.ok() ||
+          (taken.status().code() != StatusCode::kAborted && taken.status().code() != StatusCode::kNotFound))
+        return taken;
+    }
+  }
   kube::ListOptions list;
   list.field_selector = "spec.nodeName=" + node_;
   Status last = Status::Ok();
@@ -53,32 +143,10 @@ StatusOr<ClaimedCards> ApiDecisionSource::Claim(int cards) {
     auto claim = scheduler::ChooseClaim(pending, cards);
     if (!claim.ok() && attempt == 0) continue;
     if (!claim.ok()) return claim.status();
-    const scheduler::PendingPod& p = pending[claim->pod];
-    json patch = {{"metadata", {{"resourceVersion", p.resource_version}, {"annotations", claim->patch}}}};
-    auto done = client_->Patch("/api/v1/namespaces/" + p.namespace_name + "/pods/" + p.name, patch.dump(),
-                               kube::PatchType::kMerge, kCallTimeout);
-    if (done.ok()) {
-      // A mutating webhook that does not trust this agent puts decision annotations back
-      // as they were: the claim would not hold, and the entry could be taken again.
-      const json* annos = nullptr;
-      if (done->contains("metadata") && (*done)["metadata"].contains("annotations"))
-        annos = &(*done)["metadata"]["annotations"];
-      std::string left = annos && annos->contains(scheduler::hami::kDevicesToAllocate) &&
-                                 (*annos)[scheduler::hami::kDevicesToAllocate].is_string()
-                             ? (*annos)[scheduler::hami::kDevicesToAllocate].get<std::string>()
-                             : "";
-      if (left != claim->patch.at(scheduler::hami::kDevicesToAllocate))
-        return FailedPrecondition("the claim on pod " + p.namespace_name + "/" + p.name +
-                                  " did not hold (the API returned " + scheduler::hami::kDevicesToAllocate + " '" +
-                                  left +
-                                  "'): is this agent's identity among gpuslice scheduler's --webhook-trusted-users?");
-      return ClaimedCards{p.namespace_name + "/" + p.name, claim->container, claim->cards};
-    }
-    last = done.status();
-    // Aborted: the pod changed since the list (another Allocate claimed it, or its
-    // status moved on); NotFound: deleted meanwhile. Either way: look again.
-    if (last.code() != StatusCode::kAborted && last.code() != StatusCode::kNotFound)
-      return Unavailable("claiming " + p.namespace_name + "/" + p.name + ": " + last.message());
+    auto taken = Take(pending[claim->pod], *claim);
+    if (taken.ok() || (taken.status().code() != StatusCode::kAborted && taken.status().code() != StatusCode::kNotFound))
+      return taken;
+    last = taken.status();
   }
   return Unavailable("no claim after " + std::to_string(kClaimAttempts) + " tries, the last: " + last.message());
 }

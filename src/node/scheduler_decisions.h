@@ -4,7 +4,7 @@
 // its cards for the scheduler.
 //
 //  - DecisionSource::Claim: kubelet's Allocate names no pod, only how many devices; the
-//    source lists the pods bound to this node, chooses the container entry
+//    source watches (or lists) the pods bound to this node, chooses the container entry
 //    (src/scheduler/handoff.h: the pod kubelet is in the middle of, else the oldest bind
 //    with that many cards) and claims it with a merge patch carrying the pod's
 //    resourceVersion, so two Allocates never take one entry (a conflict re-lists and
@@ -20,14 +20,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "src/common/status.h"
 #include "src/kube/client.h"
+#include "src/kube/informer.h"
 #include "src/model/slices.h"
+#include "src/scheduler/handoff.h"
 #include "src/scheduler/request.h"
 
 namespace gs::node {
@@ -48,12 +53,33 @@ class DecisionSource {
 
 class ApiDecisionSource : public DecisionSource {
  public:
-  ApiDecisionSource(kube::Client* client, std::string node_name) : client_(client), node_(std::move(node_name)) {}
+  ApiDecisionSource(kube::Client* client, std::string node_name);
+  ~ApiDecisionSource() override;
+  ApiDecisionSource(const ApiDecisionSource&) = delete;
+  ApiDecisionSource& operator=(const ApiDecisionSource&) = delete;
+
+  // Watches the pods bound to this node (a kube::Informer on a thread of its own; needs
+  // `watch` on pods), so that a Claim usually costs one API call, the claim, instead of
+  // a list and the claim: kubelet admits pods one at a time with Allocate inside, so
+  // every pod behind waits for it. Without the watch (not started, not synced yet,
+  // refused) Claim lists as before. Watch errors go to `log`.
+  void StartWatching(std::function<void(const std::string&)> log);
+  bool watching() const;  // the watch has synced: Claim tries its copies first
+
   StatusOr<ClaimedCards> Claim(int cards) override;
 
  private:
+  void Observe(const nlohmann::json& pod);  // a pod as the watch (or a claim's answer) saw it
+  // Claims `claim` on `p` with a patch guarded by p's resourceVersion. Aborted or
+  // NotFound: the pod changed or went meanwhile, look again.
+  StatusOr<ClaimedCards> Take(const scheduler::PendingPod& p, const scheduler::Claim& claim);
+
   kube::Client* client_;
   std::string node_;
+  std::mutex mu_;
+  std::map<std::string, scheduler::PendingPod> watched_;  // pending pods by UID, under mu_
+  std::unique_ptr<kube::Informer> informer_;
+  std::jthread watcher_;  // declared last: stopped and joined before the rest goes
 };
 
 // The grants a container gets for claimed cards: each card by UUID among `gpus`, its

@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "src/kube/testing/fake_api_server.h"
 #include "src/scheduler/hami_format.h"
@@ -122,6 +126,65 @@ TEST(SchedulerDecisions, ConcurrentClaimsNeverTakeOneDecisionTwice) {
   EXPECT_EQ(claimed.size(), static_cast<size_t>(kPods));
   EXPECT_EQ(refused, 2);
   EXPECT_GT(api.CountRequests("PATCH", "/api/v1/namespaces/default/pods/"), kPods) << "some claims lost a race";
+}
+
+// With the pod watch, a claim of a pod the watch has seen is one API call, the claim: no
+// list. The watch's copies are only hints: pods claimed behind its back (another agent, a
+// copy that is behind) are never claimed twice, and a pod it has not seen yet is still
+// found by listing.
+TEST(SchedulerDecisions, WithThePodWatchAClaimIsOneCallAndNeverTakesADecisionTwice) {
+  FakeApiServer api;
+  api.Put("pods", BoundPod("older", "n1", "GPU-a,NVIDIA,3000,30:;", 100));
+  api.Put("pods", BoundPod("newer", "n1", "GPU-b,NVIDIA,2000,20:;", 200));
+  api.Put("pods", BoundPod("elsewhere", "n2", "GPU-x,NVIDIA,1000,10:;", 50));
+  auto client = ClientFor(api);
+  std::mutex mu;  // the watch's errors come from its thread
+  std::vector<std::string> errors;
+  ApiDecisionSource source(client.get(), "n1");
+  source.StartWatching([&](const std::string& e) {
+    std::lock_guard<std::mutex> l(mu);
+    errors.push_back(e);
+  });
+  for (int i = 0; i < 500 && !source.watching(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(source.watching());
+  auto lists = [&] {
+    int n = 0;
+    for (const auto& r : api.requests())
+      if (r.method == "GET" && r.path == "/api/v1/pods" && !(r.params.count("watch") && r.params.at("watch") == "true"))
+        ++n;
+    return n;
+  };
+  const int listed = lists();  // the watch's own first list
+  auto first = source.Claim(1);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->pod, "default/older");
+  auto second = source.Claim(1);  // the first claim's answer updated the copy: no conflict
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(second->pod, "default/newer");
+  EXPECT_EQ(lists(), listed) << "claims of pods the watch had seen needed no list";
+  EXPECT_EQ(api.CountRequests("PATCH", "/api/v1/namespaces/default/pods/"), 2);
+
+  // Another agent (no watch) claims behind this one's back, and pods come while claims
+  // go on: every decision is handed out exactly once, whichever way each claim went.
+  ApiDecisionSource other(client.get(), "n1");
+  std::multiset<std::string> claimed;
+  for (int round = 0; round < 20; ++round) {
+    for (int k = 0; k < 2; ++k)
+      api.Put("pods", BoundPod("p" + std::to_string(round) + "-" + std::to_string(k), "n1", "GPU-a,NVIDIA,1000,10:;",
+                               300 + round));
+    for (ApiDecisionSource* s : {&other, &source}) {
+      auto c = s->Claim(1);
+      ASSERT_TRUE(c.ok()) << c.status().message();
+      claimed.insert(c->pod);
+    }
+  }
+  EXPECT_EQ(claimed.size(), 40u);
+  for (const auto& pod : claimed) EXPECT_EQ(claimed.count(pod), 1u) << pod << " claimed twice";
+  auto none = source.Claim(1);
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound) << none.status().message();
+  EXPECT_EQ(Annotation(api, "elsewhere", "hami.io/bind-phase"), "allocating") << "another node's pod is untouched";
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_TRUE(errors.empty()) << errors.front();
 }
 
 TEST(SchedulerDecisions, AllocationForClaimChecksTheCardsAgainstThisNode) {
