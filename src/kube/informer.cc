@@ -138,6 +138,7 @@ void Informer::Run(std::stop_token stop) {
     if (need_list) {
       std::vector<json> items;
       std::string rv;
+      if (handler_.on_list_started) handler_.on_list_started();
       Status s = ListAll(stop, &items, &rv);
       if (stop.stop_requested()) break;
       if (!s.ok()) {
@@ -149,6 +150,7 @@ void Informer::Run(std::stop_token stop) {
       need_list = false;
       ++lists_;
       if (!synced_.exchange(true) && handler_.on_synced) handler_.on_synced();
+      if (handler_.on_listed) handler_.on_listed(items);
     }
     WatchOptions w;
     w.resource_version = resource_version_;

@@ -19,6 +19,7 @@
 #include <stop_token>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "src/common/status.h"
 #include "src/kube/client.h"
@@ -31,6 +32,12 @@ struct InformerHandler {
   std::function<void()> on_synced;
   // Each failed list or watch (before the backoff), for the caller's log.
   std::function<void(const Status& error)> on_error;
+  // Around every complete list (the first and each relist): before its first page is
+  // asked for, and after its differences went to on_add, on_update and on_delete, with every object
+  // listed. A caller that holds objects this informer may never have seen (written by the
+  // caller itself) can tell from them which are gone.
+  std::function<void()> on_list_started;
+  std::function<void(const std::vector<nlohmann::json>& items)> on_listed;
 };
 
 struct InformerOptions {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,25 @@ class Recorder {
           std::lock_guard<std::mutex> lock(mu_);
           errors_.push_back(s);
         },
+        [this] {
+          std::lock_guard<std::mutex> lock(mu_);
+          lists_.push_back("started");
+        },
+        [this, name](const std::vector<json>& items) {
+          std::vector<std::string> names;
+          for (const json& o : items) names.push_back(name(o));
+          std::sort(names.begin(), names.end());
+          std::string line = "listed";
+          for (const auto& n : names) line += " " + n;
+          std::lock_guard<std::mutex> lock(mu_);
+          lists_.push_back(line);
+        },
     };
+  }
+  // on_list_started and on_listed, in order ("started", "listed <names sorted>").
+  std::vector<std::string> lists() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lists_;
   }
   // Waits until `n` calls were recorded; returns them all.
   std::vector<std::string> WaitFor(size_t n) {
@@ -64,7 +83,7 @@ class Recorder {
     calls_.push_back(std::move(s));
   }
   std::mutex mu_;
-  std::vector<std::string> calls_;
+  std::vector<std::string> calls_, lists_;
   std::vector<Status> errors_;
 };
 
@@ -155,6 +174,10 @@ TEST_F(InformerTest, ListsAgainWhenItsVersionIsGoneAndReportsWhatChanged) {
   std::sort(calls.begin(), calls.end());
   EXPECT_EQ(calls, (std::vector<std::string>{"add new", "delete gone uid=uid-gone", "update change"}));
   EXPECT_EQ(informer_->lists(), 2);
+  // Each list, the relist too, is announced before and handed over whole after: what a
+  // caller needs to find objects of its own that the informer never saw.
+  EXPECT_EQ(recorder_.lists(),
+            (std::vector<std::string>{"started", "listed change gone keep", "started", "listed change keep new"}));
   bool saw_gone = false;
   for (const Status& s : recorder_.errors()) saw_gone |= s.code() == StatusCode::kOutOfRange;
   EXPECT_TRUE(saw_gone);

@@ -1,6 +1,7 @@
 #include "src/scheduler/cluster_sync.h"
 
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "src/scheduler/hami_format.h"
 #include "src/scheduler/pod_spec.h"
@@ -68,6 +69,8 @@ ClusterSync::ClusterSync(kube::Client* client, Extender* extender, ClusterSyncOp
   pods.on_update = [this](const json& p) { OnPod(p); };
   pods.on_delete = [this](const json& p) { OnPodDeleted(p); };
   pods.on_synced = [this] { OnPodsListed(); };
+  pods.on_list_started = [this] { list_mark_ = extender_->ReservationMark(); };
+  pods.on_listed = [this](const std::vector<json>& items) { ReleaseUnlisted(items); };
   pods.on_error = [this](const Status& s) { Log("pods: " + s.message()); };
   pods_ = std::make_unique<kube::Informer>(client_, informer_options("/api/v1/pods"), std::move(pods));
 }
@@ -170,6 +173,15 @@ void ClusterSync::OnPodsListed() {
     synced_ = true;
     cv_.notify_all();
   }
+}
+
+void ClusterSync::ReleaseUnlisted(const std::vector<json>& pods) {
+  // The first list rebuilt the ledger from itself (OnPodsListed): nothing to compare.
+  if (!synced_.load()) return;
+  std::unordered_set<std::string> present;
+  for (const json& p : pods) present.insert(Meta(p, "uid"));
+  for (const std::string& uid : extender_->ReleaseAbsent(present, list_mark_))
+    Log("pod " + uid + ": not in the pod list since the watch was down (deleted), its GPUs are free again");
 }
 
 Status SyncedBinder::BindPod(const std::string& ns, const std::string& name, const std::string& uid,

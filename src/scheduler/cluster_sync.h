@@ -65,6 +65,8 @@ class ClusterSync {
   void OnPod(const nlohmann::json& pod);
   void OnPodDeleted(const nlohmann::json& pod);
   void OnPodsListed();
+  // After a relist: the ledger's pods reserved before it began that it does not show.
+  void ReleaseUnlisted(const std::vector<nlohmann::json>& pods);
 
   kube::Client* client_;
   Extender* extender_;
@@ -79,6 +81,7 @@ class ClusterSync {
 
   std::map<std::string, std::string> applied_;  // node -> annotations applied; node thread
   std::vector<std::string> listed_pods_;        // decisions in the first pod list; pod thread
+  uint64_t list_mark_ = 0;                      // Extender::ReservationMark at a list's start; pod thread
 };
 
 // Bind's API calls, refused until `sync` has synced (GetPod is always allowed). The

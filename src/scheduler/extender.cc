@@ -253,6 +253,23 @@ bool Extender::ReleasePod(const std::string& uid) {
   return ledger_.Release(uid);
 }
 
+uint64_t Extender::ReservationMark() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return ledger_.entries_made();
+}
+
+std::vector<std::string> Extender::ReleaseAbsent(const std::unordered_set<std::string>& present, uint64_t mark) {
+  std::vector<std::string> candidates;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    candidates = ledger_.PodsMadeBefore(mark);
+  }
+  std::vector<std::string> released;
+  for (const auto& uid : candidates)
+    if (!present.count(uid) && ReleasePod(uid)) released.push_back(uid);
+  return released;
+}
+
 RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_json) {
   std::vector<LedgerRecord> records;
   RebuildReport bad;

@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "src/common/status.h"
@@ -83,6 +84,14 @@ class Extender {
   void RemoveNode(const std::string& name);
   // A pod was deleted or finished: its cards go back. Idempotent.
   bool ReleasePod(const std::string& uid);
+  // A mark for ReleaseAbsent, taken before a complete pod list is asked for.
+  uint64_t ReservationMark() const;
+  // Releases every pod reserved before `mark` whose UID is not in `present`, the UIDs of a
+  // complete pod list begun after the mark was taken: a pod that existed when it was
+  // bound and is missing from a later list was deleted, even one whose every event the
+  // pod watch missed (bound, deleted and compacted away while it was down). Pods reserved
+  // after the mark may be newer than the list and are left to the watch. Returns them.
+  std::vector<std::string> ReleaseAbsent(const std::unordered_set<std::string>& present, uint64_t mark);
   // Every pod the watch reports: keeps track of the pods still waiting for kubelet's
   // Allocate on their node (handoff_gate.h).
   void ObservePod(const nlohmann::json& pod) { gate_.Observe(pod); }

@@ -93,6 +93,36 @@ std::string BindArgs(const json& pod, const std::string& node) {
       .dump();
 }
 
+// After a relist, pods missing from it are released, but only those reserved before the
+// list began: one bound while the list was on its way may be newer than the list.
+TEST(Extender, ReleaseAbsentReleasesOnlyPodsReservedBeforeTheMark) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 4, 40000)).ok());
+  json old = GpuPod("old", "1000", "10"), listed = GpuPod("listed", "1000", "10"),
+       fresh = GpuPod("fresh", "1000", "10");
+  for (const json* p : {&old, &listed, &fresh}) api.AddPod(*p);
+  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
+  auto allocated = [&](const char* name) {
+    json pod = api.Pod("default", name);
+    pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+    e.ObservePod(pod);
+  };
+  ASSERT_EQ(bind(old), "");
+  allocated("old");
+  ASSERT_EQ(bind(listed), "");
+  allocated("listed");
+  const uint64_t mark = e.ReservationMark();  // the list begins
+  ASSERT_EQ(bind(fresh), "");                 // bound while it is on its way
+  auto released = e.ReleaseAbsent({"uid-listed"}, mark);
+  EXPECT_EQ(released, std::vector<std::string>{"uid-old"});
+  EXPECT_EQ(e.pod_count(), 2u) << "listed and fresh keep their cards";
+  EXPECT_TRUE(e.ReleaseAbsent({"uid-listed"}, mark).empty()) << "nothing twice";
+  EXPECT_TRUE(e.CheckConsistency().ok());
+}
+
 // kube-scheduler calls Filter and Prioritize for several pods at once, each with the node
 // names in some order. The name lookups share their order hints (node_index.h) between
 // those calls: concurrent calls in different orders must still get exactly the answers

@@ -170,9 +170,16 @@ Status ClusterLedger::Reserve(const std::string& pod_uid, const PodDecision& dec
   auto node = nodes_.find(decision.node);
   if (node == nodes_.end()) return NotFound("node " + decision.node + " is not in the inventory");
   GS_RETURN_IF_ERROR(Apply(&node->second, decision, /*check_health=*/true, /*apply=*/true));
-  pods_.emplace(pod_uid, LedgerEntry{decision, LedgerPhase::kReserved});
+  pods_.emplace(pod_uid, LedgerEntry{decision, LedgerPhase::kReserved, entries_made_++});
   pods_by_node_[decision.node].insert(pod_uid);
   return Status::Ok();
+}
+
+std::vector<std::string> ClusterLedger::PodsMadeBefore(uint64_t mark) const {
+  std::vector<std::string> uids;
+  for (const auto& [uid, entry] : pods_)
+    if (entry.made < mark) uids.push_back(uid);
+  return uids;
 }
 
 Status ClusterLedger::Commit(const std::string& pod_uid) {
@@ -227,7 +234,7 @@ RebuildReport ClusterLedger::Rebuild(const std::vector<LedgerRecord>& records) {
         continue;
       }
     }
-    pods_.emplace(r.pod_uid, LedgerEntry{r.decision, LedgerPhase::kCommitted});
+    pods_.emplace(r.pod_uid, LedgerEntry{r.decision, LedgerPhase::kCommitted, entries_made_++});
     pods_by_node_[r.decision.node].insert(r.pod_uid);
     ++report.applied;
   }

@@ -82,6 +82,7 @@ enum class LedgerPhase { kReserved, kCommitted };
 struct LedgerEntry {
   PodDecision decision;
   LedgerPhase phase = LedgerPhase::kReserved;
+  uint64_t made = 0;  // ClusterLedger::entries_made() when it was made: an order, not a time
 };
 
 // One pod's decision as found on the pod (for Rebuild).
@@ -131,6 +132,10 @@ class ClusterLedger {
 
   const LedgerEntry* FindPod(const std::string& pod_uid) const;
   size_t pod_count() const { return pods_.size(); }
+  // Entries made so far (Reserve, Rebuild), never decreasing: a mark for PodsMadeBefore.
+  uint64_t entries_made() const { return entries_made_; }
+  // The UIDs of the pods whose entries were made before entries_made() was `mark`.
+  std::vector<std::string> PodsMadeBefore(uint64_t mark) const;
 
   // Clears all decisions and usage (inventories stay), then applies the records in
   // order as committed. A record for a node not known yet is kept and counted once the
@@ -168,6 +173,7 @@ class ClusterLedger {
   uint32_t slot_count_ = 0;
   uint64_t last_version_ = 0;
   std::unordered_map<std::string, LedgerEntry> pods_;
+  uint64_t entries_made_ = 0;
   std::unordered_map<std::string, std::unordered_set<std::string>> pods_by_node_;
 };
 

@@ -61,7 +61,7 @@ struct FakeApiServer::Impl {
   std::vector<SeenRequest> seen;
   int fail_code = 0, fail_times = 0;
   std::string fail_message;
-  bool hang = false, split = false, stopping = false;
+  bool hang = false, hang_watches = false, split = false, stopping = false;
   std::string token;
   int64_t watch_generation = 0;
 
@@ -93,7 +93,7 @@ struct FakeApiServer::Impl {
     for (auto& [k, v] : req.params) s.params[k] = v;
     seen.push_back(std::move(s));
     if (generation) *generation = watch_generation;
-    while (hang && !stopping) cv.wait_for(lock, std::chrono::milliseconds(20));
+    while ((hang || (watch && hang_watches)) && !stopping) cv.wait_for(lock, std::chrono::milliseconds(20));
     if (!token.empty() && req.get_header_value("Authorization") != "Bearer " + token) {
       Reply(res, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
       return true;
@@ -430,6 +430,12 @@ void FakeApiServer::FailNext(int code, const std::string& message, int times) {
 void FakeApiServer::SetHang(bool hang) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->hang = hang;
+  impl_->cv.notify_all();
+}
+
+void FakeApiServer::SetHangWatches(bool hang) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->hang_watches = hang;
   impl_->cv.notify_all();
 }
 

@@ -55,6 +55,8 @@ class FakeApiServer {
   void FailNext(int code, const std::string& message, int times = 1);
   // While set, requests (watches too) are held without an answer.
   void SetHang(bool hang);
+  // While set, watch requests alone are held (lists, writes and binds are answered).
+  void SetHangWatches(bool hang);
   // Each watch event is written as several chunks, a few milliseconds apart.
   void SetSplitWatchEvents(bool split);
   // Requests must carry "Authorization: Bearer <token>" (empty = no check).
