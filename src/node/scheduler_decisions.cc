@@ -30,10 +30,73 @@ std::string DateTimeNow() {
   return buf;
 }
 
+std::string UidOf(const json& pod) {
+  const json* meta = pod.is_object() && pod.contains("metadata") ? &pod["metadata"] : nullptr;
+  if (meta == nullptr || !meta->is_object() || !meta->contains("uid") || !(*meta)["uid"].is_string()) return "";
+  return (*meta)["uid"].get<std::string>();
+}
+
 }  // namespace
 
+void PendingPodCopies::KeepLocked(const std::string& uid, const json& pod) {
+  auto p = scheduler::PendingPodFromJson(pod, node_);
+  if (p.ok() && p->has_value())
+    pending_[uid] = std::move(**p);
+  else
+    pending_.erase(uid);  // past pending, not on this node, or malformed: nobody's to claim
+}
+
+void PendingPodCopies::FromWatch(const json& pod) {
+  const std::string uid = UidOf(pod);
+  if (uid.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto it = claimed_.find(uid); it != claimed_.end()) {
+    if (it->second.resource_version != pod["metadata"].value("resourceVersion", "")) return;  // older
+    claimed_.erase(it);
+  }
+  KeepLocked(uid, pod);
+}
+
+void PendingPodCopies::FromClaim(const json& pod) {
+  const std::string uid = UidOf(pod);
+  if (uid.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  claimed_[uid] = Claimed{pod["metadata"].value("resourceVersion", ""), claims_made_++};
+  KeepLocked(uid, pod);
+}
+
+void PendingPodCopies::Deleted(const json& pod) {
+  const std::string uid = UidOf(pod);
+  std::lock_guard<std::mutex> l(mu_);
+  pending_.erase(uid);
+  claimed_.erase(uid);
+}
+
+void PendingPodCopies::ListStarted() {
+  std::lock_guard<std::mutex> l(mu_);
+  list_mark_ = claims_made_;
+}
+
+void PendingPodCopies::Listed(const std::vector<json>& pods) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const json& pod : pods) {
+    const std::string uid = UidOf(pod);
+    if (auto it = claimed_.find(uid); it != claimed_.end() && it->second.made < list_mark_) {
+      claimed_.erase(it);
+      KeepLocked(uid, pod);  // the list began after the claim: its copy is at least as new
+    }
+  }
+}
+
+std::vector<scheduler::PendingPod> PendingPodCopies::Pending() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<scheduler::PendingPod> out;
+  for (const auto& [uid, p] : pending_) out.push_back(p);
+  return out;
+}
+
 ApiDecisionSource::ApiDecisionSource(kube::Client* client, std::string node_name)
-    : client_(client), node_(std::move(node_name)) {}
+    : client_(client), node_(node_name), copies_(std::move(node_name)) {}
 
 ApiDecisionSource::~ApiDecisionSource() {
   if (watcher_.joinable()) {
@@ -47,13 +110,10 @@ void ApiDecisionSource::StartWatching(std::function<void(const std::string&)> lo
   o.path = "/api/v1/pods";
   o.field_selector = "spec.nodeName=" + node_;
   kube::InformerHandler h;
-  h.on_add = h.on_update = [this](const json& pod) { Observe(pod); };
-  h.on_delete = [this](const json& pod) {
-    const json* uid = pod.contains("metadata") ? &pod["metadata"] : nullptr;
-    if (uid == nullptr || !uid->contains("uid") || !(*uid)["uid"].is_string()) return;
-    std::lock_guard<std::mutex> l(mu_);
-    watched_.erase((*uid)["uid"].get<std::string>());
-  };
+  h.on_add = h.on_update = [this](const json& pod) { copies_.FromWatch(pod); };
+  h.on_delete = [this](const json& pod) { copies_.Deleted(pod); };
+  h.on_list_started = [this] { copies_.ListStarted(); };
+  h.on_listed = [this](const std::vector<json>& pods) { copies_.Listed(pods); };
   h.on_error = [log](const Status& s) {
     if (log) log("watching the pods bound to this node: " + s.message() + " (Allocate lists them instead)");
   };
@@ -63,18 +123,6 @@ void ApiDecisionSource::StartWatching(std::function<void(const std::string&)> lo
 
 bool ApiDecisionSource::watching() const {
   return informer_ != nullptr && informer_->synced();
-}
-
-void ApiDecisionSource::Observe(const json& pod) {
-  const json* meta = pod.contains("metadata") ? &pod["metadata"] : nullptr;
-  if (meta == nullptr || !meta->contains("uid") || !(*meta)["uid"].is_string()) return;
-  const std::string uid = (*meta)["uid"].get<std::string>();
-  auto p = scheduler::PendingPodFromJson(pod, node_);
-  std::lock_guard<std::mutex> l(mu_);
-  if (p.ok() && p->has_value())
-    watched_[uid] = std::move(**p);
-  else
-    watched_.erase(uid);  // past pending, not on this node, or malformed: nobody's to claim
 }
 
 StatusOr<ClaimedCards> ApiDecisionSource::Take(const scheduler::PendingPod& p, const scheduler::Claim& claim) {
@@ -101,7 +149,7 @@ StatusOr<ClaimedCards> ApiDecisionSource::Take(const scheduler::PendingPod& p, c
     return FailedPrecondition("the claim on pod " + p.namespace_name + "/" + p.name +
                               " did not hold (the API returned " + scheduler::hami::kDevicesToAllocate + " '" + left +
                               "'): is this agent's identity among gpuslice scheduler's --webhook-trusted-users?");
-  if (informer_ != nullptr) Observe(*done);  // the next container of this pod sees its claim at once
+  if (informer_ != nullptr) copies_.FromClaim(*done);  // the next container of this pod sees its claim
   return ClaimedCards{p.namespace_name + "/" + p.name, claim.container, claim.cards};
 }
 
@@ -110,11 +158,7 @@ StatusOr<ClaimedCards> ApiDecisionSource::Claim(int cards) {
   // copy that is behind claims with an old resourceVersion and conflicts, and one that
   // has not seen the pod yet finds nothing; both then go the way below.
   if (watching()) {
-    std::vector<scheduler::PendingPod> pending;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      for (const auto& [uid, p] : watched_) pending.push_back(p);
-    }
+    std::vector<scheduler::PendingPod> pending = copies_.Pending();
     auto claim = scheduler::ChooseClaim(pending, cards);
     if (claim.ok()) {
       auto taken = Take(pending[claim->pod], *claim);

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,36 @@ class DecisionSource {
   virtual StatusOr<ClaimedCards> Claim(int cards) = 0;
 };
 
+// The node agent's copies of the pods pending on its node (bound, bind-phase
+// "allocating"), kept from the pod watch and from the answers to its own claims. The watch
+// delivers in order but lags: until it brings a claim's own version, what it brings about
+// that pod is older than the claim's answer and is ignored, so a pod in the middle of
+// kubelet's Allocates never looks untouched again. A relist shows every claim made before
+// it began. Thread-safe (one mutex).
+class PendingPodCopies {
+ public:
+  explicit PendingPodCopies(std::string node) : node_(std::move(node)) {}
+  void FromWatch(const nlohmann::json& pod);
+  void FromClaim(const nlohmann::json& pod);  // the API's answer to this agent's claim
+  void Deleted(const nlohmann::json& pod);
+  void ListStarted();
+  void Listed(const std::vector<nlohmann::json>& pods);  // a complete list, begun at ListStarted
+  std::vector<scheduler::PendingPod> Pending() const;
+
+ private:
+  struct Claimed {
+    std::string resource_version;
+    uint64_t made = 0;  // claims_made_ when it was taken
+  };
+  void KeepLocked(const std::string& uid, const nlohmann::json& pod);
+
+  const std::string node_;
+  mutable std::mutex mu_;
+  std::map<std::string, scheduler::PendingPod> pending_;  // by UID
+  std::map<std::string, Claimed> claimed_;                // by UID: answers the watch has not brought yet
+  uint64_t claims_made_ = 0, list_mark_ = 0;
+};
+
 class ApiDecisionSource : public DecisionSource {
  public:
   ApiDecisionSource(kube::Client* client, std::string node_name);
@@ -69,15 +100,13 @@ class ApiDecisionSource : public DecisionSource {
   StatusOr<ClaimedCards> Claim(int cards) override;
 
  private:
-  void Observe(const nlohmann::json& pod);  // a pod as the watch (or a claim's answer) saw it
   // Claims `claim` on `p` with a patch guarded by p's resourceVersion. Aborted or
   // NotFound: the pod changed or went meanwhile, look again.
   StatusOr<ClaimedCards> Take(const scheduler::PendingPod& p, const scheduler::Claim& claim);
 
   kube::Client* client_;
   std::string node_;
-  std::mutex mu_;
-  std::map<std::string, scheduler::PendingPod> watched_;  // pending pods by UID, under mu_
+  PendingPodCopies copies_;
   std::unique_ptr<kube::Informer> informer_;
   std::jthread watcher_;  // declared last: stopped and joined before the rest goes
 };

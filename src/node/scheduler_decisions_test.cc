@@ -187,6 +187,59 @@ TEST(SchedulerDecisions, WithThePodWatchAClaimIsOneCallAndNeverTakesADecisionTwi
   EXPECT_TRUE(errors.empty()) << errors.front();
 }
 
+// The watch lags behind the agent's own claims: a pod whose first container was just
+// claimed must not look untouched again when the watch brings the version before the
+// claim (a two-container pod in the middle of kubelet's Allocates would otherwise let the
+// next Allocate take another pod's decision). The watch's copy counts again once it brings
+// the claim's own version, or a list begun after the claim shows the pod.
+TEST(SchedulerDecisions, TheWatchNeverTakesBackWhatAClaimAnswered) {
+  json bound = BoundPod("two", "n1", "GPU-a,NVIDIA,1000,10:;GPU-b,NVIDIA,1000,10:GPU-c,NVIDIA,1000,10:;", 100);
+  bound["metadata"]["uid"] = "uid-two";
+  bound["metadata"]["resourceVersion"] = "10";
+  json claimed = bound;  // the answer to the claim of container 0
+  claimed["metadata"]["resourceVersion"] = "11";
+  claimed["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] =
+      ";GPU-b,NVIDIA,1000,10:GPU-c,NVIDIA,1000,10:;";
+  json done = claimed;  // both containers claimed
+  done["metadata"]["resourceVersion"] = "12";
+  done["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = ";;";
+  done["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  auto next = [](const PendingPodCopies& copies) {
+    auto p = copies.Pending();
+    if (p.size() != 1) return "pods: " + std::to_string(p.size());
+    for (size_t c = 0; c < p[0].to_allocate.size(); ++c)
+      if (!p[0].to_allocate[c].empty()) return "container " + std::to_string(c);
+    return std::string("none");
+  };
+
+  PendingPodCopies copies("n1");
+  copies.FromWatch(bound);
+  EXPECT_EQ(next(copies), "container 0");
+  copies.FromClaim(claimed);
+  EXPECT_EQ(next(copies), "container 1");
+  copies.FromWatch(bound);  // the watch, late: version 10 again
+  EXPECT_EQ(next(copies), "container 1") << "an older version must not undo the claim";
+  copies.FromWatch(claimed);  // the watch brings the claim's own version...
+  copies.FromWatch(done);     // ...and from then on what it brings counts
+  EXPECT_EQ(next(copies), "pods: 0");
+  copies.Deleted(done);
+  copies.FromWatch(bound);
+  EXPECT_EQ(next(copies), "container 0") << "a deleted pod's UID is new again";
+
+  // Lists: one begun before a claim may show the pod as it was; one begun after shows it
+  // as claimed, and the watch's copies count again.
+  PendingPodCopies listed("n1");
+  listed.FromWatch(bound);
+  listed.ListStarted();
+  listed.FromClaim(claimed);  // answered while the list was on its way
+  listed.Listed({bound});
+  EXPECT_EQ(next(listed), "container 1") << "a list begun before the claim is older than it";
+  listed.ListStarted();
+  listed.Listed({claimed});
+  listed.FromWatch(done);
+  EXPECT_EQ(next(listed), "pods: 0") << "after a list begun after the claim, the watch counts again";
+}
+
 TEST(SchedulerDecisions, AllocationForClaimChecksTheCardsAgainstThisNode) {
   std::vector<model::Gpu> gpus = {{"GPU-a", 0, "H100", 80ull << 30, 0, 0, true},
                                   {"GPU-b", 1, "H100", 80ull << 30, 1, 1, false}};
