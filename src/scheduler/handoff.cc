@@ -29,13 +29,6 @@ int CardsOf(const std::vector<DeviceShare>& entry) {
   return static_cast<int>(entry.size());
 }
 
-// The first container of `request` that asks for GPUs, or -1.
-int FirstGpuContainer(const PodRequest& request) {
-  for (size_t i = 0; i < request.containers.size(); ++i)
-    if (request.containers[i].gpus > 0) return static_cast<int>(i);
-  return -1;
-}
-
 }  // namespace
 
 std::string RequestSignature(const PodRequest& r) {
@@ -153,14 +146,20 @@ StatusOr<Claim> ChooseClaim(const std::vector<PendingPod>& pods, int cards) {
 }
 
 std::optional<std::string> Confusable(const std::vector<PendingPod>& pending, const PodRequest& request) {
-  int first = FirstGpuContainer(request);
-  if (first < 0) return std::nullopt;
-  int cards = request.containers[static_cast<size_t>(first)].gpus;
+  // Every container's card count, not only the first's: a pod's later containers are
+  // claimed while kubelet is in the middle of it (rule 1), and a node agent whose copy of
+  // that pod is a moment behind its own claim would see no pod in the middle, and could
+  // give the container another pod's entry with the same count.
+  std::vector<int> counts;
+  for (const auto& c : request.containers)
+    if (c.gpus > 0) counts.push_back(c.gpus);
+  if (counts.empty()) return std::nullopt;
   std::string signature = RequestSignature(request);
   for (const auto& p : pending) {
     if (p.uid == request.uid || p.signature == signature) continue;
-    int next = p.next_container();
-    if (next >= 0 && CardsOf(p.to_allocate[static_cast<size_t>(next)]) == cards) return p.namespace_name + "/" + p.name;
+    for (const auto& entry : p.to_allocate)
+      if (!entry.empty() && std::find(counts.begin(), counts.end(), CardsOf(entry)) != counts.end())
+        return p.namespace_name + "/" + p.name;
   }
   return std::nullopt;
 }

@@ -17,10 +17,11 @@
 //     signature (the same per-container requests and constraints) are interchangeable:
 //     swapping two such pods' decisions gives each what it asked for and leaves every
 //     card's total unchanged, so the oldest bind (then the name) is as right as any;
-//  3. pods with different signatures must not be waiting with the same next card count
-//     at once: the extender keeps it so (Confusable), delaying a bind only while a pod
-//     it could be mistaken for is still allocating on that node — at most one
-//     Allocate, never a lock with an expiry.
+//  3. pods with different signatures must not be waiting with the same card count in
+//     any entry still to hand out at once (not only the next: a copy of the pod in the
+//     middle that is a moment behind would hide rule 1): the extender keeps it so
+//     (Confusable), delaying a bind only while a pod it could be mistaken for is still
+//     allocating on that node — its Allocates, never a lock with an expiry.
 //
 // Pure; O(pods on the node).
 #pragma once
@@ -76,8 +77,9 @@ struct Claim {
 StatusOr<Claim> ChooseClaim(const std::vector<PendingPod>& pods, int cards);
 
 // A pod pending on the node that an Allocate meant for `request` could take instead
-// (different signature, same card count in its next entry); nullopt when none. The
-// extender does not bind `request` to that node while one exists.
+// (different signature, and a card count of one of request's GPU containers in one of its
+// entries still to hand out); nullopt when none. The extender does not bind `request` to
+// that node while one exists.
 std::optional<std::string> Confusable(const std::vector<PendingPod>& pending, const PodRequest& request);
 
 }  // namespace gs::scheduler

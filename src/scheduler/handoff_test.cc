@@ -180,6 +180,19 @@ TEST(Handoff, ABindWaitsOnlyForAPendingPodItCouldBeMistakenFor) {
   EXPECT_EQ(Confusable(pending, request("uid-small", json::array({Container(1, 5000)}))), std::nullopt);
   // A pod without GPUs never waits.
   EXPECT_EQ(Confusable(pending, request("u4", json::array({Container(0)}))), std::nullopt);
+
+  // Every entry still to hand out counts, on both sides: a two-container pod (1 card, then
+  // 2) pending, and a request whose only container asks 2 cards — an Allocate for the
+  // pending pod's second container, by an agent whose copy missed its first claim, could
+  // take the request's entry.
+  std::vector<PendingPod> two = {
+      Pending(BoundPod("two", json::array({Container(1, 1000), Container(2, 1000)}),
+                       "GPU-a,NVIDIA,1000,0:;GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:;", 10)),
+  };
+  EXPECT_EQ(Confusable(two, request("u5", json::array({Container(2, 3000)}))), "default/two");
+  EXPECT_EQ(Confusable(pending, request("u6", json::array({Container(2, 1000), Container(1, 3000)}))), "default/small")
+      << "the request's second container asks as many cards as small's entry";
+  EXPECT_EQ(Confusable(two, request("u7", json::array({Container(3, 3000)}))), std::nullopt);
 }
 
 }  // namespace
