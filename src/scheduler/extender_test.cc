@@ -93,6 +93,18 @@ std::string BindArgs(const json& pod, const std::string& node) {
       .dump();
 }
 
+// Binds `pod` to `node` through the extender; the bind's error ("" when bound).
+std::string BindError(Extender& e, const json& pod, const std::string& node) {
+  return json::parse(e.Bind(BindArgs(pod, node)))["Error"].get<std::string>();
+}
+
+// What the node agent's claim does to a bound pod, as the extender's pod watch sees it.
+void ReportAllocated(Extender& e, FakeApi& api, const std::string& name) {
+  json pod = api.Pod("default", name);
+  pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  e.ObservePod(pod);
+}
+
 // After a relist, pods missing from it are released, but only those reserved before the
 // list began: one bound while the list was on its way may be newer than the list.
 TEST(Extender, ReleaseAbsentReleasesOnlyPodsReservedBeforeTheMark) {
@@ -104,12 +116,8 @@ TEST(Extender, ReleaseAbsentReleasesOnlyPodsReservedBeforeTheMark) {
   json old = GpuPod("old", "1000", "10"), listed = GpuPod("listed", "1000", "10"),
        fresh = GpuPod("fresh", "1000", "10");
   for (const json* p : {&old, &listed, &fresh}) api.AddPod(*p);
-  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
-  auto allocated = [&](const char* name) {
-    json pod = api.Pod("default", name);
-    pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
-    e.ObservePod(pod);
-  };
+  auto bind = [&](const json& pod) { return BindError(e, pod, "node-a"); };
+  auto allocated = [&](const char* name) { ReportAllocated(e, api, name); };
   ASSERT_EQ(bind(old), "");
   allocated("old");
   ASSERT_EQ(bind(listed), "");
@@ -175,7 +183,7 @@ TEST(ExtenderHandoff, ABindWaitsOnlyForAPodItCouldBeMistakenForAndOnlyUntilItIsA
   json a = GpuPod("a", "3000", "30"), twin = GpuPod("twin", "3000", "30"), two = GpuPod("two", "3000", "30", 2),
        other = GpuPod("other", "5000", "30");
   for (const json* p : {&a, &twin, &two, &other}) api.AddPod(*p);
-  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
+  auto bind = [&](const json& pod) { return BindError(e, pod, "node-a"); };
   EXPECT_EQ(bind(a), "");
   EXPECT_EQ(bind(twin), "") << "the same request: either pod may take either decision";
   EXPECT_EQ(bind(two), "") << "two cards: Allocate tells it apart";
@@ -226,12 +234,8 @@ TEST(ExtenderHandoff, AWaitingBindIsNotOvertakenByPodsItCouldBeMistakenFor) {
   ASSERT_TRUE(e.UpsertNode(Node("node-a", 4, 40000)).ok());
   json a = GpuPod("a", "3000", "30"), other = GpuPod("other", "5000", "30"), twin = GpuPod("twin", "3000", "30");
   for (const json* p : {&a, &other, &twin}) api.AddPod(*p);
-  auto bind = [&](const json& pod) { return json::parse(e.Bind(BindArgs(pod, "node-a")))["Error"].get<std::string>(); };
-  auto allocated = [&](const char* name) {
-    json pod = api.Pod("default", name);
-    pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
-    e.ObservePod(pod);
-  };
+  auto bind = [&](const json& pod) { return BindError(e, pod, "node-a"); };
+  auto allocated = [&](const char* name) { ReportAllocated(e, api, name); };
   ASSERT_EQ(bind(a), "");
   std::mutex mu;
   std::vector<std::string> order;
