@@ -174,6 +174,37 @@ Env SimNode::enforced(Env limits) const {
   return e;
 }
 
+bool CanUnsharePidNamespace() {
+  return geteuid() == 0 && system("unshare --pid --fork --mount-proc true >/dev/null 2>&1") == 0;
+}
+
+std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"unshare", "--pid", "--fork", "--mount-proc"});
+  return argv;
+}
+
+pid_t UnsharedChild(pid_t unshare_pid) {
+  std::string path = "/proc/" + std::to_string(unshare_pid) + "/task/" + std::to_string(unshare_pid) + "/children";
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(path);
+    pid_t child = 0;
+    if (in >> child && child > 0) return child;
+    usleep(10000);
+  }
+  return 0;
+}
+
+std::vector<pid_t> NsPids(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::vector<pid_t> pids;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("NSpid:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    for (pid_t p; fields >> p;) pids.push_back(p);
+  }
+  return pids;
+}
+
 double BurnUtil(const std::string& out) {
   auto at = out.find("average util ");
   return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 13));

@@ -77,6 +77,15 @@ class SimNode {
   std::string root_, lib_dir_;
 };
 
+// Processes in PID namespaces of their own, as every container's are: `unshare --pid
+// --fork --mount-proc` (root). InOwnPidNamespace prefixes an argv with it; UnsharedChild
+// finds the process unshare started (its host pid), waiting up to 5 s; NsPids reads
+// /proc/<pid>/status's NSpid (outermost first, so [0] is the host pid).
+bool CanUnsharePidNamespace();
+std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv);
+pid_t UnsharedChild(pid_t unshare_pid);
+std::vector<pid_t> NsPids(pid_t pid);
+
 // Lines of `out` that start with `prefix` (e.g. "alloc").
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix);
 // Achieved SM utilisation `gpuslice burn` reports at its end ("average util N%"); -1 if absent.

@@ -45,6 +45,26 @@ std::string SharedDir(const v1beta1::ContainerAllocateResponse& resp) {
   return "";
 }
 
+// The argv of a process of the container whose region directory (host path) is `shared`:
+// in a mount namespace of its own, with that directory mounted where the agent told the
+// runtime to mount it (a tmpfs over /var/run first, so nothing is made on the host; where
+// /var/run links to /run, as in most images, the mount point reads /run/gpuslice), and in a
+// PID namespace of its own, as in a pod: the node (NVML, the agent) knows it by its host pid.
+std::vector<std::string> InContainer(const std::string& shared, const std::vector<std::string>& argv) {
+  std::vector<std::string> out{"unshare",
+                               "--mount",
+                               "--pid",
+                               "--mount-proc",
+                               "--fork",
+                               "sh",
+                               "-c",
+                               "mount -t tmpfs -o size=64k gpuslice-test-run /var/run && mkdir /var/run/gpuslice && "
+                               "mount --bind \"$0\" /var/run/gpuslice && exec \"$@\"",
+                               shared};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
 bool Mounted(const std::string& path) {
   std::ifstream info("/proc/self/mountinfo");
   for (std::string line; std::getline(info, line);)
@@ -640,6 +660,10 @@ TEST_F(NodeAgentTest, HigherPriorityContainerTakesComputeFromALowerOne) {
 // 33/67 of the card. Without the shared cards directory each container coordinates only
 // its own processes and the card time-slices 50/50.
 TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory) {
+  if (geteuid() != 0 || !CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: containers taking turns were NOT tested\n";
+    GTEST_SKIP();
+  }
   StopAgent();
   agent_flags_ = {"--device-cores-scaling", "2.4"};  // 60 % per slice of 4
   StartAgent();
@@ -669,8 +693,9 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
     Env e = ContainerEnv(resp);
     EXPECT_EQ(e["CUDA_DEVICE_SM_LIMIT_0"], "60");
     if (!tighter_share.empty()) e["CUDA_DEVICE_SM_LIMIT_0"] = tighter_share;  // a container may only tighten
+    // Each workload is PID 1 of its container's own PID namespace.
     return std::make_unique<Process>(
-        std::vector<std::string>{GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6"}, e);
+        InContainer(SharedDir(resp), {GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "6"}), e);
   };
   auto a = start(gpu0 + "::0", "30");
   auto b = start(gpu0 + "::1", "");
@@ -696,6 +721,41 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   std::cout << "shares 30 and 60: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
   EXPECT_NEAR(BurnUtil(ra.out), 100.0 / 3, 5) << ra.out << ra.err;
   EXPECT_NEAR(BurnUtil(rb.out), 200.0 / 3, 5) << rb.out << rb.err;
+}
+
+// What nvidia-smi shows in a container: NVML lists host pids, which mean nothing there
+// (the driver does not translate them). Through the enforcer, each container sees its own
+// processes, by the pids it knows them by, and none of another container's: two
+// containers on one card, each a PID 1 of its own namespace.
+TEST_F(NodeAgentTest, EachContainerSeesItsOwnProcessesByItsOwnPidsAndNoOneElses) {
+  if (geteuid() != 0 || !CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: containers' process lists were NOT tested\n";
+    GTEST_SKIP();
+  }
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods(
+      {{"a", "ml", "main", "nvidia.com/gpu", {gpu0 + "::0"}}, {"b", "ml", "main", "nvidia.com/gpu", {gpu0 + "::1"}}});
+  std::vector<std::unique_ptr<Process>> containers;
+  for (const char* id : {"::0", "::1"}) {
+    v1beta1::ContainerAllocateResponse resp;
+    ASSERT_TRUE(kubelet_->Allocate({gpu0 + id}, &resp).ok());
+    // The agent writes each slot's host pid within a second; until then the list is empty.
+    containers.push_back(std::make_unique<Process>(
+        InContainer(SharedDir(resp), {ProbeBin(), "init", "alloc", "mem", "256m", "waitpids", "5000", "sleep", "1500"}),
+        ContainerEnv(resp)));
+  }
+  for (auto& c : containers) {
+    ASSERT_TRUE(c->WaitForOutput("pids ")) << c->out();
+    std::string pids = Lines(c->out(), "pids")[0];
+    EXPECT_EQ(pids, "pids 1") << "the container's one process is its PID 1: " << c->out();
+  }
+  // From the node, NVML lists both by their host pids.
+  Result node_view = RunProcess({ProbeBin(), "pids"}, node_->env());
+  std::vector<std::string> fields = Fields(node_view.out, "pids");
+  EXPECT_EQ(fields.size(), 3u) << node_view.out;
+  for (size_t k = 1; k < fields.size(); ++k) EXPECT_NE(fields[k], "1") << node_view.out;
+  for (auto& c : containers) c->Wait();
 }
 
 // A hostile container attacks its own region while the agent reads it: truncates the
@@ -895,25 +955,6 @@ TEST_F(NodeAgentTest, RandomWritesToARegionForAMinuteHarmNoOneElse) {
   EXPECT_NEAR(BurnUtil(after.out), BurnUtil(before.out), 5) << before.out << after.out;
   int status = 0;
   EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
-}
-
-// The argv of a process of the container whose region directory (host path) is `shared`:
-// in a mount namespace of its own, with that directory mounted where the agent told the
-// runtime to mount it (a tmpfs over /var/run first, so nothing is made on the host; where
-// /var/run links to /run, as in most images, the mount point reads /run/gpuslice). The
-// process stays in the host's PID namespace: the simulator's NVML reports a process by the
-// pid it has in its own namespace (getpid), where the real driver reports host pids.
-std::vector<std::string> InContainer(const std::string& shared, const std::vector<std::string>& argv) {
-  std::vector<std::string> out{"unshare",
-                               "--mount",
-                               "--fork",
-                               "sh",
-                               "-c",
-                               "mount -t tmpfs -o size=64k gpuslice-test-run /var/run && mkdir /var/run/gpuslice && "
-                               "mount --bind \"$0\" /var/run/gpuslice && exec \"$@\"",
-                               shared};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
 }
 
 // The memory watchdog: two processes of one container that bypass the enforcer (their own

@@ -600,6 +600,79 @@ TEST(SimulatorMemory, CudaIsRefusedInAChildForkedAfterInit) {
   EXPECT_EQ(Lines(out, "parent-gone")[0], "parent-gone 1 own 1542") << out;
 }
 
+// Every container's workload is PID 1 in a namespace of its own. The simulated driver
+// knows processes as the kernel driver does, by host pid and start time
+// (docs/measurements/pids-and-namespaces.md), so two of them share a card like any two
+// processes.
+#define NEED_PID_NAMESPACES()                                                                 \
+  if (!CanUnsharePidNamespace()) {                                                            \
+    std::cout << "NOTE: needs root and unshare --pid: processes in their own PID namespaces " \
+                 "were NOT tested\n";                                                         \
+    GTEST_SKIP() << "needs root and unshare --pid";                                           \
+  }
+
+TEST(SimulatorPidNamespaces, TwoWorkloadsThatAreBothPid1ShareACardAndBothFinish) {
+  NEED_PID_NAMESPACES();
+  SimNode node("gpus: [H100-80GB]\n");
+  Result results[2];
+  std::thread runs[2];
+  for (int i = 0; i < 2; ++i)
+    runs[i] = std::thread([&, i] {
+      results[i] =
+          RunProcess(InOwnPidNamespace({GpusliceBin(), "burn", "--util", "100", "--seconds", "3"}), node.env(), 60);
+    });
+  for (auto& t : runs) t.join();
+  for (const Result& r : results) {
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    // Time-sliced with the other one the whole time: each got about half of the card.
+    EXPECT_NEAR(BurnUtil(r.out), 50, 15) << r.out;
+  }
+}
+
+TEST(SimulatorPidNamespaces, NvmlListsProcessesByTheirHostPids) {
+  NEED_PID_NAMESPACES();
+  SimNode node("gpus: [H100-80GB]\n");
+  Process holder(
+      InOwnPidNamespace({ProbeBin(), "init", "alloc", "mem", "1g", "launch", "2000", "1000000", "sleep", "30000"}),
+      node.env());
+  ASSERT_TRUE(holder.WaitForOutput("launch")) << holder.out();
+  pid_t host_pid = UnsharedChild(holder.pid());
+  ASSERT_GT(host_pid, 0);
+  std::vector<pid_t> ns = NsPids(host_pid);
+  ASSERT_EQ(ns.size(), 2u);
+  ASSERT_EQ(ns[0], host_pid);
+  ASSERT_EQ(ns[1], 1);  // PID 1 in its own namespace
+  // NVML's samples for a period appear 20 ms after it ends (200 ms periods).
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  for (bool own_namespace : {false, true}) {
+    std::vector<std::string> argv = {ProbeBin(), "pids"};
+    Result r = RunProcess(own_namespace ? InOwnPidNamespace(argv) : argv, node.env());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(Lines(r.out, "pids")[0], "pids " + std::to_string(host_pid))
+        << "seen from its own namespace: " << own_namespace;
+    EXPECT_EQ(Lines(r.out, "samplepids")[0].find("samplepids " + std::to_string(host_pid)), 0u) << r.out;
+  }
+  // Killed, it is gone from the card as soon as anyone looks, its memory freed.
+  kill(host_pid, SIGKILL);
+  holder.Wait();
+  Result r = RunProcess({ProbeBin(), "init", "nvml"}, node.env());
+  EXPECT_EQ(U(Fields(r.out, "nvml")[7]), 1u) << r.out;  // only the looker
+}
+
+TEST(SimulatorPidNamespaces, AProcessTheNodeCannotIdentifyIsRefusedAtInitAndSaysWhy) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string socket = node.root() + "/driver.sock";
+  ASSERT_EQ(rename(socket.c_str(), (socket + ".away").c_str()), 0);
+  Result r = RunProcess({ProbeBin(), "init"}, node.env());
+  EXPECT_NE(r.out.find("CUDA_ERROR_NO_DEVICE"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot reach the simulated node's driver at " + socket), std::string::npos) << r.err;
+  r = RunProcess({ProbeBin(), "pids"}, node.env());
+  EXPECT_NE(r.code, 0) << "NVML must not start without an identity: " << r.out;
+  ASSERT_EQ(rename((socket + ".away").c_str(), socket.c_str()), 0);
+  r = RunProcess({ProbeBin(), "init"}, node.env());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+}
+
 TEST(SimulatorCli, BadScenariosAreRefusedWithTheReason) {
   TempDir tmp("gs-sim-bad");
   const std::string& dir = tmp.path();

@@ -1,9 +1,12 @@
 #include "src/cli/sim_command.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +24,8 @@
 #include "src/common/quantity.h"
 #include "src/platform/nvml_api.h"
 #include "src/sim/node.h"
+#include "src/sim/node_daemon.h"
+#include "src/sim/registration.h"
 #include "src/sim/state.h"
 
 namespace fs = std::filesystem;
@@ -41,6 +46,72 @@ int Fail(const std::string& message) {
 
 std::string StatePath(const std::string& root) {
   return root + "/state";
+}
+std::string SocketPath(const std::string& root) {
+  return root + "/" + sim::kDriverSocketName;
+}
+std::string DaemonPidPath(const std::string& root) {
+  return root + "/driver.pid";
+}
+std::string DaemonLogPath(const std::string& root) {
+  return root + "/driver.log";
+}
+
+// Starts `gpuslice sim daemon` for the node in root, detached (own session, output to
+// driver.log, no descriptor of ours), and waits until it accepts registrations.
+Status StartDaemon(const std::string& root) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + strerror(errno));
+  std::string self = SelfExecutable(), log = DaemonLogPath(root);
+  pid_t pid = fork();
+  if (pid < 0) return Internal(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    setsid();
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (null_fd >= 0) dup2(null_fd, 0);
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+    }
+    dup2(ready[1], 3);  // without close-on-exec: the daemon's readiness signal
+    close_range(4, ~0U, 0);
+    execl(self.c_str(), self.c_str(), "sim", "daemon", "--root", root.c_str(), "--ready-fd", "3",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(ready[1]);
+  pollfd p{ready[0], POLLIN, 0};
+  char byte = 0;
+  bool ok = poll(&p, 1, 10000) == 1 && read(ready[0], &byte, 1) == 1;
+  close(ready[0]);
+  if (!ok) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    return Internal("the node daemon did not start: " + text.str());
+  }
+  std::ofstream(DaemonPidPath(root)) << pid << "\n";
+  return Status::Ok();
+}
+
+// Stops the node's daemon (SIGTERM, then waits up to 2 s); it also stops by itself within a
+// second of its state file going.
+void StopDaemon(const std::string& root) {
+  std::ifstream in(DaemonPidPath(root));
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return;
+  // Only a daemon serving this root: the pid may have been reused since.
+  std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+  if (argv.find(std::string("daemon") + '\0' + "--root" + '\0' + root + '\0') == std::string::npos) return;
+  kill(static_cast<pid_t>(pid), SIGTERM);
+  for (int i = 0; i < 200 && kill(static_cast<pid_t>(pid), 0) == 0; ++i) {
+    waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);  // ours when down runs in the process that was up
+    usleep(10000);
+  }
 }
 
 // A character device when we may mknod (root), a plain file otherwise: the simulated
@@ -171,7 +242,9 @@ int Up(const std::vector<std::string>& args) {
   }
   fs::permissions(root + "/usr/bin/nvidia-smi", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec |
                                                     fs::perms::group_read | fs::perms::others_read);
+  StopDaemon(root);  // a replaced node's
   if (Status s = WriteState(*sc, StatePath(root)); !s.ok()) return Fail(s.message());
+  if (Status s = StartDaemon(root); !s.ok()) return Fail(s.message());
   std::cout << "simulated node up in " << root << ": ";
   for (size_t i = 0; i < sc->gpus.size(); ++i) std::cout << (i ? ", " : "") << sc->gpus[i].name;
   std::cout << "\nuse it with:  eval \"$(gpuslice sim env --root " << root << ")\"\n";
@@ -189,7 +262,10 @@ int Down(const std::vector<std::string>& args) {
   if (!fs::exists(StatePath(root))) return Fail("no simulated node in " + root);
   std::error_code ec;
   // Only what `sim up` made; anything else a user put in the directory stays.
+  root = fs::canonical(root, ec).string();
+  StopDaemon(root);
   fs::remove(StatePath(root), ec);
+  for (const std::string& f : {SocketPath(root), DaemonPidPath(root), DaemonLogPath(root)}) fs::remove(f, ec);
   for (auto& e : fs::directory_iterator(root + "/dev", ec))
     if (e.path().filename().string().rfind("nvidia", 0) == 0) fs::remove(e.path(), ec);
   for (const char* dir : {kMultiarchLibDir, kLib64Dir})
@@ -214,7 +290,6 @@ int StatusCmd(const std::vector<std::string>& args) {
   sim::State* s = sim::MapState(StatePath(root).c_str(), err, sizeof(err));
   if (s == nullptr) return Fail(err);
   sim::Node node(s, RealClock::Get(), getpid(), 0);
-  node.SweepDeadProcesses();
   int64_t now = MonotonicNowNs();
   printf("simulated node %s  driver %s  CUDA %d.%d  up %.0fs\n", root.c_str(), s->driver_version,
          s->cuda_version / 1000, s->cuda_version % 1000 / 10, static_cast<double>(now - s->epoch_ns) / 1e9);
@@ -233,6 +308,26 @@ int StatusCmd(const std::vector<std::string>& args) {
              ev.at_ns > now ? " (pending)" : "");
     }
   }
+  return 0;
+}
+
+int Daemon(const std::vector<std::string>& args) {
+  std::string root;
+  int64_t ready_fd = -1;
+  FlagSet flags("sim daemon",
+                "Runs a simulated node's daemon in the foreground: it tells each process its pid as the node sees "
+                "it and frees what a process held when it is gone. `sim up` starts it; it stops when the node goes "
+                "down.");
+  flags.String("root", &root, "directory of the simulated node", "GPUSLICE_SIM_ROOT");
+  flags.Int("ready-fd", &ready_fd, "descriptor to write one byte to once registrations are accepted", -1, 1 << 20);
+  std::vector<std::string> rest;
+  if (Status s = flags.Parse(args, &rest); !s.ok()) return Fail(s.message());
+  if (flags.help_requested()) return std::cout << flags.Usage(), 0;
+  if (root.empty()) return Fail("--root is required");
+  char err[1024];
+  if (sim::RunNodeDaemon(StatePath(root).c_str(), SocketPath(root).c_str(), static_cast<int>(ready_fd), err,
+                         sizeof(err)) != 0)
+    return Fail(err);
   return 0;
 }
 
@@ -283,12 +378,13 @@ int Inject(const std::vector<std::string>& args) {
 
 int SimCommand(const std::vector<std::string>& args) {
   static const char* kUsage =
-      "usage: gpuslice sim <up|down|status|env|inject> [flags]\n"
+      "usage: gpuslice sim <up|down|status|env|inject|daemon> [flags]\n"
       "  up      bring a simulated GPU node up (--scenario FILE | --gpus 2xH100-80GB) --root DIR\n"
       "  down    take it down\n"
       "  status  show cards, memory, load, faults\n"
       "  env     print exports pointing a shell at it: eval \"$(gpuslice sim env --root DIR)\"\n"
-      "  inject  inject an XID error or a lost GPU now\n";
+      "  inject  inject an XID error or a lost GPU now\n"
+      "  daemon  the node's daemon in the foreground (up starts it)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
@@ -299,6 +395,7 @@ int SimCommand(const std::vector<std::string>& args) {
   if (args[0] == "status") return StatusCmd(rest);
   if (args[0] == "env") return Env(rest);
   if (args[0] == "inject") return Inject(rest);
+  if (args[0] == "daemon") return Daemon(rest);
   std::cerr << "gpuslice sim: unknown subcommand '" << args[0] << "'\n" << kUsage;
   return 2;
 }

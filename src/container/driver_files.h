@@ -28,6 +28,9 @@ std::vector<HostFile> FindDriverFiles(const std::string& driver_root, const std:
 // A simulated node's state file when driver_root is one (gpuslice sim up), else "".
 std::string SimulatorState(const std::string& driver_root);
 inline constexpr const char* kSimStateContainerPath = "/var/run/gpuslice-sim/state";
+// The node daemon's socket beside it (src/sim/registration.h): processes in the container
+// register there and are known to the node by their host pids.
+inline constexpr const char* kSimSocketContainerPath = "/var/run/gpuslice-sim/driver.sock";
 
 struct EnforcerInstall {
   std::string host_path;       // <state>/lib/<version>-<hash>/libgpuslice.so

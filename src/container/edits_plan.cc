@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -47,6 +48,8 @@ StatusOr<model::ContainerEdits> PlanEdits(const PlanOptions& o, const std::vecto
   std::string sim = SimulatorState(o.driver_root);
   if (!sim.empty()) {
     e.mounts.push_back({sim, kSimStateContainerPath, false});
+    std::string socket = sim.substr(0, sim.rfind('/')) + "/driver.sock";
+    if (access(socket.c_str(), F_OK) == 0) e.mounts.push_back({socket, kSimSocketContainerPath, false});
     e.env["GPUSLICE_SIM_STATE"] = kSimStateContainerPath;
   }
   return e;

@@ -136,7 +136,9 @@ StatusOr<int> RootFs::Target(const std::string& path, bool dir) {
   close(pfd);
   struct stat st;
   fstat(fd, &st);
-  if (!dir && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+  // A file target: a regular file or a device, or a socket (a simulated node's driver
+  // socket, once it is mounted there).
+  if (!dir && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISSOCK(st.st_mode)) {
     close(fd);
     return FailedPrecondition("refusing " + path + ": it exists in the image and is not a regular file");
   }

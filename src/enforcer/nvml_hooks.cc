@@ -13,7 +13,8 @@ namespace region = gs::region;
 namespace {
 
 // Keeps the processes of this container (their node-visible pids are in the region) and
-// reports the memory the region charges them.
+// reports them as the container knows them: by their pids in its namespace, with the
+// memory the region charges them. Other containers' processes are not shown.
 template <typename Info>
 nvmlReturn_t FilterProcesses(nvmlDevice_t device, unsigned int* count, Info* infos, nvmlReturn_t rc) {
   int dev = DeviceOfNvml(device);
@@ -24,6 +25,7 @@ nvmlReturn_t FilterProcesses(nvmlDevice_t device, unsigned int* count, Info* inf
       uint32_t pid = slot.pid.load();
       if (pid == 0 || slot.host_pid.load() != infos[i].pid) continue;
       Info info = infos[i];
+      info.pid = pid;
       info.usedGpuMemory = slot.memory[dev].load();
       infos[kept++] = info;
       break;

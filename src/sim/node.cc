@@ -12,13 +12,12 @@ Node::Node(State* state, Clock* clock, pid_t pid, uint64_t start_time)
     : state_(state), clock_(clock), pid_(pid), start_time_(start_time) {}
 
 bool Node::Attach() {
-  SweepDeadProcesses();
   LockState(state_);
   ProcessSlot* free_slot = nullptr;
   for (auto& slot : state_->procs) {
     uint32_t pid = slot.pid.load();
     if (pid == static_cast<uint32_t>(pid_) && slot.start_time == start_time_) {
-      free_slot = &slot;  // re-attach after fork-exec of the same process image
+      free_slot = &slot;  // the slot our other simulated library claimed
       break;
     }
     if (pid == 0 && free_slot == nullptr) free_slot = &slot;
@@ -33,19 +32,6 @@ bool Node::Attach() {
   return slot_ != nullptr;
 }
 
-void Node::Detach() {
-  if (slot_ == nullptr) return;
-  LockState(state_);
-  for (int d = 0; d < kMaxDevices; ++d) {
-    uint64_t held = slot_->memory[d].exchange(0);
-    if (held) state_->live[d].memory_used.fetch_sub(held);
-  }
-  slot_->pid.store(0);
-  UnlockState(state_);
-  for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), pid_);
-  slot_ = nullptr;
-}
-
 bool Node::ReattachAs(pid_t pid, uint64_t start_time) {
   pid_ = pid;
   start_time_ = start_time;
@@ -53,24 +39,51 @@ bool Node::ReattachAs(pid_t pid, uint64_t start_time) {
   return Attach();
 }
 
+void Node::FreeSlotLocked(ProcessSlot* slot) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    uint64_t held = slot->memory[d].exchange(0);
+    if (held) state_->live[d].memory_used.fetch_sub(held);
+  }
+  slot->pid.store(0);
+}
+
+bool Node::ForgetProcess(pid_t pid, uint64_t start_time) {
+  bool found = false;
+  LockState(state_);
+  for (auto& slot : state_->procs)
+    if (slot.pid.load() == static_cast<uint32_t>(pid) && slot.start_time == start_time) {
+      FreeSlotLocked(&slot);
+      found = true;
+    }
+  UnlockState(state_);
+  // The driver tears down a dead process's contexts, and its queued work with them.
+  for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), {pid, start_time});
+  return found;
+}
+
 int Node::SweepDeadProcesses() {
   int swept = 0;
-  static thread_local pid_t dead[kMaxProcesses];  // 2 KiB: off the caller's stack
+  static thread_local TenantId dead[kMaxProcesses];
   LockState(state_);
   for (auto& slot : state_->procs) {
     uint32_t pid = slot.pid.load();
     if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), slot.start_time)) continue;
-    for (int d = 0; d < kMaxDevices; ++d) {
-      uint64_t held = slot.memory[d].exchange(0);
-      if (held) state_->live[d].memory_used.fetch_sub(held);
-    }
-    dead[swept++] = static_cast<pid_t>(pid);
-    slot.pid.store(0);
+    dead[swept++] = {static_cast<pid_t>(pid), slot.start_time};
+    FreeSlotLocked(&slot);
   }
   UnlockState(state_);
-  // The driver tears down a dead process's contexts, and its queued work with them.
   for (int i = 0; i < swept; ++i)
     for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), dead[i]);
+  // Tenants of processes that never held a slot (or whose slot went first) go too.
+  for (int d = 0; d < kMaxDevices; ++d) {
+    Timeline* tl = timeline(d);
+    for (const Tenant& tn : tl->tenants) {
+      uint32_t pid = __atomic_load_n(&tn.pid, __ATOMIC_RELAXED);
+      uint64_t start = __atomic_load_n(&tn.start_time, __ATOMIC_RELAXED);
+      if (pid != 0 && !__atomic_load_n(&tn.gone, __ATOMIC_RELAXED) && !ProcessIsAlive(static_cast<pid_t>(pid), start))
+        DropTenant(tl, {static_cast<pid_t>(pid), start});
+    }
+  }
   return swept;
 }
 
@@ -102,11 +115,11 @@ uint64_t Node::MemoryFree(int dev) const {
 }
 
 int64_t Node::Enqueue(int dev, int64_t work_ns) {
-  return sim::Enqueue(timeline(dev), state_->timing, pid_, start_time_, clock_->NowNs(), work_ns);
+  return sim::Enqueue(timeline(dev), state_->timing, me(), clock_->NowNs(), work_ns);
 }
 
 bool Node::WorkDone(int dev, int64_t mark) {
-  return sim::WorkDone(timeline(dev), state_->timing, pid_, mark, clock_->NowNs());
+  return sim::WorkDone(timeline(dev), state_->timing, me(), mark, clock_->NowNs());
 }
 
 void Node::WaitWork(int dev, int64_t mark) {
@@ -114,14 +127,14 @@ void Node::WaitWork(int dev, int64_t mark) {
   // finishes later than predicted and we look again then.
   for (;;) {
     int64_t now = clock_->NowNs();
-    int64_t at = PredictDone(timeline(dev), state_->timing, pid_, mark, now);
+    int64_t at = PredictDone(timeline(dev), state_->timing, me(), mark, now);
     if (at <= now) return;
     clock_->SleepUntil(at);
   }
 }
 
 int64_t Node::DoneAt(int dev, int64_t mark) {
-  return sim::DoneAt(timeline(dev), pid_, mark);
+  return sim::DoneAt(timeline(dev), me(), mark);
 }
 
 unsigned Node::Utilization(int dev) {

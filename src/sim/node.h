@@ -30,15 +30,21 @@ class Node {
   int device_count() const { return static_cast<int>(state_->device_count); }
   const DeviceSpec& spec(int dev) const { return state_->spec[dev]; }
 
-  // Frees slots of dead processes, then claims this process's slot. False when full.
+  // Claims this process's slot (or finds the one it holds through another simulated
+  // library). False when full.
   bool Attach();
-  // Returns this process's memory and frees its slot (clean exit).
-  void Detach();
   // In a child forked from the attached process: becomes `pid` and claims a slot of its
   // own, leaving the parent's slot (and what it holds) to the parent. False when full.
   bool ReattachAs(pid_t pid, uint64_t start_time);
+  // The process's pid as the node sees it (src/sim/registration.h), not necessarily getpid().
   pid_t pid() const { return pid_; }
-  // Frees memory held by processes that are gone (pid, start time). Returns how many.
+
+  // The node daemon's side (src/sim/node_daemon.h): frees what a process held — its
+  // memory on every card and its queued work. ForgetProcess: that process, when the driver
+  // learns it is gone (false if it held no slot); SweepDeadProcesses: every process whose
+  // pid and start time no longer match a process in this namespace's /proc. Returns how
+  // many were swept. Only meaningful in the node's PID namespace.
+  bool ForgetProcess(pid_t pid, uint64_t start_time);
   int SweepDeadProcesses();
 
   // Device memory: false (nothing changed) when the card has fewer free bytes.
@@ -72,6 +78,9 @@ class Node {
 
  private:
   Timeline* timeline(int dev) const { return &state_->live[dev].timeline; }
+  TenantId me() const { return {pid_, start_time_}; }
+  // Frees a slot's memory (state mutex held).
+  void FreeSlotLocked(ProcessSlot* slot);
 
   State* state_;
   Clock* clock_;

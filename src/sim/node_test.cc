@@ -169,6 +169,55 @@ TEST_F(NodeTest, DeadProcessMemoryIsSwept) {
   EXPECT_EQ(procs[0].pid, static_cast<uint32_t>(getpid()));
 }
 
+// Containers' workloads are all PID 1 in their own namespaces; the node knows them by host
+// pid and start time. A tenant is one (pid, start time): a second process that shows the
+// same pid with another start time never takes over the first one's queue.
+TEST_F(NodeTest, TenantsAreKeyedByPidAndStartTime) {
+  Node a(state_.get(), &clock_, 1, 100), b(state_.get(), &clock_, 1, 200);
+  int64_t t0 = clock_.NowNs();
+  int64_t ma = a.Enqueue(0, 10'000'000), mb = b.Enqueue(0, 10'000'000);
+  clock_.Advance(20'000'000);
+  ASSERT_TRUE(a.WorkDone(0, ma));
+  ASSERT_TRUE(b.WorkDone(0, mb));
+  EXPECT_EQ(a.DoneAt(0, ma), t0 + 18'000'000);  // time-sliced, as two processes are
+  EXPECT_EQ(b.DoneAt(0, mb), t0 + 20'000'000);
+}
+
+TEST_F(NodeTest, AForgottenProcessLosesItsMemoryAndWorkAndOnlyThat) {
+  Node a(state_.get(), &clock_, 4001, 7), b(state_.get(), &clock_, 4002, 7);
+  ASSERT_TRUE(a.Attach());
+  ASSERT_TRUE(b.Attach());
+  ASSERT_TRUE(a.Reserve(0, 3ull << 30));
+  ASSERT_TRUE(b.Reserve(0, 1ull << 30));
+  int64_t t0 = clock_.NowNs();
+  a.Enqueue(0, 100'000'000);
+  int64_t mb = b.Enqueue(0, 10'000'000);
+  EXPECT_FALSE(a.ForgetProcess(4001, 8));  // another life of that pid: nothing of it here
+  EXPECT_EQ(a.MemoryUsed(0), 4ull << 30);
+  EXPECT_TRUE(b.ForgetProcess(4001, 7));
+  EXPECT_EQ(a.MemoryUsed(0), 1ull << 30);
+  ProcessMemory procs[4];
+  ASSERT_EQ(b.RunningProcesses(0, procs, 4), 1);
+  EXPECT_EQ(procs[0].pid, 4002u);
+  clock_.Advance(10'000'000);
+  EXPECT_TRUE(b.WorkDone(0, mb));
+  EXPECT_EQ(b.DoneAt(0, mb), t0 + 10'000'000);  // a's queued 100 ms went with it
+}
+
+TEST_F(NodeTest, AGoneTenantsSlotIsReusedOnlyAfterItsSamplesAgedOut) {
+  for (int i = 0; i < kTimelineTenants; ++i) {
+    Node n(state_.get(), &clock_, 5000 + i, 1);
+    ASSERT_GT(n.Enqueue(0, 1000), 0);
+  }
+  clock_.Advance(1'000'000);
+  Node late(state_.get(), &clock_, 6000, 1);
+  EXPECT_EQ(late.Enqueue(0, 1000), -1);  // every slot belongs to a live process
+  late.ForgetProcess(5003, 1);
+  EXPECT_EQ(late.Enqueue(0, 1000), -1);  // gone, but NVML still reports its samples
+  clock_.Advance((kSamplePeriods + 1) * kDefaultSamplePeriodNs);
+  EXPECT_GT(late.Enqueue(0, 1000), 0);
+}
+
 TEST_F(NodeTest, ScheduledEventsBecomeDueAndAreDeliveredOnce) {
   Node n = MakeNode(getpid());
   int64_t now = clock_.NowNs();

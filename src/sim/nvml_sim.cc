@@ -329,7 +329,6 @@ template <typename Info>
 nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos) {
   GS_NVML_DEVICE(s, device);
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  node()->SweepDeadProcesses();
   ProcessMemory procs[kMaxProcesses];
   int n = node()->RunningProcesses(s, procs, kMaxProcesses);
   if (*infoCount < static_cast<unsigned>(n) || (infos == nullptr && n > 0)) {

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "src/common/proc_identity.h"
 #include "src/common/raw_log.h"
+#include "src/sim/registration.h"
 
 namespace gs::sim {
 namespace {
@@ -21,21 +21,44 @@ Runtime* g_ready = nullptr;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
 // Reset in every forked child: its first GetRuntime gives it a process slot of its own.
 pthread_once_t g_child_once = PTHREAD_ONCE_INIT;
+// The registration with the node daemon (src/sim/registration.h), open for the process's
+// lifetime, and the pid (in this process's own namespace) that registered it.
+int g_registration_fd = -1;
+pid_t g_registered_as = 0;
+char g_socket_path[700];
 
+// The connection is the parent's: a child holding it would keep the parent registered
+// after the parent is gone.
 void AfterForkInChild() {
   g_child_once = PTHREAD_ONCE_INIT;
+  if (g_registration_fd >= 0) close(g_registration_fd);
+  g_registration_fd = -1;
 }
 
-// A child forked after the library attached still held its parent's pid and slot: its
-// memory was charged to the parent and swept when the parent exited. A real driver
-// knows each process by its own pid (NVML lists the child on its own).
+// Learns this process's identity from the node daemon; false (logged) when it cannot.
+bool Register(NodeIdentity* id) {
+  char err[900];
+  int fd = RegisterWithNode(g_socket_path, id, err, sizeof(err));
+  if (fd < 0) {
+    GS_LOG(kError, "%s", err);
+    return false;
+  }
+  g_registration_fd = fd;
+  g_registered_as = getpid();
+  return true;
+}
+
+// A child forked after the library attached still held its parent's identity and slot. A
+// real driver knows each process on its own (NVML lists the child by its own pid).
 void ReattachIfForked() {
-  if (g_ready == nullptr) return;
-  pid_t pid = getpid();
-  Node* node = g_ready->node;
-  if (node->pid() == pid) return;
-  if (!node->ReattachAs(pid, ProcessStartTime(pid))) {
-    GS_LOG(kError, "simulated node has no free process slot for forked child %d (%d in use)", static_cast<int>(pid),
+  if (g_ready == nullptr || getpid() == g_registered_as) return;
+  NodeIdentity id;
+  if (!Register(&id)) {
+    g_ready = nullptr;
+    return;
+  }
+  if (!g_ready->node->ReattachAs(id.pid, id.start_time)) {
+    GS_LOG(kError, "simulated node has no free process slot for forked child %d (%d in use)", static_cast<int>(id.pid),
            kMaxProcesses);
     g_ready = nullptr;
   }
@@ -138,9 +161,17 @@ void Init() {
     GS_LOG(kError, "%s", err);
     return;
   }
-  pid_t pid = getpid();
+  // Every process is known to the node by its pid in the node's namespace, as the kernel
+  // driver knows it; a process that cannot register is refused, like one whose device
+  // nodes are missing, never run under its own namespace's pid.
+  if (!DriverSocketPath(state_path, g_socket_path, sizeof(g_socket_path))) {
+    GS_LOG(kError, "simulator state path %s is too long", state_path);
+    return;
+  }
+  NodeIdentity id;
+  if (!Register(&id)) return;
   static RealClock clock;
-  static Node node(s, &clock, pid, ProcessStartTime(pid));
+  static Node node(s, &clock, id.pid, id.start_time);
   if (!node.Attach()) {
     GS_LOG(kError, "simulated node %s has no free process slot (%d in use)", state_path, kMaxProcesses);
     return;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/common/proc_identity.h"
 #include "src/common/robust_mutex.h"
 
 namespace gs::sim {
@@ -117,9 +116,11 @@ void Advance(Timeline* tl, const TimelineConfig& cfg, int64_t now) {
   tl->advanced_to = now;
 }
 
-int Find(const Timeline* tl, pid_t pid) {
+int Find(const Timeline* tl, TenantId who) {
   for (int i = 0; i < kTimelineTenants; ++i)
-    if (tl->tenants[i].pid == static_cast<uint32_t>(pid)) return i;
+    if (tl->tenants[i].pid == static_cast<uint32_t>(who.pid) && tl->tenants[i].start_time == who.start_time &&
+        !tl->tenants[i].gone)
+      return i;
   return -1;
 }
 
@@ -127,21 +128,18 @@ void Drop(Timeline* tl, int i) {
   tl->tenants[i].queued = tl->tenants[i].executed;
 }
 
-int Claim(Timeline* tl, const TimelineConfig& cfg, pid_t pid, uint64_t start_time, int64_t now) {
-  int i = Find(tl, pid);
-  if (i >= 0 && tl->tenants[i].start_time == start_time) return i;
-  if (i >= 0) Drop(tl, i);  // a reused pid: the old process's work is gone
+int Claim(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t now) {
+  if (int i = Find(tl, who); i >= 0) return i;
   for (int k = 0; k < kTimelineTenants; ++k) {
     Tenant& tn = tl->tenants[k];
-    // A slot is reusable once its process is gone and its samples have aged out of NVML.
-    bool reusable =
-        tn.pid == 0 || (tn.queued == tn.executed && tn.last_active_ns < now - kSamplePeriods * cfg.period_ns &&
-                        !ProcessIsAlive(static_cast<pid_t>(tn.pid), tn.start_time));
+    // A slot is reusable once its process is gone (the node daemon said so) and its
+    // samples have aged out of NVML.
+    bool reusable = tn.pid == 0 || (tn.gone && tn.last_active_ns < now - kSamplePeriods * cfg.period_ns);
     if (!reusable) continue;
     memset(static_cast<void*>(&tn), 0, sizeof(tn));
     for (auto& p : tn.periods) p.period = -1;
-    tn.pid = static_cast<uint32_t>(pid);
-    tn.start_time = start_time;
+    tn.pid = static_cast<uint32_t>(who.pid);
+    tn.start_time = who.start_time;
     tn.last_active_ns = now;
     if (tl->runner == k) tl->runner = -1;
     return k;
@@ -171,10 +169,10 @@ void InitTimeline(Timeline* tl) {
   for (auto& p : tl->device_periods) p.period = -1;
 }
 
-int64_t Enqueue(Timeline* tl, const TimelineConfig& cfg, pid_t pid, uint64_t start_time, int64_t now, int64_t work_ns) {
+int64_t Enqueue(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t now, int64_t work_ns) {
   Locked lock(tl);
   Advance(tl, cfg, now);
-  int i = Claim(tl, cfg, pid, start_time, now);
+  int i = Claim(tl, cfg, who, now);
   if (i < 0) return -1;
   Tenant& tn = tl->tenants[i];
   tn.queued += std::max<int64_t>(work_ns, 1);
@@ -182,19 +180,19 @@ int64_t Enqueue(Timeline* tl, const TimelineConfig& cfg, pid_t pid, uint64_t sta
   return tn.queued;
 }
 
-bool WorkDone(Timeline* tl, const TimelineConfig& cfg, pid_t pid, int64_t mark, int64_t now) {
+bool WorkDone(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t mark, int64_t now) {
   if (mark <= 0) return true;
   Locked lock(tl);
   Advance(tl, cfg, now);
-  int i = Find(tl, pid);
+  int i = Find(tl, who);
   return i < 0 || tl->tenants[i].executed >= mark;
 }
 
-int64_t PredictDone(Timeline* tl, const TimelineConfig& cfg, pid_t pid, int64_t mark, int64_t now) {
+int64_t PredictDone(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t mark, int64_t now) {
   if (mark <= 0) return now;
   Locked lock(tl);
   Advance(tl, cfg, now);
-  int me = Find(tl, pid);
+  int me = Find(tl, who);
   if (me < 0 || tl->tenants[me].executed >= mark) return now;
   Sched s = Load(tl);
   int64_t t = now;
@@ -208,9 +206,9 @@ int64_t PredictDone(Timeline* tl, const TimelineConfig& cfg, pid_t pid, int64_t 
   return t;
 }
 
-int64_t DoneAt(Timeline* tl, pid_t pid, int64_t mark) {
+int64_t DoneAt(Timeline* tl, TenantId who, int64_t mark) {
   Locked lock(tl);
-  int i = Find(tl, pid);
+  int i = Find(tl, who);
   if (i < 0 || mark <= 0) return 0;
   const Tenant& tn = tl->tenants[i];
   uint32_t n = std::min<uint32_t>(tn.segment_head, kTenantSegments);
@@ -225,9 +223,12 @@ int64_t DoneAt(Timeline* tl, pid_t pid, int64_t mark) {
   return oldest;
 }
 
-void DropTenant(Timeline* tl, pid_t pid) {
+void DropTenant(Timeline* tl, TenantId who) {
   Locked lock(tl);
-  if (int i = Find(tl, pid); i >= 0) Drop(tl, i);
+  if (int i = Find(tl, who); i >= 0) {
+    Drop(tl, i);
+    tl->tenants[i].gone = 1;
+  }
 }
 
 unsigned DeviceUtilization(Timeline* tl, const TimelineConfig& cfg, int64_t now) {

@@ -52,8 +52,8 @@ struct PeriodUse {
 };
 
 struct Tenant {
-  uint32_t pid;  // 0: free
-  uint32_t reserved;
+  uint32_t pid;         // as the node sees it (the node daemon's namespace); 0: free
+  uint32_t gone;        // 1 once its process is gone: reusable when its samples have aged out
   uint64_t start_time;  // see common/proc_identity.h
   int64_t queued, executed;
   int64_t last_active_ns;
@@ -94,19 +94,26 @@ struct ProcessSample {
 
 void InitTimeline(Timeline* tl);
 
-// Queues `work_ns` for the tenant (pid, start_time) at `now`; returns its mark, or -1 when
-// the card has no free tenant slot.
-int64_t Enqueue(Timeline* tl, const TimelineConfig& cfg, pid_t pid, uint64_t start_time, int64_t now, int64_t work_ns);
+// A tenant is a process as the node knows it: pid and start time (src/sim/registration.h).
+struct TenantId {
+  pid_t pid;
+  uint64_t start_time;
+};
+
+// Queues `work_ns` for the tenant at `now`; returns its mark, or -1 when the card has no
+// free tenant slot.
+int64_t Enqueue(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t now, int64_t work_ns);
 // Whether the tenant's work up to `mark` has run by `now` (advancing the schedule).
-bool WorkDone(Timeline* tl, const TimelineConfig& cfg, pid_t pid, int64_t mark, int64_t now);
+bool WorkDone(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t mark, int64_t now);
 // When the mark will be reached if nobody else queues more work (never earlier than the
 // truth: more work from others only delays it). `now` if already done.
-int64_t PredictDone(Timeline* tl, const TimelineConfig& cfg, pid_t pid, int64_t mark, int64_t now);
+int64_t PredictDone(Timeline* tl, const TimelineConfig& cfg, TenantId who, int64_t mark, int64_t now);
 // When the mark was reached (it must be done); the oldest remembered time when the
 // segment has been forgotten.
-int64_t DoneAt(Timeline* tl, pid_t pid, int64_t mark);
-// Drops the tenant's queued work (its process exited: the driver tears its work down).
-void DropTenant(Timeline* tl, pid_t pid);
+int64_t DoneAt(Timeline* tl, TenantId who, int64_t mark);
+// The tenant's process is gone: its queued work is dropped (the driver tears it down) and
+// its slot is reused once its samples have aged out of NVML's history.
+void DropTenant(Timeline* tl, TenantId who);
 
 // NVML views at `now`. Device utilisation: percent of the last visible period in which a
 // kernel ran. Samples: one per tenant with resident work per visible period stamped after

@@ -236,6 +236,29 @@ else
   echo "SKIP: PyTorch with CUDA is not installed: the card's view of a PyTorch slice did NOT run"
 fi
 
+# 6b. Pids as the driver sees them (docs/measurements/pids-and-namespaces.md): a process in
+#     a PID namespace of its own holds memory; NVML, asked from outside and from inside a
+#     namespace, must list it by its host pid (NSpid's first field), never by its pid 1.
+if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
+  unshare --pid --fork --mount-proc "$P" init alloc mem 64m launch 2000 1000000 sleep 3000 >"$region/ns-holder" 2>&1 &
+  ns_unshare=$!
+  sleep 1.5
+  ns_host=$(cat "/proc/$ns_unshare/task/$ns_unshare/children" 2>/dev/null | awk '{ print $1 }')
+  ns_pids=$(awk '/^NSpid:/ { $1 = ""; print }' "/proc/${ns_host:-0}/status" 2>/dev/null)
+  outside=$("$P" init pids | awk '/^pids/')
+  inside=$(unshare --pid --fork --mount-proc "$P" init pids | awk '/^pids/')
+  samples=$("$P" init pids | awk '/^samplepids/')
+  wait "$ns_unshare"
+  echo "pids: holder NSpid '$ns_pids'; NVML from outside '$outside', from a namespace '$inside'; samples '$samples'"
+  if [ -n "$ns_host" ] && echo " $outside " | grep -q " $ns_host " && echo " $inside " | grep -q " $ns_host "; then
+    ok "NVML lists a process in its own PID namespace by its host pid $ns_host (NSpid$ns_pids)"
+  else
+    bad "NVML's pids for a process in its own PID namespace (host pid '${ns_host:-?}'): outside '$outside', inside '$inside'"
+  fi
+else
+  echo "SKIP: needs root and unshare --pid: NVML's pids for a process in a PID namespace did NOT run"
+fi
+
 # 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi
 rm -rf "$region"

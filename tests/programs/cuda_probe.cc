@@ -10,6 +10,9 @@
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   pids                           "pids PID..." (NVML's running compute processes) and
+//                                  "samplepids PID..." (the pids in NVML's per-process samples)
+//   waitpids MS                    "pids" once NVML lists any process (or MS ms have passed)
 //   cardwatch MS                   for MS ms or until SIGTERM, every 0.5 ms: NVML's used memory
 //                                  of every compute process on the device, summed; then
 //                                  "watching" once it watches, "cardwatch MAX SAMPLES" at the
@@ -439,6 +442,30 @@ int main(int argc, char** argv) {
         if (procs[k].pid == static_cast<unsigned>(getpid())) mine = procs[k].usedGpuMemory;
       printf("nvml %llu %llu %llu %llu %llu %llu %u %llu\n", m.total, m.used, m.free, m2.total, m2.used, m2.free, count,
              mine);
+    } else if (cmd == "pids" || cmd == "waitpids") {
+      nvmlDevice_t d = NvmlDevice();
+      if (d == nullptr) {
+        printf("pids nvml-unavailable\n");
+        return 1;
+      }
+      nvmlProcessInfo_t procs[64];
+      unsigned count = 64;
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(cmd == "waitpids" ? atoi(arg(1)) : 0);
+      for (;;) {
+        count = 64;
+        if (n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) != NVML_SUCCESS) count = 0;
+        if (count > 0 || std::chrono::steady_clock::now() >= until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (cmd == "waitpids") ++i;
+      printf("pids");
+      for (unsigned k = 0; k < count && k < 64; ++k) printf(" %u", procs[k].pid);
+      nvmlProcessUtilizationSample_t samples[128];
+      unsigned nsamples = 128;
+      if (n.nvmlDeviceGetProcessUtilization(d, samples, &nsamples, 0) != NVML_SUCCESS) nsamples = 0;
+      printf("\nsamplepids");
+      for (unsigned k = 0; k < nsamples && k < 128; ++k) printf(" %u", samples[k].pid);
+      printf("\n");
     } else if (cmd == "cardwatch") {
       auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(arg(1)));
       signal(SIGTERM, [](int) { g_stop = 1; });

@@ -1,0 +1,206 @@
+#include "src/sim/node_daemon.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/proc_identity.h"
+#include "src/common/raw_log.h"
+#include "src/sim/node.h"
+#include "src/sim/registration.h"
+
+namespace gs::sim {
+namespace {
+
+// A process registers once per simulated library it loads (libcuda and libnvidia-ml):
+// more connections than this from one process are refused, so no tenant can exhaust the
+// daemon's descriptors.
+constexpr int kMaxConnectionsPerProcess = 8;
+constexpr size_t kMaxConnections = 4 * kMaxProcesses;
+constexpr int kHousekeepingMs = 1000;
+
+using Identity = std::pair<pid_t, uint64_t>;
+
+class Daemon {
+ public:
+  Daemon(State* state, const char* state_path, ino_t ino, dev_t dev)
+      : node_(state, RealClock::Get(), getpid(), 0), state_path_(state_path), ino_(ino), dev_(dev) {}
+
+  int Serve(int listen_fd, int signal_fd);
+
+ private:
+  void Accept(int listen_fd, int epoll_fd);
+  void Hangup(int fd);
+  bool StateStillOurs() const;
+
+  Node node_;
+  const char* state_path_;
+  ino_t ino_;
+  dev_t dev_;
+  std::unordered_map<int, Identity> connections_;
+  std::map<Identity, int> per_process_;
+};
+
+bool Daemon::StateStillOurs() const {
+  struct stat st;
+  return stat(state_path_, &st) == 0 && st.st_ino == ino_ && st.st_dev == dev_;
+}
+
+void Daemon::Accept(int listen_fd, int epoll_fd) {
+  for (;;) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: all taken; anything else: the next event retries
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    RegistrationReply reply{kRegistrationMagic, kRegistrationVersion, 0, 0, 0};
+    // pid 0: the peer is in a PID namespace this daemon's cannot see into from above.
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
+      reply.start_time = ProcessStartTime(cred.pid);
+    Identity id{cred.pid, reply.start_time};
+    if (reply.start_time == 0 || connections_.size() >= kMaxConnections ||
+        per_process_[id] >= kMaxConnectionsPerProcess) {
+      GS_LOG(kWarn, "refused a registration (pid %d as this node sees it)", static_cast<int>(cred.pid));
+      if (per_process_[id] == 0) per_process_.erase(id);
+      (void)!write(fd, &reply, sizeof(reply));
+      close(fd);
+      continue;
+    }
+    reply.host_pid = static_cast<uint32_t>(cred.pid);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    // A fresh socket's buffer always takes 24 bytes.
+    if (write(fd, &reply, sizeof(reply)) != static_cast<ssize_t>(sizeof(reply)) ||
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      continue;
+    }
+    connections_[fd] = id;
+    ++per_process_[id];
+    GS_LOG(kDetail, "process %d registered", static_cast<int>(cred.pid));
+  }
+}
+
+void Daemon::Hangup(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Identity id = it->second;
+  connections_.erase(it);
+  close(fd);  // also leaves the epoll set
+  if (--per_process_[id] > 0) return;
+  per_process_.erase(id);
+  // The process closed its last connection: it exited, was killed or exec'd. The driver
+  // tears down everything it held.
+  if (node_.ForgetProcess(id.first, id.second))
+    GS_LOG(kDetail, "process %d is gone: its memory and work are freed", static_cast<int>(id.first));
+}
+
+int Daemon::Serve(int listen_fd, int signal_fd) {
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return 1;
+  for (int fd : {listen_fd, signal_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+  }
+  int64_t next_housekeeping = MonotonicNowNs();
+  epoll_event events[64];
+  for (;;) {
+    int n = epoll_wait(epoll_fd, events, 64, kHousekeepingMs);
+    if (n < 0 && errno != EINTR) break;
+    bool accept = false, stop = false;
+    // Hang-ups first: an exec closes the old image's connection before the new image
+    // registers, and its teardown must come before the new registration.
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == listen_fd) {
+        accept = true;
+      } else if (fd == signal_fd) {
+        stop = true;
+      } else {
+        char sink[256];
+        ssize_t got = (events[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) ? 0 : read(fd, sink, sizeof(sink));
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) Hangup(fd);
+      }
+    }
+    if (stop) break;
+    if (accept) Accept(listen_fd, epoll_fd);
+    if (MonotonicNowNs() >= next_housekeeping) {
+      if (!StateStillOurs()) break;  // sim down, --replace, or the root was deleted
+      if (int swept = node_.SweepDeadProcesses(); swept > 0) GS_LOG(kDetail, "swept %d dead process(es)", swept);
+      next_housekeeping = MonotonicNowNs() + kHousekeepingMs * 1'000'000LL;
+    }
+  }
+  for (auto& [fd, id] : connections_) close(fd);
+  close(epoll_fd);
+  return 0;
+}
+
+}  // namespace
+
+int RunNodeDaemon(const char* state_path, const char* socket_path, int ready_fd, char* err, size_t err_size) {
+  SetRawLogPrefix("gpuslice-sim-daemon");
+  State* state = MapState(state_path, err, err_size);
+  if (state == nullptr) return 1;
+  struct stat st;
+  if (stat(state_path, &st) != 0) {
+    snprintf(err, err_size, "cannot stat %s: %s", state_path, strerror(errno));
+    return 1;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (strlen(socket_path) >= sizeof(addr.sun_path)) {
+    snprintf(err, err_size, "%s: longer than a unix socket path may be (%zu bytes); use a shorter --root", socket_path,
+             sizeof(addr.sun_path) - 1);
+    return 1;
+  }
+  memcpy(addr.sun_path, socket_path, strlen(socket_path) + 1);
+  int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  unlink(socket_path);
+  if (listen_fd < 0 || bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd, 512) != 0) {
+    snprintf(err, err_size, "cannot listen on %s: %s", socket_path, strerror(errno));
+    return 1;
+  }
+  chmod(socket_path, 0666);  // processes of containers running as other users register too
+  struct stat bound;
+  if (stat(socket_path, &bound) != 0) bound.st_ino = 0;
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  int signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    snprintf(err, err_size, "signalfd: %s", strerror(errno));
+    return 1;
+  }
+  if (ready_fd >= 0) {
+    (void)!write(ready_fd, "1", 1);
+    close(ready_fd);
+  }
+  Daemon daemon(state, state_path, st.st_ino, st.st_dev);
+  int rc = daemon.Serve(listen_fd, signal_fd);
+  // Remove the socket only if it is still ours (a replacing node may have bound anew).
+  struct stat now;
+  if (stat(socket_path, &now) == 0 && now.st_ino == bound.st_ino) unlink(socket_path);
+  close(listen_fd);
+  close(signal_fd);
+  return rc;
+}
+
+}  // namespace gs::sim

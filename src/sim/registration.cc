@@ -1,0 +1,78 @@
+#include "src/sim/registration.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace gs::sim {
+
+bool DriverSocketPath(const char* state_path, char* out, size_t out_size) {
+  const char* slash = strrchr(state_path, '/');
+  int n = slash == nullptr
+              ? snprintf(out, out_size, "%s", kDriverSocketName)
+              : snprintf(out, out_size, "%.*s/%s", static_cast<int>(slash - state_path), state_path, kDriverSocketName);
+  return n > 0 && static_cast<size_t>(n) < out_size;
+}
+
+int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (strlen(socket_path) >= sizeof(addr.sun_path)) {
+    snprintf(err, err_size, "the node's driver socket path %s is longer than a unix socket allows (%zu bytes)",
+             socket_path, sizeof(addr.sun_path) - 1);
+    return -1;
+  }
+  memcpy(addr.sun_path, socket_path, strlen(socket_path) + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, err_size, "cannot create a unix socket: %s", strerror(errno));
+    return -1;
+  }
+  int rc;
+  do rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    snprintf(err, err_size, "cannot reach the simulated node's driver at %s: %s (is the node up? gpuslice sim up)",
+             socket_path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  RegistrationReply reply{};
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    pollfd p{fd, POLLIN, 0};
+    rc = poll(&p, 1, 5000);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) {
+      snprintf(err, err_size, "the simulated node's driver at %s did not answer within 5 s", socket_path);
+      close(fd);
+      return -1;
+    }
+    ssize_t n = read(fd, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(err, err_size, "the simulated node's driver at %s closed the connection (%s)", socket_path,
+               n == 0 ? "it refused this process" : strerror(errno));
+      close(fd);
+      return -1;
+    }
+    got += static_cast<size_t>(n);
+  }
+  if (reply.magic != kRegistrationMagic || reply.version != kRegistrationVersion || reply.host_pid == 0) {
+    snprintf(err, err_size, "the simulated node's driver at %s answered %s", socket_path,
+             reply.host_pid == 0 && reply.magic == kRegistrationMagic ? "that it cannot identify this process"
+                                                                      : "in a protocol this library does not speak");
+    close(fd);
+    return -1;
+  }
+  id->pid = static_cast<pid_t>(reply.host_pid);
+  id->start_time = reply.start_time;
+  return fd;
+}
+
+}  // namespace gs::sim

@@ -1,0 +1,52 @@
+// How a process of a simulated node learns who it is to the node: its pid as the node's
+// PID namespace sees it, and its start time — what the kernel driver knows every process
+// by, whatever PID namespace (container) the process runs in.
+//
+// The node daemon (src/sim/node_daemon.h, started by `gpuslice sim up`) listens on a unix
+// socket beside the state file. A process connects once, at its first cuInit/nvmlInit;
+// the daemon reads the peer's pid with SO_PEERCRED (the kernel translates it into the
+// daemon's namespace) and answers with that pid and the start time from its own /proc.
+// The process keeps the connection for its lifetime: when its last connection closes
+// (exit, kill -9, exec), the daemon frees what the process held, as the driver does when
+// a process's file descriptors on its device nodes close.
+//
+// Used by the simulated libraries (injected: libc only, no allocation).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gs::sim {
+
+inline constexpr uint32_t kRegistrationMagic = 0x47525347;  // "GSRG"
+inline constexpr uint32_t kRegistrationVersion = 1;
+// The socket's name, beside the state file (<root>/state, or /var/run/gpuslice-sim/state
+// in a container).
+inline constexpr const char* kDriverSocketName = "driver.sock";
+
+// What the daemon sends right after accepting a connection.
+struct RegistrationReply {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t host_pid;  // 0: the daemon could not identify the peer
+  uint32_t reserved;
+  uint64_t start_time;  // /proc/<host_pid>/stat field 22, as the daemon read it
+};
+static_assert(sizeof(RegistrationReply) == 24);
+
+struct NodeIdentity {
+  pid_t pid = 0;  // as the node sees it
+  uint64_t start_time = 0;
+};
+
+// Fills `out` with the socket path beside `state_path`. False when it does not fit.
+bool DriverSocketPath(const char* state_path, char* out, size_t out_size);
+
+// Connects to the node daemon at `socket_path` and reads this process's identity. Returns
+// the connection (close-on-exec; keep it open for the process's lifetime), or -1 with a
+// reason in err.
+int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size);
+
+}  // namespace gs::sim
