@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora fuzz/corpus/<target>/ from realistic inputs (the formats in
-docs/, src/ and ../shared/reference/). Run again after changing a seed; the files are
+docs/ and src/, and the upstream specifications they follow). Run again after changing a seed; the files are
 checked in, so `make fuzz` does not need this."""
 import json
 import os

@@ -3,7 +3,7 @@
 # (upstream v1.20.2) plus the pause binary from Debian bookworm's `kubernetes` source
 # package, offline, with Debian's Go. No Kubernetes binaries are packaged for Debian 12
 # and nothing outside the package registries can be fetched, so this is the only way to
-# run a real Kubernetes here (../shared/reference/real-kubernetes.md has the facts).
+# run a real Kubernetes here (docs/e2e.md, "The pieces", has the facts).
 #
 #   scripts/kubernetes-build.sh            prints the directory holding the binaries
 #

@@ -119,7 +119,7 @@ TEST(Enforcer, ModulesAndLibrariesAreChargedAndReturned) {
 }
 
 // What a module really takes on the card shows only after the driver loaded it (a 64 MiB
-// .global took 64 MiB on the H100, real-gpu-h100.md): the enforcer reconciles with NVML's
+// .global took 64 MiB on the H100, docs/measurements/h100-driver.md): the enforcer reconciles with NVML's
 // figure for its own pid, charges the difference, and unloads a module that does not fit.
 TEST(Enforcer, ModulesAreChargedWhatTheCardSpendsOnThem) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
@@ -199,7 +199,7 @@ TEST(Enforcer, MemoryNoCallShowsIsChargedByTheNextAllocationAfter100ms) {
 }
 
 // An array wider than the card's texture extent is refused by the driver as invalid, not
-// as out of memory (real-gpu-h100.md), and what the enforcer reserved for it comes back.
+// as out of memory (docs/measurements/h100-driver.md), and what the enforcer reserved for it comes back.
 TEST(Enforcer, ArraysBeyondTheTextureExtentsAreTheDriversRefusalAndCostNothing) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});

@@ -7,7 +7,7 @@
 // priority, the turn, the others' credit, garbage) take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
-// figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
+// figure, docs/measurements/h100-driver.md). Under a 2 GiB slice a program therefore
 // gets 23 pieces of 64 MiB (1472 MiB) and not one more; any attack that worked would
 // show as more.
 #include <gtest/gtest.h>

@@ -155,7 +155,7 @@ TEST(Simulator, KernelTimeAndUtilisationFollowTheCostModel) {
   EXPECT_EQ(utils[1], "util 0") << r.out;
 }
 
-// NVML's per-process feed behaves as measured on the H100 (real-gpu-h100.md): a NULL
+// NVML's per-process feed behaves as measured on the H100 (docs/measurements/h100-driver.md): a NULL
 // buffer is answered INSUFFICIENT_SIZE with a fixed 72; polled every 20 ms, a new sample
 // arrives once per 200 ms period and NOT_FOUND in between.
 TEST(Simulator, NvmlProcessSamplesArriveOncePerPeriod) {
@@ -213,11 +213,11 @@ TEST(Simulator, CudaVisibleDevicesSelectsCards) {
   EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_NO_DEVICE");
 }
 
-// ---- what the driver really spends (../shared/reference/real-gpu-h100.md) ----------------
+// ---- what the driver really spends (docs/measurements/h100-driver.md) ----------------
 //
 // These run their CUDA in a forked child of the test that dlopens the node's libcuda and
 // libnvidia-ml, so a step can read NVML's per-process used memory for its own pid (the
-// figure the reference measured) and fork again; the test process never loads them.
+// figure measured on the H100) and fork again; the test process never loads them.
 
 struct SimLibs {
   void* cuda = nullptr;
@@ -330,7 +330,7 @@ TEST(SimulatorMemory, AnH100ContextCostsWhatTheCardSpends) {
   EXPECT_EQ(U(Fields(r.out, "nvml")[8]), 100 * kMiB) << r.out << r.err;
 }
 
-// Measured on the H100 (real-gpu-h100.md, "What the driver really spends"): a 1 GiB malloc
+// Measured on the H100 (docs/measurements/h100-driver.md, "What device memory costs"): a 1 GiB malloc
 // heap and a 256 MiB printf FIFO cost nothing until used; a 64 KiB stack per thread added
 // 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads. The simulator charges the same, and
 // refuses a stack the card has no room for.
@@ -490,7 +490,7 @@ TEST(SimulatorMemory, KernelCodeReachesTheCardWhenFirstUsedUnlessEager) {
 // Programming Guide, "Technical Specifications per Compute Capability"): resident threads
 // per SM (which the stack reservation multiplies: 2048 on the H100, measured), and the
 // texture extents beyond which cuArrayCreate refuses an array without it being out of
-// memory (real-gpu-h100.md).
+// memory (docs/measurements/h100-driver.md).
 TEST(SimulatorMemory, EachPresetReportsItsComputeCapabilitysLimits) {
   SimNode node("context_memory: 0\ngpus: [T4, L4, A100-80GB, H100-80GB]\n");
   Result r = RunProcess({ProbeBin(), "attrs", "0", "attrs", "1", "attrs", "2", "attrs", "3"}, node.env());
@@ -519,7 +519,7 @@ TEST(SimulatorMemory, EachPresetReportsItsComputeCapabilitysLimits) {
 }
 
 // Destroying or resetting a context frees the memory allocated in it (the driver's
-// behaviour: after cudaDeviceReset the whole card is free again, real-gpu-h100.md), and a
+// behaviour: after cudaDeviceReset the whole card is free again, docs/measurements/h100-driver.md), and a
 // context's memory is not another context's.
 TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
   SimNode node("gpus: [H100-80GB]\n");
@@ -551,7 +551,7 @@ TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
 }
 
 // CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents
-// it; real-gpu-h100.md): every call answers CUDA_ERROR_NOT_INITIALIZED (3), cuInit
+// it; docs/measurements/h100-driver.md): every call answers CUDA_ERROR_NOT_INITIALIZED (3), cuInit
 // included, while the parent goes on. A child forked before cuInit uses CUDA as its own
 // process: NVML lists it under its own pid and its memory outlives the parent.
 TEST(SimulatorMemory, CudaIsRefusedInAChildForkedAfterInit) {

@@ -5,7 +5,7 @@
 // slice: 2 GiB + 2 MiB (the driver's allocation granularity) under a 2 GiB slice. That is
 // the promise a user relies on when several slices share a card.
 //
-// The simulated H100 spends what the real one does (../shared/reference/real-gpu-h100.md):
+// The simulated H100 spends what the real one does (docs/measurements/h100-driver.md):
 // 518 MiB per context, a module's kernels when they are first used, nothing for a malloc
 // heap until a kernel uses it. Each workload also checks it really filled its slice, so a
 // workload that silently did nothing cannot pass.

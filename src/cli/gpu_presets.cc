@@ -11,8 +11,8 @@ const std::vector<GpuPreset>& GpuPresets() {
   // PCI ids from NVIDIA's product specifications and the PCI ID database. Context
   // footprints: the H100's 518 MiB is NVML's per-process used memory for its own pid
   // after creating the primary context (and another 518 for each further context), on an
-  // H100 80GB HBM3 with driver 580.159.04 / CUDA 13.0 (../shared/reference/
-  // real-gpu-h100.md, "What the driver really spends"). The other cards are not measured
+  // H100 80GB HBM3 with driver 580.159.04 / CUDA 13.0 (docs/measurements/h100-driver.md,
+  // "What device memory costs"). The other cards are not measured
   // and keep kUnmeasuredContextMib.
   static const std::vector<GpuPreset> kPresets = {
       {"T4", "Tesla T4", 15360, 40, 7, 5, NVML_DEVICE_ARCH_TURING, 0x1EB8, 70, 1590, 5001,
@@ -24,7 +24,7 @@ const std::vector<GpuPreset>& GpuPresets() {
       {"A100-80GB", "NVIDIA A100-SXM4-80GB", 81920, 108, 8, 0, NVML_DEVICE_ARCH_AMPERE, 0x20B2, 400, 1410, 1593,
        kUnmeasuredContextMib},  // context: not measured
       {"H100-80GB", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, NVML_DEVICE_ARCH_HOPPER, 0x2330, 700, 1980, 2619,
-       518},  // context: measured (NVML, own pid), real-gpu-h100.md
+       518},  // context: measured (NVML, own pid), docs/measurements/h100-driver.md
       {"H200-141GB", "NVIDIA H200", 143771, 132, 9, 0, NVML_DEVICE_ARCH_HOPPER, 0x2335, 700, 1980, 3201,
        kUnmeasuredContextMib},  // context: not measured
   };

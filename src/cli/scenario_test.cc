@@ -21,7 +21,7 @@ TEST(Scenario, PresetsWithCountsInOneLine) {
 }
 
 // Context footprints: the H100's 518 MiB as measured (NVML per-process, own pid,
-// real-gpu-h100.md); the cards nobody measured keep 256 MiB.
+// docs/measurements/h100-driver.md); the cards nobody measured keep 256 MiB.
 TEST(Scenario, EveryPresetHasItsRealSize) {
   struct {
     const char* key;

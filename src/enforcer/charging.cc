@@ -392,7 +392,7 @@ CUresult ChargedSetLimit(CUlimit limit, size_t value) {
   bool known = g_cuda.cuCtxGetDevice && g_cuda.cuCtxGetDevice(&ord) == CUDA_SUCCESS;
   if (limit == CU_LIMIT_STACK_SIZE) {
     // The stack is reserved for every thread the device can hold at once: raising it to
-    // 64 KiB took 16,632 MiB on the H100 (132 SMs x 2048 threads, real-gpu-h100.md).
+    // 64 KiB took 16,632 MiB on the H100 (132 SMs x 2048 threads, docs/measurements/h100-driver.md).
     int sms = 0, threads = 0;
     if (known && g_cuda.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ord) == CUDA_SUCCESS &&
         g_cuda.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ord) == CUDA_SUCCESS)

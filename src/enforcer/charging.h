@@ -25,7 +25,7 @@ namespace gs::enforcer {
 inline constexpr uint64_t kPage = 2ull << 20;
 
 // What an allocation of `bytes` costs on the card: the driver hands out device memory in
-// 2 MiB pages (a 1 MiB cuMemAlloc took 2 MiB on the H100, real-gpu-h100.md).
+// 2 MiB pages (a 1 MiB cuMemAlloc took 2 MiB on the H100, docs/measurements/h100-driver.md).
 uint64_t Footprint(uint64_t bytes);
 
 enum class Gate { kPass, kCharge, kRefuse };

@@ -26,7 +26,7 @@ using contract::kLimitsFile;
 using contract::kMaxDevices;
 
 // What a context is charged when nothing better is known: the H100's measured footprint
-// (518 MiB per context, NVML's per-process figure; ../shared/reference/real-gpu-h100.md).
+// (518 MiB per context, NVML's per-process figure; docs/measurements/h100-driver.md).
 inline constexpr uint64_t kDefaultContextOverhead = 518ull << 20;
 
 struct Config {

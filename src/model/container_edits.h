@@ -77,7 +77,7 @@ inline const std::set<std::string>& DefaultCapabilities() {
 std::string DevRoot(const std::string& driver_root);
 
 // The device nodes of the granted cards (/dev/nvidia<minor>, in the order given), then the
-// control nodes the capabilities need (ARCHITECTURE.md 3.5): nvidiactl; nvidia-uvm and
+// control nodes the capabilities need (docs/containers.md): nvidiactl; nvidia-uvm and
 // nvidia-uvm-tools with compute; nvidia-modeset with display (the toolkit's rules).
 std::vector<DeviceNode> DeviceNodes(const std::vector<unsigned>& minors, const std::set<std::string>& capabilities,
                                     const std::string& dev_root);

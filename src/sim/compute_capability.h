@@ -4,7 +4,7 @@
 // Compute Capability" table (CUDA 12/13; deviceQuery on an H100, A100 and T4 prints the
 // same texture extents), so each preset reports its real values whatever the preset
 // table holds. Used by cuDeviceGetAttribute, the stack reservation of cuCtxSetLimit
-// (resident threads x SMs, measured on the H100: real-gpu-h100.md), the cost model's
+// (resident threads x SMs, measured on the H100: docs/measurements/h100-driver.md), the cost model's
 // blocks per SM and cuArrayCreate's extent checks.
 //
 // Pure data; thread-safe.

@@ -19,7 +19,7 @@ size_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& d) {
 
 // Whether the extents fit the card's texture limits (src/sim/compute_capability.h). A
 // real driver refuses larger arrays with an error that is not CUDA_ERROR_OUT_OF_MEMORY
-// (real-gpu-h100.md: cuda_probe's 768 MiB 2D array, 196608 x 1024, failed on the H100
+// (docs/measurements/h100-driver.md: cuda_probe's 768 MiB 2D array, 196608 x 1024, failed on the H100
 // under a limit it fitted); cuArrayCreate documents CUDA_ERROR_INVALID_VALUE.
 bool WithinTextureExtents(const DeviceSpec& spec, const CUDA_ARRAY3D_DESCRIPTOR& d) {
   const ComputeCapabilityLimits cc = LimitsForComputeCapability(spec.cc_major, spec.cc_minor);

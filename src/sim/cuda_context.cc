@@ -15,7 +15,7 @@ namespace {
 // What a per-thread stack of `stack` bytes costs beyond the context's own 1 KiB: the
 // driver reserves it for every thread the card can hold at once (SMs x resident threads
 // per SM, as cuDeviceGetAttribute reports them: 2048 on an H100 or A100, 1536 on an L4,
-// 1024 on a T4). Measured on the H100 (real-gpu-h100.md, "What the driver really spends"):
+// 1024 on a T4). Measured on the H100 (docs/measurements/h100-driver.md, "What device memory costs"):
 // raising the stack to 64 KiB added 16,632 MiB = (64 - 1) KiB x 132 SMs x 2048 threads.
 // UINT64_MAX when it overflows.
 uint64_t StackBytes(int dev, size_t stack) {
@@ -194,8 +194,8 @@ GS_SIM_CUDA(cuCtxGetLimit)(size_t* pvalue, CUlimit limit) {
   return CUDA_SUCCESS;
 }
 
-// What the limits cost, as measured on the H100 (real-gpu-h100.md, "What the driver really
-// spends"): the stack is reserved at once for every resident thread (StackBytes), refused
+// What the limits cost, as measured on the H100 (docs/measurements/h100-driver.md, "What device memory
+// costs"): the stack is reserved at once for every resident thread (StackBytes), refused
 // with CUDA_ERROR_OUT_OF_MEMORY when the card has not that much free; the malloc heap and
 // the printf FIFO cost nothing until a kernel uses them (1 GiB heap, 256 MiB FIFO: +0 MiB),
 // and no simulated kernel does. Lowering the stack gives its memory back (not measured).

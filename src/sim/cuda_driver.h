@@ -24,7 +24,7 @@ namespace gs::sim {
 
 constexpr size_t kVmmGranularity = 2u << 20;
 constexpr int kDriverApiVersion = 13000;
-// The driver reserves device memory in 2 MiB pages (real-gpu-h100.md: a 1 MiB cuMemAlloc
+// The driver reserves device memory in 2 MiB pages (docs/measurements/h100-driver.md: a 1 MiB cuMemAlloc
 // added 2 MiB to NVML's per-process figure).
 constexpr uint64_t kDriverPage = 2u << 20;
 

@@ -16,8 +16,8 @@ extern "C" __attribute__((visibility("hidden"))) void* const gs_sim_cuda_exports
 using namespace gs::sim;  // NOLINT: the definitions below are the C ABI of this library
 
 // CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents
-// it; real-gpu-h100.md, "Driver behaviour the simulator should share"). The reference
-// names no error code: the simulator answers cuInit and every call that needs an
+// it; docs/measurements/h100-driver.md, "CUDA after fork"). No error code was
+// recorded there: the simulator answers cuInit and every call that needs an
 // initialised driver with CUDA_ERROR_NOT_INITIALIZED ("initialization error", what the
 // CUDA runtime reports in such a child), the least convenient reading. A child forked
 // before cuInit uses CUDA normally, in a process slot of its own (src/sim/runtime.cc).

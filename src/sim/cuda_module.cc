@@ -10,7 +10,7 @@
 // graph's kernels at cuGraphInstantiate. So device memory grows per kernel, at first
 // resolution or launch, not at load (part of what the H100 showed: a PyTorch process grew
 // from 612 to 738 MiB over its first matmul and convolution with 54 MiB in its allocator,
-// real-gpu-h100.md). A module's
+// docs/measurements/h100-driver.md). A module's
 // .global variables are allocated at load in either mode (the H100's NVML figure grew by
 // 64 MiB right after loading a module with a 64 MiB .global, under CUDA 13's default).
 //
@@ -41,7 +41,7 @@ GS_SIM_CUDA(cuModuleLoadData)(CUmodule* module, const void* image) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
   // The module's .global variables take device memory in 2 MiB pages: a 64 MiB .global
-  // added 64 MiB to NVML's per-process figure on the H100 (real-gpu-h100.md).
+  // added 64 MiB to NVML's per-process figure on the H100 (docs/measurements/h100-driver.md).
   uint64_t globals = PtxGlobalBytes(static_cast<const char*>(image));
   uint64_t charge = globals > Spec(c->device).memory_total ? UINT64_MAX : RoundUp(globals, kDriverPage);
   if (charge && !node()->Reserve(c->device, charge)) return CUDA_ERROR_OUT_OF_MEMORY;

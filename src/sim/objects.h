@@ -144,7 +144,7 @@ struct Allocation {
   AllocKind kind = AllocKind::kDevice;
   MemPool* pool = nullptr;
   // The context it was made in: destroying or resetting that context frees it, as the
-  // driver does (cudaDeviceReset hands the whole card back, real-gpu-h100.md). Null for
+  // driver does (cudaDeviceReset hands the whole card back, docs/measurements/h100-driver.md). Null for
   // VMM and registered host memory, which outlive contexts here.
   const void* ctx = nullptr;
 };

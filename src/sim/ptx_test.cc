@@ -64,7 +64,7 @@ TEST(Ptx, RejectsNonPtx) {
   EXPECT_FALSE(ParsePtxEntries(".version 8.0\n// no kernels", &names));
 }
 
-// What cuModuleLoadData charges for a module (real-gpu-h100.md: a 64 MiB .global cost
+// What cuModuleLoadData charges for a module (docs/measurements/h100-driver.md: a 64 MiB .global cost
 // 64 MiB on the H100): the module-scope .global declarations, and nothing else.
 TEST(Ptx, SumsModuleScopeGlobals) {
   const char* ptx = R"(

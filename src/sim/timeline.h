@@ -2,7 +2,7 @@
 // and what NVML then reports. Lives in the node's shared state (one Timeline per GPU) and
 // is advanced lazily by whichever process looks at it, under the timeline's mutex.
 //
-// What it reproduces (../shared/reference/real-gpu-h100.md, H100, driver 580):
+// What it reproduces (docs/measurements/h100-driver.md: H100, driver 580):
 // - Time-slicing. Each process ("tenant") has one queue of GPU work per card (its kernels
 //   run in launch order). When several tenants have work queued, the card runs one for a
 //   timeslice, then the next with work, round robin; a kernel is preempted at the end of
