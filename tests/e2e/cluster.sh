@@ -238,7 +238,7 @@ copy_with_libs() {
 
 make_images() {
   local kbin=$1 build=$2 r
-  log "images: k8s.gcr.io/pause:3.2 (build/pause of the source), gpuslice-e2e:1 (busybox, cuda_probe)"
+  log "images: k8s.gcr.io/pause:3.2 (build/pause of the source), gpuslice-e2e:1 (busybox, cuda_probe, gpuslice)"
   r=$D/images/pause-root
   mkdir -p "$r"
   install -m 0755 "$kbin/pause" "$r/pause"
@@ -251,12 +251,14 @@ make_images() {
   for a in sh cat env grep ls echo sleep test readlink id head tr sed awk wc sort; do ln -sf busybox "$r/bin/$a"; done
   echo "root:x:0:0:root:/:/bin/sh" >"$r/etc/passwd"
   echo "root:x:0:" >"$r/etc/group"
-  # cuda_probe and what the enforcer and the simulated driver load, so all three work in
-  # the container (the driver libraries themselves are mounted from the node).
+  # cuda_probe, gpuslice and what the enforcer and the simulated driver load, so all of
+  # them work in the container (the driver libraries themselves are mounted from the node).
   [ -x "$build/tests/cuda_probe" ] || die "$build/tests/cuda_probe not built (make build)"
-  copy_with_libs "$r" "$build/tests/cuda_probe" "$build/enforcer/libgpuslice.so" "$build/sim/lib/libcuda.so.1" \
-    "$build/sim/lib/libnvidia-ml.so.1"
+  copy_with_libs "$r" "$build/tests/cuda_probe" "$build/bin/gpuslice" "$build/enforcer/libgpuslice.so" \
+    "$build/sim/lib/libcuda.so.1" "$build/sim/lib/libnvidia-ml.so.1"
   mv "$r$build/tests/cuda_probe" "$r/bin/cuda_probe"
+  # gpuslice for `burn` and `smi` in pods, without its debug information.
+  strip -o "$r/bin/gpuslice" "$r$build/bin/gpuslice"
   # The libraries were copied for their dependencies only: the node supplies them (the
   # agent mounts the enforcer, the pod the driver).
   rm -rf "${r:?}/${build#/}"

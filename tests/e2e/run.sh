@@ -11,6 +11,8 @@
 #      loudly otherwise, and a skip is never counted as a pass
 #   e  its mutating webhook (when it has --webhook-port): GPU pods get the GPU scheduler's
 #      name, forged decision annotations are dropped
+#   s  pods in their own PID namespaces share a card: gpucores 30 and 70, both PID 1 of their
+#      pods, read from outside through NVML by host pid; gpuslice smi in a pod sees its slice
 #
 #   tests/e2e/run.sh [BUILD_DIR]        (default build/release; as root)
 # GPUSLICE_E2E_KEEP=1 leaves the cluster up afterwards (tests/e2e/cluster.sh down stops it).
@@ -144,6 +146,24 @@ fi
 slice_mib=$((8192 / split))
 over=$((slice_mib + 1024))
 sim=$D/sim
+# sim_driver_yaml: the end of a pod's only container and the pod's volumes that give it the
+# simulated node's driver, as NVIDIA's toolkit would mount a real one: the two libraries,
+# the state file and the node daemon's socket (the node knows every process by its host
+# pid through it: docs/simulator.md).
+sim_driver_yaml() {
+  cat <<EOF
+    volumeMounts:
+    - {name: libcuda, mountPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1, readOnly: true}
+    - {name: libnvml, mountPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1, readOnly: true}
+    - {name: simstate, mountPath: /var/run/gpuslice-sim/state}
+    - {name: simsocket, mountPath: /var/run/gpuslice-sim/driver.sock}
+  volumes:
+  - {name: libcuda, hostPath: {path: $sim/usr/lib/x86_64-linux-gnu/libcuda.so.1, type: File}}
+  - {name: libnvml, hostPath: {path: $sim/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1, type: File}}
+  - {name: simstate, hostPath: {path: $sim/state, type: File}}
+  - {name: simsocket, hostPath: {path: $sim/driver.sock, type: Socket}}
+EOF
+}
 cat >"$D/pod-one.yaml" <<EOF
 apiVersion: v1
 kind: Pod
@@ -172,14 +192,7 @@ spec:
       echo "devices \$(ls /dev | grep nvidia | tr '\n' ' ')"
       /bin/cuda_probe maps init meminfo alloc mem 1g free alloc mem ${over}m
       echo "probe-exit \$?"
-    volumeMounts:
-    - {name: libcuda, mountPath: /usr/lib/x86_64-linux-gnu/libcuda.so.1, readOnly: true}
-    - {name: libnvml, mountPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1, readOnly: true}
-    - {name: simstate, mountPath: /var/run/gpuslice-sim/state}
-  volumes:
-  - {name: libcuda, hostPath: {path: $sim/usr/lib/x86_64-linux-gnu/libcuda.so.1, type: File}}
-  - {name: libnvml, hostPath: {path: $sim/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1, type: File}}
-  - {name: simstate, hostPath: {path: $sim/state, type: File}}
+$(sim_driver_yaml)
 EOF
 phase() { kubectl get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 done_phase() { case $(phase "$1") in Succeeded | Failed) return 0 ;; *) return 1 ;; esac }
@@ -673,6 +686,94 @@ hami_examples() {
   kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
 
+# s: pods in their own PID namespaces share a card as the driver sees them. Two pods on one
+# card, nvidia.com/gpucores 30 and 70 (policy default), each running `gpuslice burn --util
+# 100` as the PID 1 of its pod, compute at the same time. The shares are read from outside,
+# as the node sees them: NVML's per-process samples by host pid (cuda_probe `shares` on the
+# node; each pid's environment says which pod it is, its NSpid that it is a PID 1): 30 and
+# 70 within 5 points each, at least 90 together. A third pod, on another card, runs
+# `gpuslice smi` beside a workload of its own: it sees its slice's memory as the card's and
+# its process by the pid the container knows it by.
+share_card=GPU-0e2e0000-0000-4000-8000-000000000007
+smi_card=GPU-0e2e0000-0000-4000-8000-000000000006
+# share_pod NAME CARD RESOURCES COMMAND
+share_pod() {
+  cat >"$D/$1.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  labels: {batch: shares}
+  annotations: {nvidia.com/use-gpuuuid: "$2"}
+spec:
+  schedulerName: $sched_name
+  hostNetwork: true
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: gpuslice-e2e:1
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, '$4']
+    resources: {limits: {$3}}
+$(sim_driver_yaml)
+EOF
+  apply "$D/$1.yaml"
+}
+burning() { [ "$(phase "$1")" = Running ] && kubectl logs "$1" 2>/dev/null | grep -q 't=2s'; }
+shares_check() {
+  local burn='exec /bin/gpuslice burn --memory 256m --verify-bytes 1m --util 100 --seconds 30' ok=1 out line
+  local pid avg n sm nspid got30='' got70=''
+  share_pod share-30 "$share_card" "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000, nvidia.com/gpucores: 30" "$burn" &&
+    share_pod share-70 "$share_card" "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000, nvidia.com/gpucores: 70" "$burn" ||
+    ok=0
+  if [ $ok = 1 ] && poll 120 burning share-30 && poll 120 burning share-70; then
+    out=$(env LD_LIBRARY_PATH="$sim/usr/lib/x86_64-linux-gnu" CUDA_VISIBLE_DEVICES="$share_card" \
+      "$build/tests/cuda_probe" init shares 10000 2>&1) || true
+    echo "    NVML's per-process samples on $share_card over 10 s, as the node sees them:"
+    while read -r line; do
+      read -r _ pid avg n <<<"$line"
+      sm=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | awk -F= '$1 == "CUDA_DEVICE_SM_LIMIT_0" { print $2 }')
+      nspid=$(awk '/^NSpid:/ { print $NF }' "/proc/$pid/status" 2>/dev/null)
+      echo "      host pid $pid: smUtil $avg % over $n samples; CUDA_DEVICE_SM_LIMIT_0=${sm:-?}, pid ${nspid:-?} in its pod"
+      [ "$nspid" = 1 ] || ok=0
+      case $sm in 30) got30=$avg ;; 70) got70=$avg ;; *) ok=0 ;; esac
+    done < <(grep '^share ' <<<"$out")
+    if [ $ok = 1 ] && [ -n "$got30" ] && [ -n "$got70" ] &&
+      awk -v a="$got30" -v b="$got70" 'BEGIN { exit !(a >= 25 && a <= 35 && b >= 65 && b <= 75 && a + b >= 90) }'; then
+      pass "s: two pods (PID 1 each) on one card, gpucores 30 and 70: NVML by host pid reads $got30 % and $got70 %"
+    else
+      fail "s: two pods on one card, gpucores 30 and 70: NVML by host pid read '${got30:-none}' and '${got70:-none}' (want 30 and 70 within 5, >= 90 together; both PID 1 of their pods): $out"
+      dump share-30
+    fi
+  else
+    fail "s: the two burning pods did not start (phases $(phase share-30), $(phase share-70))"
+    dump share-30
+  fi
+  kubectl delete pods share-30 share-70 --wait=false >/dev/null 2>&1 || true
+  kubectl logs share-30 2>/dev/null | tail -n1 | sed 's/^/    share-30: /' || true
+
+  if share_pod share-smi "$smi_card" "nvidia.com/gpu: 1, nvidia.com/gpumem: 3000, nvidia.com/gpucores: 20" \
+    '/bin/gpuslice burn --memory 512m --verify-bytes 1m --util 50 --seconds 8 >/dev/null & echo "workload $!"; sleep 4; /bin/gpuslice smi; wait' &&
+    poll 90 done_phase share-smi; then
+    out=$(kubectl logs share-smi 2>&1) || true
+    awk '{ print "    " $0 }' <<<"$out"
+    local wpid
+    wpid=$(awk '$1 == "workload" { print $2 }' <<<"$out")
+    if grep -q ' / 3000MiB |' <<<"$out" && [ -n "$wpid" ] && grep -qE "^\| 0 +$wpid +" <<<"$out"; then
+      pass "s2: gpuslice smi in a pod shows its slice (3000 MiB) and its workload by the pid the pod knows ($wpid)"
+    else
+      fail "s2: gpuslice smi in a pod: want '/ 3000MiB' and a process row for pid '$wpid' (above)"
+      dump share-smi
+    fi
+  else
+    fail "s2: the smi pod did not finish within 90 s (phase $(phase share-smi))"
+    dump share-smi
+  fi
+  kubectl delete pods -l batch=shares --wait=true --timeout=60s >/dev/null 2>&1 || true
+}
+
 # h: a restarted extender rebuilds its ledger from the decisions on the pods. 8 pods take
 # 6000 of each card's 8192 MiB; after a restart a ninth asking 6000 MiB must stay Pending
 # (slots are free, memory is not): a ledger that forgot the 8 would place it on a full card.
@@ -792,6 +893,7 @@ EOF
   batch f 40 "1000 10"
   batch g 40 "400 5" "800 10" "1200 15" "1600 20"
   hami_examples
+  shares_check
   restart_check
 fi
 

@@ -13,6 +13,8 @@
 //   pids                           "pids PID..." (NVML's running compute processes) and
 //                                  "samplepids PID..." (the pids in NVML's per-process samples)
 //   waitpids MS                    "pids" once NVML lists any process (or MS ms have passed)
+//   shares MS                      NVML's per-process samples as an outside observer reads
+//                                  them for MS ms: "share PID AVG_SMUTIL SAMPLES" per pid
 //   cardwatch MS                   for MS ms or until SIGTERM, every 0.5 ms: NVML's used memory
 //                                  of every compute process on the device, summed; then
 //                                  "watching" once it watches, "cardwatch MAX SAMPLES" at the
@@ -466,6 +468,36 @@ int main(int argc, char** argv) {
       printf("\nsamplepids");
       for (unsigned k = 0; k < nsamples && k < 128; ++k) printf(" %u", samples[k].pid);
       printf("\n");
+    } else if (cmd == "shares") {
+      nvmlDevice_t d = NvmlDevice();
+      if (d == nullptr) {
+        printf("shares nvml-unavailable\n");
+        return 1;
+      }
+      std::vector<std::pair<unsigned, std::pair<unsigned long long, int>>> per_pid;  // pid -> (sum, count)
+      unsigned long long last = 0;
+      bool first = true;
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(arg(1)));
+      while (std::chrono::steady_clock::now() < until) {
+        nvmlProcessUtilizationSample_t samples[128];
+        unsigned count = 128;
+        if (n.nvmlDeviceGetProcessUtilization(d, samples, &count, last) == NVML_SUCCESS) {
+          for (unsigned k = 0; k < count && k < 128; ++k) {
+            last = std::max(last, samples[k].timeStamp);
+            if (first) continue;  // the first answer is history from before the window
+            auto it = std::find_if(per_pid.begin(), per_pid.end(), [&](auto& e) { return e.first == samples[k].pid; });
+            if (it == per_pid.end()) it = per_pid.insert(per_pid.end(), {samples[k].pid, {0, 0}});
+            it->second.first += samples[k].smUtil;
+            it->second.second += 1;
+          }
+          first = false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      for (auto& [pid, sum] : per_pid)
+        printf("share %u %.1f %d\n", pid, sum.second ? static_cast<double>(sum.first) / sum.second : 0.0, sum.second);
+      ++i;
+      continue;
     } else if (cmd == "cardwatch") {
       auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(arg(1)));
       signal(SIGTERM, [](int) { g_stop = 1; });
