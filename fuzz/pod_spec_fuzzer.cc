@@ -1,5 +1,6 @@
 // A Pod as kube-scheduler hands it to the extender (src/scheduler/pod_spec.h): JSON to a
 // PodRequest (resources, HAMi request annotations, defaults). Must never throw.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_util.h"
@@ -15,6 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     GS_FUZZ_CHECK(c.gpus >= 0 && c.memory_mib >= 0);
     GS_FUZZ_CHECK(c.memory_percent >= 0 && c.memory_percent <= 100);
     GS_FUZZ_CHECK(c.cores >= 0 && c.cores <= 100);
+  }
+  // Card indexes: ascending, each once, never negative (placement searches them).
+  for (const auto* list : {&r->use_indexes, &r->nouse_indexes}) {
+    GS_FUZZ_CHECK(std::is_sorted(list->begin(), list->end()));
+    GS_FUZZ_CHECK(std::adjacent_find(list->begin(), list->end()) == list->end());
+    GS_FUZZ_CHECK(list->empty() || list->front() >= 0);
   }
   return 0;
 }

@@ -376,6 +376,56 @@ TEST_F(ExtenderHttpTest, FilterReturnsEveryFeasibleNodeAndReasonsForTheRest) {
   EXPECT_EQ(extender_->pod_count(), 1u) << "filter reserves nothing";
 }
 
+// HAMi's index examples and an annotation gpuslice does not implement, over HTTP as
+// kube-scheduler calls: node-a and node-b have cards with indexes 0 and 1.
+TEST_F(ExtenderHttpTest, IndexAnnotationsPlaceOnTheNamedCardsAndUnsupportedOnesAreRefused) {
+  auto pod = [&](const std::string& name, const std::string& key, const std::string& value) {
+    json p = GpuPod(name, "1000", "10");
+    p["metadata"]["annotations"][key] = value;
+    api_.AddPod(p);
+    return p;
+  };
+  auto card_of = [&](const std::string& name) {
+    std::string devices = api_.Pod("default", name)["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"];
+    return devices.substr(0, devices.find(','));
+  };
+  // An index no card has: refused on every node with the reason, and by bind.
+  json five = pod("five", "nvidia.com/use-gpuindexes", "5");
+  json r = Post("/filter", Args(five, {"node-a", "node-b"}));
+  EXPECT_EQ(r["Error"], "");
+  EXPECT_TRUE(r["NodeNames"].empty()) << r.dump();
+  for (const char* node : {"node-a", "node-b"})
+    EXPECT_EQ(r["FailedNodes"][node], "GPUs for container #0: excluded by index") << r.dump();
+  std::string err = Post("/bind", BindArgs(five, "node-a"))["Error"];
+  EXPECT_NE(err.find("2 excluded by index"), std::string::npos) << err;
+
+  json one = pod("one", "nvidia.com/use-gpuindexes", "1");
+  EXPECT_EQ(Post("/filter", Args(one, {"node-a", "node-b"}))["NodeNames"], json::array({"node-a", "node-b"}));
+  ASSERT_EQ(Post("/bind", BindArgs(one, "node-a"))["Error"], "");
+  EXPECT_EQ(card_of("one"), "node-a-gpu1");
+  ReportAllocated(*extender_, api_, "one");
+  // Spread (the default) would take the empty card 0; the pod excludes it.
+  json not0 = pod("not0", "nvidia.com/nouse-gpuindexes", "0");
+  ASSERT_EQ(Post("/bind", BindArgs(not0, "node-a"))["Error"], "");
+  EXPECT_EQ(card_of("not0"), "node-a-gpu1");
+  ReportAllocated(*extender_, api_, "not0");
+
+  json mig = pod("mig", "nvidia.com/vgpu-mode", "mig");
+  r = Post("/filter", Args(mig, {"node-a", "node-b"}));
+  EXPECT_EQ(r["Error"], "");
+  EXPECT_TRUE(r["NodeNames"].empty()) << r.dump();
+  for (const char* node : {"node-a", "node-b"})
+    EXPECT_EQ(r["FailedNodes"][node], "nvidia.com/vgpu-mode 'mig' is not supported by gpuslice") << r.dump();
+  EXPECT_EQ(Post("/prioritize", Args(mig, {"node-a"}))[0]["Score"], 0);
+  err = Post("/bind", BindArgs(mig, "node-b"))["Error"];
+  EXPECT_NE(err.find("nvidia.com/vgpu-mode 'mig' is not supported by gpuslice"), std::string::npos) << err;
+  EXPECT_EQ(extender_->pod_count(), 2u) << "only one and not0 hold cards";
+
+  json garbage = pod("garbage", "nvidia.com/use-gpuindexes", "first");
+  err = Post("/filter", Args(garbage, {"node-a"}))["Error"];
+  EXPECT_NE(err.find("nvidia.com/use-gpuindexes"), std::string::npos) << err;
+}
+
 TEST_F(ExtenderHttpTest, MetricsCountBindsAndPendingPods) {
   json pod = GpuPod("m", "3000", "30");
   api_.AddPod(pod);

@@ -1,5 +1,6 @@
 #include "src/scheduler/hami_format.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -41,6 +42,33 @@ std::vector<std::string> CommaList(const Annotations& a, const char* key) {
   for (std::string_view part : Split(it->second, ','))
     if (!Trim(part).empty()) out.emplace_back(Trim(part));
   return out;
+}
+
+// A comma list of card indexes: decimal numbers as the register writes them (0, 1, ...;
+// no sign, no leading zero), blanks around them and empty elements ignored. Returned
+// ascending, each once.
+StatusOr<std::vector<int>> IndexList(const Annotations& a, const char* key) {
+  std::vector<int> out;
+  auto it = a.find(key);
+  if (it == a.end()) return out;
+  for (std::string_view part : Split(it->second, ',')) {
+    std::string_view t = Trim(part);
+    if (t.empty()) continue;
+    bool number = t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                  (t.size() == 1 || t[0] != '0');
+    if (!number)
+      return InvalidArgument(std::string("annotation ") + key + " '" + it->second + "': '" + std::string(t) +
+                             "' is not a card index (0, 1, 2, ... as the node's " + kNodeRegister +
+                             " numbers its cards)");
+    out.push_back(static_cast<int>(*ParseInt(t)));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
 }
 
 // One field of a register entry: absent means Go's zero value.
@@ -254,31 +282,65 @@ StatusOr<std::optional<LedgerRecord>> RecordFromAnnotations(const std::string& p
   return std::optional<LedgerRecord>(std::move(r));
 }
 
+void Refuse(PodRequest* r, const std::string& what) {
+  if (!r->refused.empty()) r->refused += "; ";
+  r->refused += what + " is not supported by gpuslice";
+}
+
 Status ApplyRequestAnnotations(const Annotations& annos, PodRequest* r) {
   r->use_types = CommaList(annos, kUseType);
   r->nouse_types = CommaList(annos, kNoUseType);
   r->use_uuids = CommaList(annos, kUseUuid);
   r->nouse_uuids = CommaList(annos, kNoUseUuid);
+  GS_ASSIGN_OR_RETURN(r->use_indexes, IndexList(annos, kUseIndexes));
+  GS_ASSIGN_OR_RETURN(r->nouse_indexes, IndexList(annos, kNoUseIndexes));
   auto numa = annos.find(kNumaBind);
-  // HAMi ignores a value ParseBool rejects; so do we.
-  r->numa_bind = numa != annos.end() && ParseGoBool(numa->second).value_or(false);
+  r->numa_bind = false;
+  if (numa != annos.end()) {
+    // HAMi drops a value Go's ParseBool rejects; here it refuses the pod instead of
+    // placing it without the NUMA constraint it evidently asked for.
+    auto on = ParseGoBool(numa->second);
+    if (!on)
+      return InvalidArgument(std::string("annotation ") + kNumaBind + " '" + numa->second +
+                             "': want true or false (Go's ParseBool: 1, t, T, TRUE, true, True, 0, f, ...)");
+    r->numa_bind = *on;
+  }
   for (auto [key, out] : {std::pair{kGpuPolicy, &r->gpu_policy}, std::pair{kNodePolicy, &r->node_policy}}) {
     auto it = annos.find(key);
     if (it == annos.end()) continue;
-    // HAMi takes a comma chain ("binpack,numa", "topology-aware", "mutex"); the first
-    // binpack or spread in it is the one that orders cards and nodes here.
-    bool found = false;
+    // HAMi takes a comma chain ("binpack,numa"); binpack and spread order cards and nodes
+    // here (the first named wins). HAMi's other GPU policies are not implemented: mutex
+    // (only idle cards), topology-aware (NVLink scores) and numa (a NUMA sort key).
+    std::optional<Policy> first;
     for (std::string_view token : Split(it->second, ',')) {
-      auto p = ParsePolicy(Trim(token));
+      std::string_view t = Trim(token);
+      if (t.empty()) continue;
+      auto p = ParsePolicy(t);
       if (p.ok()) {
-        *out = *p;
-        found = true;
-        break;
+        if (!first) first = *p;
+      } else if (std::string_view(key) == kGpuPolicy && (t == "mutex" || t == "topology-aware" || t == "numa")) {
+        Refuse(r, std::string(key) + " '" + std::string(t) + "'");
+      } else {
+        return InvalidArgument(std::string("annotation ") + key + " '" + it->second + "': '" + std::string(t) +
+                               "' is not a scheduler policy (binpack or spread)");
       }
     }
-    if (!found && !Trim(it->second).empty())
-      return InvalidArgument(std::string("annotation ") + key + " '" + it->second +
-                             "': names neither binpack nor spread");
+    if (first) *out = *first;
+  }
+  // Every card gpuslice offers is shared the hami-core way (MIG and MPS cards are not
+  // offered), so a mode naming hami-core is met, as HAMi matches it (a substring).
+  auto mode = annos.find(kVgpuMode);
+  if (mode != annos.end() && mode->second.find("hami-core") == std::string::npos)
+    Refuse(r, std::string(kVgpuMode) + " '" + mode->second + "'");
+  if (annos.count(kDeviceScoringWeights)) Refuse(r, kDeviceScoringWeights);
+  // Any other card constraint in HAMi's naming is one this code does not know: refused,
+  // never placed as if it were absent.
+  for (const auto& [key, value] : annos) {
+    if (!StartsWith(key, "nvidia.com/use-") && !StartsWith(key, "nvidia.com/nouse-")) continue;
+    if (key == kUseType || key == kNoUseType || key == kUseUuid || key == kNoUseUuid || key == kUseIndexes ||
+        key == kNoUseIndexes)
+      continue;
+    Refuse(r, key);
   }
   return Status::Ok();
 }

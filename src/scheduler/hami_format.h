@@ -14,8 +14,17 @@
 //    hami.io/vgpu-node, hami.io/vgpu-time and hami.io/bind-time (Unix seconds),
 //    hami.io/bind-phase (allocating|success|failed);
 //  - pod request annotations nvidia.com/use-gputype, nouse-gputype, use-gpuuuid,
-//    nouse-gpuuuid (comma lists), nvidia.com/numa-bind (Go ParseBool),
-//    hami.io/gpu-scheduler-policy and hami.io/node-scheduler-policy (binpack|spread).
+//    nouse-gpuuuid (comma lists), use-gpuindexes, nouse-gpuindexes (comma lists of card
+//    indexes, from HAMi's pull request #1313: the register's "index"),
+//    nvidia.com/numa-bind (Go ParseBool), hami.io/gpu-scheduler-policy and
+//    hami.io/node-scheduler-policy (binpack|spread), nvidia.com/vgpu-mode.
+//
+// What a pod may state in HAMi but gpuslice does not implement is never dropped: the
+// request records it as refused (request.h) and the pod is placed nowhere, with the
+// reason. That covers the GPU policies mutex, topology-aware and numa,
+// nvidia.com/vgpu-mode other than hami-core, hami.io/device-scoring-weights and any other
+// nvidia.com/use-* or nouse-* annotation. A value that cannot be read (an index that is
+// not a number, numa-bind that Go's ParseBool rejects, an unknown policy) is an error.
 //
 // Pure functions; errors name the annotation and the field.
 #pragma once
@@ -38,12 +47,19 @@ inline constexpr const char kResourceGpu[] = "nvidia.com/gpu";
 inline constexpr const char kResourceMemory[] = "nvidia.com/gpumem";
 inline constexpr const char kResourceMemoryPercent[] = "nvidia.com/gpumem-percentage";
 inline constexpr const char kResourceCores[] = "nvidia.com/gpucores";
+// HAMi's task priority resource (its webhook turns it into CUDA_TASK_PRIORITY); not
+// implemented: a container asking for it is refused.
+inline constexpr const char kResourcePriority[] = "nvidia.com/priority";
 
 inline constexpr const char kUseType[] = "nvidia.com/use-gputype";
 inline constexpr const char kNoUseType[] = "nvidia.com/nouse-gputype";
 inline constexpr const char kUseUuid[] = "nvidia.com/use-gpuuuid";
 inline constexpr const char kNoUseUuid[] = "nvidia.com/nouse-gpuuuid";
+inline constexpr const char kUseIndexes[] = "nvidia.com/use-gpuindexes";
+inline constexpr const char kNoUseIndexes[] = "nvidia.com/nouse-gpuindexes";
 inline constexpr const char kNumaBind[] = "nvidia.com/numa-bind";
+inline constexpr const char kVgpuMode[] = "nvidia.com/vgpu-mode";
+inline constexpr const char kDeviceScoringWeights[] = "hami.io/device-scoring-weights";
 inline constexpr const char kGpuPolicy[] = "hami.io/gpu-scheduler-policy";
 inline constexpr const char kNodePolicy[] = "hami.io/node-scheduler-policy";
 
@@ -86,8 +102,12 @@ Annotations DecisionAnnotations(const PodDecision& decision, int64_t now_unix_se
 // the pod carries none. Reads hami.io/vgpu-node and hami.io/vgpu-devices-allocated.
 StatusOr<std::optional<LedgerRecord>> RecordFromAnnotations(const std::string& pod_uid, const Annotations& annos);
 
-// Reads the request annotations into `request` (types, UUIDs, numa-bind, policies).
+// Reads the request annotations into `request` (types, UUIDs, indexes, numa-bind,
+// policies) and adds to request->refused what it states that gpuslice does not do.
 Status ApplyRequestAnnotations(const Annotations& annos, PodRequest* request);
+
+// Adds "<what> is not supported by gpuslice" to request->refused.
+void Refuse(PodRequest* request, const std::string& what);
 
 // Go's strconv.ParseBool.
 std::optional<bool> ParseGoBool(std::string_view text);

@@ -135,14 +135,111 @@ TEST(HamiFormat, RequestAnnotations) {
   EXPECT_TRUE(r.numa_bind);
   EXPECT_EQ(r.gpu_policy, Policy::kBinpack);
   EXPECT_EQ(r.node_policy, Policy::kSpread);
-  a = {{"hami.io/gpu-scheduler-policy", "numa,spread"}, {"nvidia.com/numa-bind", "yes"}};
+  EXPECT_EQ(r.refused, "");
   PodRequest r2;
-  ASSERT_TRUE(ApplyRequestAnnotations(a, &r2).ok());
-  EXPECT_EQ(r2.gpu_policy, Policy::kSpread);
-  EXPECT_FALSE(r2.numa_bind) << "Go's ParseBool rejects 'yes'; HAMi then ignores it";
-  a = {{"hami.io/node-scheduler-policy", "fullest"}};
-  Status s = ApplyRequestAnnotations(a, &r2);
-  EXPECT_NE(s.message().find("hami.io/node-scheduler-policy"), std::string::npos) << s.message();
+  ASSERT_TRUE(ApplyRequestAnnotations({{"nvidia.com/numa-bind", "0"}}, &r2).ok());
+  EXPECT_FALSE(r2.numa_bind);
+  ASSERT_TRUE(ApplyRequestAnnotations({{"hami.io/gpu-scheduler-policy", " spread , binpack "}}, &r2).ok());
+  EXPECT_EQ(r2.gpu_policy, Policy::kSpread) << "the first policy named wins";
+}
+
+// A value that cannot be read refuses the pod with a message naming the annotation: HAMi
+// would drop it (numa-bind 'yes') or treat it as the default, and the pod would be placed
+// without the constraint it asked for.
+TEST(HamiFormat, UnreadableRequestAnnotationsAreErrorsNamingThem) {
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* names;  // in the error besides the key
+  } cases[] = {
+      {"nvidia.com/numa-bind", "yes", "'yes'"},
+      {"hami.io/node-scheduler-policy", "fullest", "'fullest'"},
+      {"hami.io/gpu-scheduler-policy", "binpack,densest", "'densest'"},
+      {"hami.io/node-scheduler-policy", "mutex", "'mutex'"},  // a GPU policy only
+      {"nvidia.com/use-gpuindexes", "one", "'one'"},
+      {"nvidia.com/use-gpuindexes", "0,x", "'x'"},
+      {"nvidia.com/use-gpuindexes", "1;2", "'1;2'"},
+      {"nvidia.com/use-gpuindexes", "-1", "'-1'"},
+      {"nvidia.com/use-gpuindexes", "+1", "'+1'"},
+      {"nvidia.com/use-gpuindexes", "01", "'01'"},
+      {"nvidia.com/use-gpuindexes", "1.0", "'1.0'"},
+      {"nvidia.com/use-gpuindexes", "0x1", "'0x1'"},
+      {"nvidia.com/use-gpuindexes", "1 2", "'1 2'"},
+      {"nvidia.com/use-gpuindexes", "9999999999", "'9999999999'"},
+      {"nvidia.com/nouse-gpuindexes", "0,GPU-a", "'GPU-a'"},
+  };
+  for (const Case& c : cases) {
+    PodRequest r;
+    Status s = ApplyRequestAnnotations({{c.key, c.value}}, &r);
+    EXPECT_FALSE(s.ok()) << c.key << "=" << c.value;
+    EXPECT_NE(s.message().find(c.key), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.names), std::string::npos) << s.message();
+  }
+}
+
+TEST(HamiFormat, IndexListsAreTheRegistersIndexes) {
+  struct Case {
+    const char* value;
+    std::vector<int> want;
+  } cases[] = {
+      {"0,1", {0, 1}}, {" 5 ", {5}}, {"3,1,3", {1, 3}}, {"0,,2,", {0, 2}},
+      {"10", {10}},    {"", {}},     {" , ", {}},       {"7, 0", {0, 7}},
+  };
+  for (const Case& c : cases) {
+    PodRequest use, nouse;
+    ASSERT_TRUE(ApplyRequestAnnotations({{"nvidia.com/use-gpuindexes", c.value}}, &use).ok()) << c.value;
+    EXPECT_EQ(use.use_indexes, c.want) << "'" << c.value << "'";
+    EXPECT_TRUE(use.nouse_indexes.empty());
+    ASSERT_TRUE(ApplyRequestAnnotations({{"nvidia.com/nouse-gpuindexes", c.value}}, &nouse).ok()) << c.value;
+    EXPECT_EQ(nouse.nouse_indexes, c.want) << "'" << c.value << "'";
+    EXPECT_TRUE(nouse.use_indexes.empty());
+    EXPECT_EQ(use.refused, "");
+  }
+  PodRequest both;
+  ASSERT_TRUE(
+      ApplyRequestAnnotations({{"nvidia.com/use-gpuindexes", "0,1,2"}, {"nvidia.com/nouse-gpuindexes", "1"}}, &both)
+          .ok());
+  EXPECT_EQ(both.use_indexes, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(both.nouse_indexes, (std::vector<int>{1})) << "both lists are kept: both apply";
+}
+
+// What HAMi lets a pod state and gpuslice does not implement is recorded as a refusal
+// naming it (the pod then fits nowhere, placement_test.cc); what it implements is not.
+TEST(HamiFormat, UnsupportedRequestAnnotationsAreRefusedByName) {
+  struct Case {
+    Annotations annos;
+    std::string refused;  // "" = nothing refused
+  } cases[] = {
+      {{{"nvidia.com/vgpu-mode", "mig"}}, "nvidia.com/vgpu-mode 'mig' is not supported by gpuslice"},
+      {{{"nvidia.com/vgpu-mode", "mps"}}, "nvidia.com/vgpu-mode 'mps' is not supported by gpuslice"},
+      {{{"nvidia.com/vgpu-mode", "hami-core"}}, ""},
+      {{{"nvidia.com/vgpu-mode", "hami-core,mig"}}, ""},  // hami-core cards match, as in HAMi
+      {{{"hami.io/gpu-scheduler-policy", "mutex"}},
+       "hami.io/gpu-scheduler-policy 'mutex' is not supported by gpuslice"},
+      {{{"hami.io/gpu-scheduler-policy", "topology-aware"}},
+       "hami.io/gpu-scheduler-policy 'topology-aware' is not supported by gpuslice"},
+      {{{"hami.io/gpu-scheduler-policy", "binpack,numa"}},
+       "hami.io/gpu-scheduler-policy 'numa' is not supported by gpuslice"},
+      {{{"hami.io/gpu-scheduler-policy", "binpack"}}, ""},
+      {{{"hami.io/device-scoring-weights", "slot=1,core=1,memory=3"}},
+       "hami.io/device-scoring-weights is not supported by gpuslice"},
+      {{{"nvidia.com/use-gpuindex", "0"}}, "nvidia.com/use-gpuindex is not supported by gpuslice"},
+      {{{"nvidia.com/nouse-gpumodel", "T4"}}, "nvidia.com/nouse-gpumodel is not supported by gpuslice"},
+      {{{"nvidia.com/use-gpuindexes", "0"}, {"nvidia.com/nouse-gpuuuid", "GPU-a"}, {"nvidia.com/use-gputype", "A"}},
+       ""},
+      {{{"nvidia.com/vgpu-mode", "mig"}, {"hami.io/device-scoring-weights", "slot=1,core=1,memory=1"}},
+       "nvidia.com/vgpu-mode 'mig' is not supported by gpuslice; "
+       "hami.io/device-scoring-weights is not supported by gpuslice"},
+      {{{"example.com/anything", "x"}, {"nvidia.com/gpu.product", "A100"}}, ""},
+  };
+  for (const Case& c : cases) {
+    PodRequest r;
+    ASSERT_TRUE(ApplyRequestAnnotations(c.annos, &r).ok()) << c.refused;
+    EXPECT_EQ(r.refused, c.refused) << (c.annos.empty() ? "" : c.annos.begin()->first);
+  }
+  PodRequest r;
+  ASSERT_TRUE(ApplyRequestAnnotations({{"hami.io/gpu-scheduler-policy", "binpack,numa"}}, &r).ok());
+  EXPECT_EQ(r.gpu_policy, Policy::kBinpack) << "the policy is still read; the pod is refused for the rest";
 }
 
 }  // namespace

@@ -18,6 +18,13 @@ std::string SortedList(std::vector<std::string> items) {
   return out;
 }
 
+// Index lists are kept ascending and distinct already (request.h).
+std::string IndexList(const std::vector<int>& indexes) {
+  std::string out;
+  for (int i : indexes) out += std::to_string(i) + ",";
+  return out;
+}
+
 const std::string* StringAt(const json& j, const char* a, const char* b) {
   auto x = j.find(a);
   if (x == j.end() || !x->is_object()) return nullptr;
@@ -37,7 +44,8 @@ std::string RequestSignature(const PodRequest& r) {
     s += std::to_string(c.gpus) + "/" + std::to_string(c.memory_mib) + "/" + std::to_string(c.memory_percent) + "/" +
          std::to_string(c.cores) + ";";
   s += "|t+" + SortedList(r.use_types) + "|t-" + SortedList(r.nouse_types) + "|u+" + SortedList(r.use_uuids) + "|u-" +
-       SortedList(r.nouse_uuids) + (r.numa_bind ? "|numa" : "");
+       SortedList(r.nouse_uuids) + "|i+" + IndexList(r.use_indexes) + "|i-" + IndexList(r.nouse_indexes) +
+       (r.numa_bind ? "|numa" : "");
   return s;
 }
 

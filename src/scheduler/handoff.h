@@ -39,7 +39,7 @@
 namespace gs::scheduler {
 
 // What makes two pods interchangeable for Allocate: every container's request (cards,
-// memory, percentage, cores) and the card constraints (types, UUIDs, numa-bind).
+// memory, percentage, cores) and the card constraints (types, UUIDs, indexes, numa-bind).
 // Scheduling policies are left out: they choose among valid placements.
 std::string RequestSignature(const PodRequest& request);
 

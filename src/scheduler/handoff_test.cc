@@ -159,6 +159,17 @@ TEST(Handoff, SignatureSeparatesRequestsThatAreNotInterchangeable) {
             RequestSignature(request(json::array({Container(1, 3000, 30)}), {{"nvidia.com/use-gputype", "H100"}})));
   EXPECT_EQ(RequestSignature(request(json::array({Container(1)}), {{"nvidia.com/use-gpuuuid", "b,a"}})),
             RequestSignature(request(json::array({Container(1)}), {{"nvidia.com/use-gpuuuid", "a,b"}})));
+  // Card indexes: two pods bound to other cards by their index lists are not interchangeable.
+  auto indexes = [&](const char* key, const char* value) {
+    return RequestSignature(request(json::array({Container(1)}), {{key, value}}));
+  };
+  std::string plain = RequestSignature(request(json::array({Container(1)})));
+  EXPECT_NE(plain, indexes("nvidia.com/use-gpuindexes", "0"));
+  EXPECT_NE(plain, indexes("nvidia.com/nouse-gpuindexes", "0"));
+  EXPECT_NE(indexes("nvidia.com/use-gpuindexes", "0"), indexes("nvidia.com/use-gpuindexes", "1"));
+  EXPECT_NE(indexes("nvidia.com/use-gpuindexes", "1"), indexes("nvidia.com/nouse-gpuindexes", "1"));
+  EXPECT_NE(indexes("nvidia.com/use-gpuindexes", "1,2"), indexes("nvidia.com/use-gpuindexes", "12"));
+  EXPECT_EQ(indexes("nvidia.com/use-gpuindexes", "2,1,2"), indexes("nvidia.com/use-gpuindexes", " 1, 2"));
 }
 
 TEST(Handoff, ABindWaitsOnlyForAPendingPodItCouldBeMistakenFor) {

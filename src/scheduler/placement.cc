@@ -30,6 +30,11 @@ bool UuidAllowed(const PodRequest& r, const std::string& uuid) {
   return std::find(r.nouse_uuids.begin(), r.nouse_uuids.end(), uuid) == r.nouse_uuids.end();
 }
 
+bool IndexAllowed(const PodRequest& r, int index) {
+  if (!r.use_indexes.empty() && !std::binary_search(r.use_indexes.begin(), r.use_indexes.end(), index)) return false;
+  return !std::binary_search(r.nouse_indexes.begin(), r.nouse_indexes.end(), index);
+}
+
 std::string Describe(const ContainerRequest& c, const FitFailure& f) {
   std::string s = "container #" + std::to_string(f.container) + " asks " + std::to_string(c.gpus) + " GPU(s)";
   if (c.memory_mib > 0)
@@ -48,19 +53,23 @@ std::string Describe(const ContainerRequest& c, const FitFailure& f) {
   };
   add(f.type, "of an excluded type");
   add(f.uuid, "excluded by UUID");
+  add(f.index, "excluded by index");
   for (int v = 1; v < 7; ++v) add(f.verdict[v], VerdictText(static_cast<CardVerdict>(v)));
   if (!parts.empty()) s += " (" + parts + ")";
   return s;
 }
 
 // Filter's short reason: which causes occurred, not how often, so nodes that failed
-// alike read alike. Bits: 0 no cards, 1 NUMA, 2 type, 3 UUID, 4.. CardVerdict 1..6.
+// alike read alike. Bits: 0 no cards, 1 NUMA, 2 type, 3 UUID, 4..9 CardVerdict 1..6,
+// 10 index.
+constexpr uint32_t kIndexBit = 1u << 10;
 uint32_t CauseMask(const FitFailure& f) {
   if (f.cards == 0) return 1;
   if (f.numa_short) return 2;
   uint32_t m = 0;
   if (f.type) m |= 4;
   if (f.uuid) m |= 8;
+  if (f.index) m |= kIndexBit;
   for (int v = 1; v < 7; ++v)
     if (f.verdict[v]) m |= 1u << (3 + v);
   return m;
@@ -79,6 +88,7 @@ std::string ShortReason(int container, uint32_t mask) {
   };
   if (mask & 4) add("of an excluded type");
   if (mask & 8) add("excluded by UUID");
+  if (mask & kIndexBit) add("excluded by index");
   for (int v = 1; v < 7; ++v)
     if (mask & (1u << (3 + v))) add(VerdictText(static_cast<CardVerdict>(v)));
   return s;
@@ -96,11 +106,12 @@ Policy GpuPolicy(const PodRequest& r, const Policies& d) {
 namespace {
 
 bool HasCardFilters(const PodRequest& r) {
-  return !r.use_types.empty() || !r.nouse_types.empty() || !r.use_uuids.empty() || !r.nouse_uuids.empty();
+  return !r.use_types.empty() || !r.nouse_types.empty() || !r.use_uuids.empty() || !r.nouse_uuids.empty() ||
+         !r.use_indexes.empty() || !r.nouse_indexes.empty();
 }
 
 // The one fit algorithm, on s->cards as the caller loaded them (a node's cards with their
-// usage); `gpus` (the same cards' records) is read only for type and UUID lists.
+// usage); `gpus` (the same cards' records) is read only for type, UUID and index lists.
 bool FitLoaded(const std::vector<GpuDevice>& gpus, const PodRequest& request, Policy gpu_policy, FitScratch* s) {
   std::vector<CardState>& cards = s->cards;
   const bool card_filters = HasCardFilters(request);
@@ -121,6 +132,10 @@ bool FitLoaded(const std::vector<GpuDevice>& gpus, const PodRequest& request, Po
         }
         if (!UuidAllowed(request, gpus[i].uuid)) {
           ++rej.uuid;
+          continue;
+        }
+        if (!IndexAllowed(request, gpus[i].index)) {
+          ++rej.index;
           continue;
         }
       }
@@ -248,8 +263,8 @@ int ScoreCards(const FitScratch& s, Policy node_policy) {
 }
 
 // Filter and Prioritize need whether the pod fits and the node's score, not which cards.
-// When the pod has one GPU container, names no types or UUIDs, and asks the same MiB of
-// every card of the node (memory in MiB, or cards alike), no choice can change either:
+// When the pod has one GPU container, names no types, UUIDs or indexes, and asks the same
+// MiB of every card of the node (memory in MiB, or cards alike), no choice can change either:
 // it fits when enough cards pass CheckCard (on one NUMA node with numa-bind), and the
 // score is the node's totals plus `gpus` shares. So the cards are only counted: no copy,
 // no fullness, no sort. Returns the score, -1 when the pod does not fit (s->failure as
@@ -345,6 +360,17 @@ void Filter(const ClusterLedger& ledger, const PodRequest& request, const std::v
     made.emplace_back(key, static_cast<int>(out->reasons.size() - 1));
     return made.back().second;
   };
+  if (!request.refused.empty()) {
+    // Nothing to weigh: the same reason for every node.
+    int r = reason_for(~uint64_t{1}, [&] { return request.refused; });
+    for (size_t i = 0; i < names.size(); ++i) {
+      out->failed.emplace_back(static_cast<int>(i), r);
+      if (memo == nullptr) continue;
+      NodeView view = ledger.Lookup(names[i]);
+      if (view.node != nullptr) memo->Put(view.slot, view.version, 0);
+    }
+    return;
+  }
   uint32_t previous = NodeNameIndex::kNone;
   for (size_t i = 0; i < names.size(); ++i) {
     NodeView view = ledger.LookupNext(names[i], previous);
@@ -395,6 +421,7 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
                             const std::vector<std::string_view>& names, const Policies& defaults, FitScratch* scratch,
                             const ScoreMemo* memo) {
   std::vector<int> scores(names.size(), 0);
+  if (!request.refused.empty()) return scores;
   Policy gpu = GpuPolicy(request, defaults);
   Policy node_policy = NodePolicy(request, defaults);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -414,6 +441,7 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
 
 StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, std::string_view node_name,
                              const Policies& defaults, FitScratch* scratch) {
+  if (!request.refused.empty()) return FailedPrecondition(request.refused);
   const NodeState* node = ledger.FindNode(node_name);
   if (node == nullptr) return NotFound("node " + std::string(node_name) + " has no GPU inventory");
   if (!FitPod(*node, request, GpuPolicy(request, defaults), scratch))

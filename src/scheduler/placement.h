@@ -16,10 +16,10 @@
 // Pure: reads the ledger's state, changes nothing. Not thread-safe only in that the
 // scratch must not be shared. Cost per node: O(containers x cards log cards), no heap
 // allocation once the scratch and the result have grown. Filter and Prioritize read the
-// ledger's CardState array (ledger.h), never a card's strings unless the pod names
-// types or UUIDs; FitPod and Decide run the same code on the node's own records. For
-// the common pod (one GPU container asking the same MiB of every card of the node, no
-// type or UUID lists) Filter and Prioritize only count the cards that pass CheckCard
+// ledger's CardState array (ledger.h), never a card's records unless the pod names
+// types, UUIDs or indexes; FitPod and Decide run the same code on the node's own records.
+// For the common pod (one GPU container asking the same MiB of every card of the node, no
+// type, UUID or index lists) Filter and Prioritize only count the cards that pass CheckCard
 // and score from the node's totals, since no choice of cards changes either answer
 // (placement_test.cc compares both ways on random clusters).
 #pragma once
@@ -43,6 +43,7 @@ struct FitFailure {
   int cards = 0;            // on the node
   int fitting = 0;          // cards that could take the container
   int type = 0, uuid = 0;   // excluded by the pod's type or UUID lists
+  int index = 0;            // excluded by the pod's index lists
   int verdict[7] = {};      // by CardVerdict
   bool numa_short = false;  // enough cards fit, but not on one NUMA node (numa-bind)
 };
@@ -112,7 +113,8 @@ struct ScoreMemo {
 };
 
 // Every node of `names` that can take the pod, and a reason for each that cannot
-// (including names the ledger has no inventory for). With `memo`, also records every
+// (including names the ledger has no inventory for). A refused pod (request.h) fails on
+// every node with its request's `refused` as the reason. With `memo`, also records every
 // known node's score for Prioritize.
 FilterResult Filter(const ClusterLedger& ledger, const PodRequest& request, const std::vector<std::string_view>& names,
                     const Policies& defaults, FitScratch* scratch, ScoreMemo* memo = nullptr);
@@ -131,7 +133,8 @@ std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& reque
 std::vector<int> Prioritize(const ClusterLedger& ledger, const PodRequest& request,
                             const std::vector<std::string>& names, const Policies& defaults, FitScratch* scratch);
 
-// Chooses the cards on `node` against the ledger's current usage (what bind does).
+// Chooses the cards on `node` against the ledger's current usage (what bind does); a
+// refused pod gets FailedPrecondition with its reason.
 StatusOr<PodDecision> Decide(const ClusterLedger& ledger, const PodRequest& request, std::string_view node,
                              const Policies& defaults, FitScratch* scratch);
 

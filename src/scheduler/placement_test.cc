@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "src/scheduler/test_nodes.h"
@@ -148,6 +149,84 @@ TEST(Placement, UuidIncludeExcludeMatchExactly) {
   r.use_uuids = {};
   r.nouse_uuids = {"n1-gpu0", "n1-gpu1"};
   EXPECT_EQ(Decide(l, r, "n1", {}, &s)->containers[0][0].uuid, "n1-gpu2");
+}
+
+// The index is the card's "index" in the node's inventory (hami.io/node-nvidia-register),
+// not its position in the list: a node agent that leaves a card out registers the others
+// with their own indexes.
+TEST(Placement, IndexIncludeExcludeMatchTheRegisteredIndex) {
+  NodeInventory n;
+  n.name = "n1";
+  n.gpus = {Card("c3", 3, 40000), Card("c5", 5, 40000), Card("c7", 7, 40000)};
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(n).ok());
+  struct Case {
+    std::vector<int> use, nouse;
+    int gpus;
+    std::vector<std::string> want;  // empty: does not fit
+    const char* reason;             // when it does not fit
+  } cases[] = {
+      {{5}, {}, 1, {"c5"}, ""},
+      {{0, 1}, {}, 1, {}, "0 of 3 cards fit (3 excluded by index)"},  // positions 0 and 1 are not indexes 0 and 1
+      {{1, 7}, {}, 1, {"c7"}, ""},
+      {{}, {3, 7}, 1, {"c5"}, ""},
+      {{}, {3}, 2, {"c5", "c7"}, ""},
+      {{}, {3, 5, 7}, 1, {}, "0 of 3 cards fit (3 excluded by index)"},
+      {{3, 5}, {5}, 1, {"c3"}, ""},  // both lists apply
+      {{5}, {5}, 1, {}, "0 of 3 cards fit (3 excluded by index)"},
+      {{3, 5}, {}, 3, {}, "2 of 3 cards fit (1 excluded by index)"},
+  };
+  FitScratch s;
+  for (const Case& c : cases) {
+    PodRequest r = Pod("p", c.gpus, 1000, 10);
+    r.use_indexes = c.use;
+    r.nouse_indexes = c.nouse;
+    std::string what = "use " + ::testing::PrintToString(c.use) + " nouse " + ::testing::PrintToString(c.nouse);
+    auto d = Decide(l, r, "n1", {}, &s);
+    if (c.want.empty()) {
+      EXPECT_FALSE(d.ok()) << what;
+      EXPECT_NE(s.reason.find(c.reason), std::string::npos) << what << ": " << s.reason;
+      FilterResult f = Filter(l, r, std::vector<std::string>{"n1"}, {}, &s);
+      ASSERT_EQ(f.failed.size(), 1u) << what;
+      EXPECT_NE(f.reason(0).find("excluded by index"), std::string::npos) << what << ": " << f.reason(0);
+      continue;
+    }
+    ASSERT_TRUE(d.ok()) << what << ": " << d.status().message();
+    std::vector<std::string> got;
+    for (const DeviceShare& share : d->containers[0]) got.push_back(share.uuid);
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, c.want) << what;
+    FilterResult f = Filter(l, r, std::vector<std::string>{"n1"}, {}, &s);
+    EXPECT_EQ(f.feasible, std::vector<int>{0}) << what;
+  }
+}
+
+// A pod that states something gpuslice does not implement is placed nowhere, with that
+// as the reason on every node, never as if it had not said it.
+TEST(Placement, ARefusedPodFitsNowhereAndSaysWhy) {
+  ClusterLedger l;
+  ASSERT_TRUE(l.UpsertNode(Node("n1", 2)).ok());
+  ASSERT_TRUE(l.UpsertNode(Node("n2", 2)).ok());
+  PodRequest r = Pod("p", 1, 1000, 10);
+  r.refused = "nvidia.com/vgpu-mode 'mig' is not supported by gpuslice";
+  std::vector<std::string> names = {"n1", "n2", "ghost"};
+  FitScratch s;
+  ScoreMemo memo;
+  std::vector<std::string_view> views(names.begin(), names.end());
+  FilterResult f = Filter(l, r, views, {}, &s, &memo);
+  EXPECT_TRUE(f.feasible.empty());
+  ASSERT_EQ(f.failed.size(), 3u);
+  for (size_t k = 0; k < f.failed.size(); ++k) {
+    EXPECT_EQ(f.failed[k].first, static_cast<int>(k));
+    EXPECT_EQ(f.reason(k), r.refused);
+  }
+  EXPECT_EQ(Prioritize(l, r, names, {}, &s), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(Prioritize(l, r, views, {}, &s, &memo), (std::vector<int>{0, 0, 0}));
+  auto d = Decide(l, r, "n1", {}, &s);
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), r.refused);
+  r.refused.clear();
+  EXPECT_EQ(Filter(l, r, names, {}, &s).feasible, (std::vector<int>{0, 1})) << "the same pod without it fits";
 }
 
 TEST(Placement, UnhealthyCardsAreSkipped) {
@@ -333,6 +412,8 @@ TEST(Placement, FilterAndPrioritizeAgreeWithChoosingTheCardsOnEveryNode) {
     }
     r.numa_bind = rng() % 3 == 0;
     if (rng() % 6 == 0) r.use_types = {"h100"};
+    if (rng() % 6 == 0) r.use_indexes = {static_cast<int>(rng() % 4), 4 + static_cast<int>(rng() % 4)};
+    if (rng() % 6 == 0) r.nouse_indexes = {static_cast<int>(rng() % 8)};
     return r;
   };
   FitScratch s, check;
@@ -378,6 +459,7 @@ TEST(Placement, FilterAndPrioritizeAgreeWithChoosingTheCardsOnEveryNode) {
       EXPECT_EQ(reason.find("numa-bind") != std::string::npos, why.numa_short) << where << ": " << reason;
       if (why.numa_short) continue;
       EXPECT_EQ(reason.find("of an excluded type") != std::string::npos, why.type > 0) << where << ": " << reason;
+      EXPECT_EQ(reason.find("excluded by index") != std::string::npos, why.index > 0) << where << ": " << reason;
       for (int v = 1; v < 7; ++v)
         EXPECT_EQ(reason.find(VerdictText(static_cast<CardVerdict>(v))) != std::string::npos, why.verdict[v] > 0)
             << where << ": " << reason;

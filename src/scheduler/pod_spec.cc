@@ -85,6 +85,50 @@ StatusOr<ContainerRequest> ContainerFromJson(const json& c, size_t index) {
   return out;
 }
 
+// CUDA_TASK_PRIORITY values the node agent's grant allows a container to ask for itself:
+// 1 (what it grants) or lower priorities, 2..999.
+bool AllowedPriority(const std::string& v) {
+  if (v.empty() || v.size() > 3 || !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return false;
+  return std::stoi(v) >= 1;
+}
+
+// What a GPU container states in HAMi's terms that gpuslice does not implement. In HAMi
+// a container's own env wins over its device plugin's (kubelet puts the pod's env last),
+// so these take effect there; here the read-only limits file wins, and they would be
+// dropped without a word:
+//  - the priority resource (HAMi's webhook turns it into CUDA_TASK_PRIORITY);
+//  - CUDA_DISABLE_CONTROL true (HAMi then runs the container without limits);
+//  - GPU_CORE_UTILIZATION_POLICY disable (HAMi-core then ignores the compute share);
+//  - CUDA_TASK_PRIORITY better than the 1 the node agent grants (0 is HAMi's high
+//    priority; HAMi-core reads anything not a number as 0).
+// Only literal values count: HAMi reads `value` alone, so valueFrom changes nothing there
+// either. Lower priorities (2, 3, ...) and policy force are honoured: the limits file lets
+// a container tighten.
+void RefuseContainerExtras(const json& c, size_t index, PodRequest* r) {
+  std::string of = " (container #" + std::to_string(index) + ")";
+  auto res = c.find("resources");
+  if (res != c.end() && res->is_object())
+    for (const char* kind : {"limits", "requests"}) {
+      auto list = res->find(kind);
+      if (list != res->end() && list->is_object() && list->contains(hami::kResourcePriority)) {
+        hami::Refuse(r, std::string(hami::kResourcePriority) + of);
+        break;
+      }
+    }
+  auto env = c.find("env");
+  if (env == c.end() || !env->is_array()) return;
+  for (const json& e : *env) {
+    if (!e.is_object() || !e.contains("value")) continue;
+    std::string name = StringField(e, "name"), value = StringField(e, "value");
+    if (name == "CUDA_DISABLE_CONTROL" && hami::ParseGoBool(value).value_or(false))
+      hami::Refuse(r, "CUDA_DISABLE_CONTROL=" + value + of);
+    if (name == "GPU_CORE_UTILIZATION_POLICY" && (value == "disable" || value == "DISABLE"))
+      hami::Refuse(r, "GPU_CORE_UTILIZATION_POLICY=" + value + of);
+    if (name == "CUDA_TASK_PRIORITY" && !AllowedPriority(value)) hami::Refuse(r, "CUDA_TASK_PRIORITY=" + value + of);
+  }
+}
+
 }  // namespace
 
 StatusOr<int64_t> ParseKubeQuantity(std::string_view text) {
@@ -204,6 +248,7 @@ StatusOr<PodRequest> PodRequestFromJson(const json& pod) {
       if (std::string_view(list) == "initContainers" && cr->gpus > 0)
         return InvalidArgument("Pod " + r.namespace_name + "/" + r.name +
                                ": init containers asking for GPUs are not supported yet");
+      if (cr->gpus > 0) RefuseContainerExtras(c, index - 1, &r);
       r.containers.push_back(*cr);
     }
   }

@@ -10,6 +10,11 @@
 //  - limits first, requests if there is no limit.
 // Quantities are Kubernetes' ("3k" = 3000, "1Gi"), and must be whole numbers.
 //
+// What a GPU container states that HAMi acts on and gpuslice does not implement (the
+// nvidia.com/priority resource; CUDA_DISABLE_CONTROL true, GPU_CORE_UTILIZATION_POLICY
+// disable or a CUDA_TASK_PRIORITY better than the granted 1 in its env) goes to the request's
+// `refused`, as unsupported annotations do (hami_format.h).
+//
 // Pure; O(size of the pod).
 #pragma once
 

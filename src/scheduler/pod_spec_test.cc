@@ -79,6 +79,71 @@ TEST(PodSpec, BadValuesAreNamed) {
   EXPECT_NE(PodRequestFromJson(p).status().message().find("init containers"), std::string::npos);
 }
 
+// The pods of HAMi's index examples (specify_index_to_use, specify_index_not_use), as the
+// API server serialises them.
+TEST(PodSpec, HamisIndexExamplesAreRead) {
+  json use = json::parse(R"({
+    "metadata": {"name": "gpu-pod", "annotations": {"nvidia.com/use-gpuindexes": "0,1"}},
+    "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})");
+  auto r = PodRequestFromJson(use);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->use_indexes, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r->refused, "");
+  json nouse = json::parse(R"({
+    "metadata": {"name": "gpu-pod", "annotations": {"nvidia.com/nouse-gpuindexes": "0"}},
+    "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})");
+  r = PodRequestFromJson(nouse);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nouse_indexes, (std::vector<int>{0}));
+  EXPECT_EQ(r->containers[0].gpus, 2);
+  nouse["metadata"]["annotations"]["nvidia.com/nouse-gpuindexes"] = "zero";
+  r = PodRequestFromJson(nouse);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nvidia.com/nouse-gpuindexes"), std::string::npos) << r.status().message();
+}
+
+// What a GPU container states that HAMi acts on and gpuslice does not: HAMi's priority
+// resource, and env that HAMi lets loosen the container's limits (its own env wins over
+// the device plugin's there; here the limits file wins). A container without GPUs is
+// never refused for them; values HAMi does not act on, and ones that only tighten, pass.
+TEST(PodSpec, ContainerSettingsGpusliceDoesNotImplementAreRefused) {
+  auto env = [](const char* name, const char* value) { return json{{"env", {{{"name", name}, {"value", value}}}}}; };
+  struct Case {
+    int container;  // in ExamplePod: 1 has GPUs, 2 has none
+    json set;       // merged into that container
+    std::string refused;
+  } cases[] = {
+      {1, env("CUDA_DISABLE_CONTROL", "true"), "CUDA_DISABLE_CONTROL=true (container #1) is not supported by gpuslice"},
+      {1, env("CUDA_DISABLE_CONTROL", "1"), "CUDA_DISABLE_CONTROL=1 (container #1) is not supported by gpuslice"},
+      {1, env("CUDA_DISABLE_CONTROL", "false"), ""},
+      {1, env("CUDA_DISABLE_CONTROL", "yes"), ""},  // Go's ParseBool rejects it: HAMi keeps the limits
+      {1, {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}}}}}}}}}, ""},
+      {2, env("CUDA_DISABLE_CONTROL", "true"), ""},
+      {1, env("GPU_CORE_UTILIZATION_POLICY", "disable"),
+       "GPU_CORE_UTILIZATION_POLICY=disable (container #1) is not supported by gpuslice"},
+      {1, env("GPU_CORE_UTILIZATION_POLICY", "DISABLE"),
+       "GPU_CORE_UTILIZATION_POLICY=DISABLE (container #1) is not supported by gpuslice"},
+      {1, env("GPU_CORE_UTILIZATION_POLICY", "force"), ""},
+      {1, env("GPU_CORE_UTILIZATION_POLICY", "default"), ""},
+      {1, env("CUDA_TASK_PRIORITY", "0"), "CUDA_TASK_PRIORITY=0 (container #1) is not supported by gpuslice"},
+      {1, env("CUDA_TASK_PRIORITY", "high"), "CUDA_TASK_PRIORITY=high (container #1) is not supported by gpuslice"},
+      {1, env("CUDA_TASK_PRIORITY", "1"), ""},
+      {1, env("CUDA_TASK_PRIORITY", "5"), ""},
+      {2, env("CUDA_TASK_PRIORITY", "0"), ""},
+      {1,
+       {{"resources", {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "0"}}}}}},
+       "nvidia.com/priority (container #1) is not supported by gpuslice"},
+      {2, {{"resources", {{"limits", {{"nvidia.com/priority", "1"}}}}}}, ""},
+  };
+  for (const Case& c : cases) {
+    json p = ExamplePod();
+    p["spec"]["containers"][c.container - 1].update(c.set);
+    auto r = PodRequestFromJson(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->refused, c.refused) << c.set.dump();
+  }
+}
+
 // Outside input with members of the wrong type (found by fuzz/pod_spec_fuzzer.cc): read as
 // absent, never thrown.
 TEST(PodSpec, MembersOfTheWrongTypeAreNeverThrown) {

@@ -9,8 +9,11 @@
 //  - cores = 100 means the card exclusively: it goes only to a card no one uses;
 //  - a card whose cores are all handed out takes no more containers, even cores = 0;
 //  - type include/exclude match the card model as a case-insensitive substring; UUID
-//    include/exclude match exactly;
-//  - numa_bind: all cards of one container on one NUMA node.
+//    include/exclude match exactly; index include/exclude match the card's index on its
+//    node (the "index" of hami.io/node-nvidia-register); an include list and an exclude
+//    list of one kind both apply;
+//  - numa_bind: all cards of one container on one NUMA node;
+//  - a pod that states something gpuslice does not do (`refused`) fits nowhere.
 //
 // Plain values; no locking.
 #pragma once
@@ -44,8 +47,12 @@ struct PodRequest {
   // One entry per container, init containers first (HAMi's order in its annotations).
   std::vector<ContainerRequest> containers;
   std::vector<std::string> use_types, nouse_types, use_uuids, nouse_uuids;
+  std::vector<int> use_indexes, nouse_indexes;  // card indexes, ascending, each once
   bool numa_bind = false;
   std::optional<Policy> node_policy, gpu_policy;  // unset: the extender's defaults
+  // Why the pod is placed nowhere: what it states that gpuslice does not implement, e.g.
+  // "nvidia.com/vgpu-mode: mig is not supported by gpuslice". Empty: nothing.
+  std::string refused;
 
   bool wants_gpus() const;
   bool operator==(const PodRequest&) const = default;

@@ -611,6 +611,14 @@ hami_pod() {
   apply "$D/$name.yaml"
 }
 card_of() { kubectl get pod "$1" -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}' | cut -d, -f1; }
+# cards_of POD: every card of the pod's decision, one UUID a line.
+cards_of() { kubectl get pod "$1" -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}' | tr -s ':;' '\n' | cut -d, -f1 | grep '^GPU-'; }
+# index_of UUID: the card's index as the node agent registered it in
+# hami.io/node-nvidia-register (Go's JSON leaves out an index of 0).
+index_of() {
+  kubectl get node "$NODE" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' | tr '}' '\n' |
+    grep -F "\"id\":\"$1\"" | sed -n 's/.*"index":\([0-9]*\).*/\1/p;t;s/.*/0/p' | head -n 1
+}
 limits_of() { kubectl logs "$1" 2>/dev/null | awk '/^limit / { print $2, $3 }'; }
 running_with_limits() { [ "$(phase "$1")" = Running ] && [ -n "$(limits_of "$1")" ]; }
 pod_scheduled() { kubectl get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}'; }
@@ -682,6 +690,49 @@ hami_examples() {
     fi
   else
     fail "i6: spread pods (above)"
+  fi
+  # Cards named by index (HAMi's specify_index_to_use and specify_index_not_use), while
+  # the pods above still hold their cards. Index 5's card holds i4's pod, so spread alone
+  # would not choose it: the pod lands there only because it asked.
+  if hami_run hami-index "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" 'nvidia.com/use-gpuindexes: "5"'; then
+    got=$(card_of hami-index)
+    if [ -n "$got" ] && [ "$(index_of "$got")" = 5 ]; then
+      pass "i7: use-gpuindexes '5': placed on $got, index $(index_of "$got") in the node's hami.io/node-nvidia-register"
+    else
+      fail "i7: use-gpuindexes '5': placed on '$got', index '$(index_of "$got")'"
+    fi
+  else
+    fail "i7: use-gpuindexes pod (above)"
+  fi
+  # Two cards, every index but the last two excluded (0 among them): only those two remain.
+  local nouse card indexes want="$((gpus - 2)) $((gpus - 1))"
+  nouse=$(seq -s, 0 $((gpus - 3)))
+  if hami_run hami-noindex "nvidia.com/gpu: 2, nvidia.com/gpumem: 1000" "nvidia.com/nouse-gpuindexes: \"$nouse\""; then
+    indexes=$(for card in $(cards_of hami-noindex); do index_of "$card"; done | sort -n | paste -sd' ')
+    if [ "$indexes" = "$want" ]; then
+      pass "i8: nouse-gpuindexes '$nouse' with 2 GPUs: placed on the cards with indexes $indexes"
+    else
+      fail "i8: nouse-gpuindexes '$nouse' with 2 GPUs: placed on indexes '$indexes' ($(cards_of hami-noindex | paste -sd' ')), want $want"
+    fi
+  else
+    fail "i8: nouse-gpuindexes pod (above)"
+  fi
+  # An annotation HAMi acts on and gpuslice does not implement (HAMi's MIG mode): the
+  # pod stays Pending with the reason, never placed as if it had not said it.
+  hami_pod hami-mig "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" 'nvidia.com/vgpu-mode: "mig"' >/dev/null
+  unsupported() { pod_scheduled hami-mig | grep -q "nvidia.com/vgpu-mode 'mig' is not supported by gpuslice"; }
+  if poll 60 unsupported && [ "$(phase hami-mig)" = Pending ] && ! bound hami-mig && ! placed_by_extender hami-mig; then
+    pass "i9: vgpu-mode 'mig' stays Pending with the reason: $(pod_scheduled hami-mig)"
+  else
+    fail "i9: vgpu-mode 'mig' pod: phase $(phase hami-mig), '$(pod_scheduled hami-mig)', $(annotations hami-mig)"
+  fi
+  # An index list that is not one: refused with a message naming the annotation.
+  hami_pod hami-badindex "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" 'nvidia.com/use-gpuindexes: "first"' >/dev/null
+  named() { pod_scheduled hami-badindex | grep -q 'nvidia.com/use-gpuindexes'; }
+  if poll 60 named && [ "$(phase hami-badindex)" = Pending ] && ! bound hami-badindex; then
+    pass "i10: use-gpuindexes 'first' stays Pending naming the annotation: $(pod_scheduled hami-badindex)"
+  else
+    fail "i10: use-gpuindexes 'first' pod: phase $(phase hami-badindex), '$(pod_scheduled hami-badindex)', $(annotations hami-badindex)"
   fi
   kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
