@@ -1,10 +1,13 @@
 // The enforcer against the simulator, with real processes: exact limits on every
 // allocation path and every way of reaching the driver, racing processes, agreeing
 // views, virtual device memory, crash and PID-reuse safety, the compute share.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -57,22 +60,18 @@ TEST(Enforcer, HostLocatedVmmPassesThroughUncounted) {
   EXPECT_EQ(a[1], "alloc ok");
 }
 
+// Eight processes of one container (one PID namespace, as in a pod) race for its memory.
 TEST(Enforcer, RacingProcessesNeverOvershootTheContainerLimit) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"GPUSLICE_CONTEXT_OVERHEAD", "0"}});
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int i = 0; i < 8; ++i) {
-    std::vector<std::string> argv = {ProbeBin(), "init"};
-    for (int k = 0; k < 4; ++k) argv.insert(argv.end(), {"alloc", "mem", "128m"});
-    argv.insert(argv.end(), {"sleep", "1500"});
-    procs.push_back(std::make_unique<Process>(argv, env));
-  }
-  int ok = 0, refused = 0;
-  for (auto& p : procs) {
-    Result r = p->Wait();
-    ok += static_cast<int>(Lines(r.out, "alloc ok").size());
-    refused += static_cast<int>(Lines(r.out, "alloc err CUDA_ERROR_OUT_OF_MEMORY").size());
-  }
+  std::string probe = ProbeBin() + " init";
+  for (int k = 0; k < 4; ++k) probe += " alloc mem 128m";
+  probe += " sleep 1500";
+  std::string script;
+  for (int i = 0; i < 8; ++i) script += probe + " & ";
+  Result r = RunProcess(AsContainer({"/bin/sh", "-c", script + "wait"}), env);
+  int ok = static_cast<int>(Lines(r.out, "alloc ok").size());
+  int refused = static_cast<int>(Lines(r.out, "alloc err CUDA_ERROR_OUT_OF_MEMORY").size());
   EXPECT_EQ(ok, 16);  // exactly 2 GiB in 128 MiB pieces, never more
   EXPECT_EQ(refused, 16);
 }
@@ -330,6 +329,27 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
 }
 
+// Runs of one user share a directory; a run's own directory is known to be live by its
+// supervisor's lock, not by a pid (every container's supervisor may be a PID 1). A directory
+// left by a killed supervisor goes; a live one stays, whatever pid it was made by.
+TEST(Enforcer, GpusliceRunKeepsLiveRunsAndRemovesDeadOnes) {
+  SimNode node("gpus: [H100-80GB]\n");
+  std::string runs = node.root() + "/runs";
+  std::filesystem::create_directories(runs + "/run-dead");
+  std::filesystem::create_directories(runs + "/run-live");
+  std::ofstream(runs + "/run-dead/lock") << "";
+  int held = open((runs + "/run-live/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  Result r = RunProcess({GpusliceBin(), "run", "--memory", "1g", "--", "/bin/sh", "-c", "ls \"$GPUSLICE_RUN_DIR\""},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("run-dead"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run-live"), std::string::npos) << r.out;
+  EXPECT_EQ(Lines(r.out, "run-").size(), 2u) << "its own and the live one: " << r.out;
+  close(held);
+  EXPECT_TRUE(std::filesystem::exists(runs + "/run-live"));
+}
+
 // `gpuslice run` with a compute share around `gpuslice burn` at 100 % for `seconds`.
 std::vector<std::string> BurnRun(const std::string& cores, const std::string& policy, int seconds,
                                  std::vector<std::string> burn_flags = {}) {
@@ -361,8 +381,9 @@ TEST_P(EnforcerComputeAtSamplePeriod, OneContainerAloneIsHeldToItsShareWithPolic
 // card (a lone container under default takes > 90 %: DefaultPolicyLetsALoneContainer...).
 TEST_P(EnforcerComputeAtSamplePeriod, TwoContainersGetTheirSharesAndKeepTheCardBusy) {
   SimNode node(Scenario());
-  Process a(BurnRun("30", "default", 6), node.env());
-  Process b(BurnRun("70", "default", 6), node.env());
+  // Both workloads are the PID 1 of their own namespaces, as in two pods.
+  Process a(AsContainer(BurnRun("30", "default", 6)), node.env());
+  Process b(AsContainer(BurnRun("70", "default", 6)), node.env());
   Result ra = a.Wait(), rb = b.Wait();
   std::cout << "30/70: " << BurnUtil(ra.out) << " / " << BurnUtil(rb.out) << "\n";
   EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
@@ -375,7 +396,7 @@ TEST_P(EnforcerComputeAtSamplePeriod, ThreeContainersShareOneCard) {
   std::vector<std::unique_ptr<Process>> ps;
   const double want[] = {20, 30, 50};
   for (double share : want)
-    ps.push_back(std::make_unique<Process>(BurnRun(std::to_string(int(share)), "default", 6), node.env()));
+    ps.push_back(std::make_unique<Process>(AsContainer(BurnRun(std::to_string(int(share)), "default", 6)), node.env()));
   for (int i = 0; i < 3; ++i) {
     Result r = ps[i]->Wait();
     EXPECT_NEAR(BurnUtil(r.out), want[i], 5) << r.out << r.err;

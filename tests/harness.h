@@ -85,6 +85,9 @@ bool CanUnsharePidNamespace();
 std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv);
 pid_t UnsharedChild(pid_t unshare_pid);
 std::vector<pid_t> NsPids(pid_t pid);
+// argv as a container runs it: in a PID namespace of its own where this test may make one
+// (root), else unchanged, with a note on stdout that the namespace was NOT exercised.
+std::vector<std::string> AsContainer(std::vector<std::string> argv);
 
 // Lines of `out` that start with `prefix` (e.g. "alloc").
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix);

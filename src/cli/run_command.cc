@@ -1,5 +1,7 @@
 #include "src/cli/run_command.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,11 +46,23 @@ void WriteSummary(const std::string& region_path, const model::Allocation& a, co
 }
 
 // Runs of one user share a directory, so their supervisors can arbitrate priorities
-// among them: <dir>/<supervisor pid>/region. Directories of supervisors that are gone
-// (killed before cleaning up) are removed by the next run.
+// among them: <dir>/run-XXXXXX/region, and <dir>/cards for the card regions. Each
+// supervisor holds an flock on its directory's `lock` for its lifetime; a directory whose
+// lock can be taken belongs to a supervisor that is gone (killed before cleaning up) and is
+// removed by the next run. A lock, unlike a pid, means the same in every PID namespace:
+// supervisors that are each the PID 1 of their own container never mistake each other.
 std::string RunsDir() {
   if (const char* d = getenv("GPUSLICE_RUN_DIR"); d && *d) return d;
   return "/tmp/gpuslice-runs-" + std::to_string(getuid());
+}
+
+// True when no live supervisor holds `dir`'s lock (or it has none: not a run directory).
+bool RunDirIsStale(const std::string& dir) {
+  int fd = open((dir + "/lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return errno == ENOENT;
+  bool stale = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return stale;
 }
 
 StatusOr<std::string> MakeRunDir(const std::string& runs) {
@@ -59,13 +73,14 @@ StatusOr<std::string> MakeRunDir(const std::string& runs) {
   if (lstat(runs.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
     return FailedPrecondition(runs + " is not a directory of this user (set GPUSLICE_RUN_DIR)");
   chmod(runs.c_str(), 0700);
-  for (const auto& e : std::filesystem::directory_iterator(runs, ec)) {
-    pid_t pid = static_cast<pid_t>(atoi(e.path().filename().c_str()));
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
-  }
-  std::string dir = runs + "/" + std::to_string(getpid());
-  std::filesystem::remove_all(dir, ec);
-  if (mkdir(dir.c_str(), 0700) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
+  for (const auto& e : std::filesystem::directory_iterator(runs, ec))
+    if (e.path().filename() != "cards" && e.is_directory(ec) && RunDirIsStale(e.path().string()))
+      std::filesystem::remove_all(e.path(), ec);
+  std::string dir = runs + "/run-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return Internal("cannot create a directory in " + runs + ": " + strerror(errno));
+  // Held until this process exits (close-on-exec: the program run is not its holder).
+  int lock = open((dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) return Internal("cannot lock " + dir + "/lock: " + strerror(errno));
   return dir;
 }
 
