@@ -1,7 +1,9 @@
 # Small helpers so every folder declares its targets in a few lines.
 #
 #   gs_library(NAME name SRCS ... [DEPS ...] [PIC])        static library
-#   gs_test(NAME name SRCS ... [DEPS ...] [LABELS ...])     GoogleTest binary, registered with CTest
+#   gs_test(NAME name SRCS ... [DEPS ...] [LABELS ...] [TIMING gtest-filter])
+#                                                           GoogleTest binary, registered with CTest;
+#                                                           TIMING's tests run alone, label `timing`
 #   gs_version_script(OUT file DEFS def... MACROS m...)     ld version script exporting the
 #                                                           first argument of each macro row
 
@@ -17,7 +19,7 @@ function(gs_test)
   if(NOT GS_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(GS "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(GS "" "NAME;TIMING" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT GS_LABELS)
     set(GS_LABELS unit)
   endif()
@@ -33,7 +35,16 @@ function(gs_test)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
     target_compile_options(${GS_NAME} PRIVATE -Wno-restrict)
   endif()
-  gtest_discover_tests(${GS_NAME} PROPERTIES LABELS "${GS_LABELS}" DISCOVERY_TIMEOUT 30)
+  if(GS_TIMING)
+    # Tests that assert on the wall clock (compute shares): labelled `timing` and run with
+    # nothing else beside them, so the rest of the suite never competes with a measurement.
+    # One label: a list value does not survive discovery's POST_BUILD command line.
+    gtest_discover_tests(${GS_NAME} TEST_FILTER "${GS_TIMING}" PROPERTIES LABELS timing RUN_SERIAL TRUE
+                         DISCOVERY_TIMEOUT 30)
+    gtest_discover_tests(${GS_NAME} TEST_FILTER "-${GS_TIMING}" PROPERTIES LABELS "${GS_LABELS}" DISCOVERY_TIMEOUT 30)
+  else()
+    gtest_discover_tests(${GS_NAME} PROPERTIES LABELS "${GS_LABELS}" DISCOVERY_TIMEOUT 30)
+  endif()
 endfunction()
 
 function(gs_version_script)
