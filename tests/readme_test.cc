@@ -68,8 +68,8 @@ TEST(Docs, ConfigurationReferenceListsEveryFlagOfEverySubcommand) {
       sections[current] += line + "\n";
   }
   const std::vector<std::string> commands = {
-      "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",        "sim env",
-      "sim inject", "node", "cdi generate", "cdi list", "hook",     "runtime configure", "scheduler"};
+      "run",        "smi",  "burn",         "sim up",   "sim down", "sim status",        "sim env",  "sim inject",
+      "sim daemon", "node", "cdi generate", "cdi list", "hook",     "runtime configure", "scheduler"};
   static const std::regex flag_line(R"(^  --([a-z0-9-]+))");
   for (const auto& command : commands) {
     ASSERT_TRUE(sections.count(command)) << "docs/configuration.md has no section '## gpuslice " << command << "'";
