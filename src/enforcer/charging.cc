@@ -106,20 +106,25 @@ void ClaimOwnSlot() {
   pthread_mutex_unlock(&g_slot_mu);
 }
 
+// In the order the hooks take them: the VMM book's lock is held across charges.
 void BeforeFork() {
+  TheVmmBook().mu().lock();
   g_reconcile_mu.lock();
   TheAllocations().LockForFork();
 }
 void AfterForkInParent() {
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
+  TheVmmBook().mu().unlock();
 }
 void AfterForkInChild() {
   // Nothing the parent holds is the child's: its books start empty, its slot is claimed
   // on its first charge (most children exec at once and never need one).
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
+  TheVmmBook().mu().unlock();
   TheAllocations().ForgetAll();
+  TheVmmBook().ForgetAll();
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);

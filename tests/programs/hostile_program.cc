@@ -18,6 +18,22 @@
 //                uninitialised
 //   fork MS      fork; the parent exits after MS, the child goes on with the next steps
 //   sleep MS     sleep
+// Virtual memory management (cuMemCreate on device 0, mapped whole into a fresh
+// reservation with read-write access):
+//   vmm-leak N   N times: create 64 MiB, map, cuMemRelease while mapped (the driver keeps
+//                mapped memory until it is unmapped); stops at the first failure:
+//                "vmm-leak <MiB left mapped>"
+//   vmm-hold N   N times: create 64 MiB and map it, handle kept: "vmm-hold <MiB mapped>"
+//   vmmcreate MIB  one handle of MIB MiB: "vmmcreate <result>"
+//   vmmmap       maps the newest handle at a fresh address: "vmmmap <result>"
+//   vmmrelease   releases the newest handle (its mappings stay): "vmmrelease <result>"
+//   vmmunmap     unmaps the newest mapping and frees its addresses: "vmmunmap <result>"
+//   vmmunmaphalf cuMemUnmap of the first half of the newest mapping (a sub-range; the
+//                mapping stays listed): "vmmunmaphalf <result>"
+//   vmmpair MIB  two handles of MIB MiB mapped side by side in one reservation, both
+//                released, then one cuMemUnmap over both: "vmmpair <result of the unmap>"
+//   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
+//                "room <MiB that fitted>"
 // And attacks on the node through what a container may write (no driver needed):
 //   scribble PATH MS  for MS ms, random bytes at random places of the file PATH (its
 //                     region), with the file's lock held, now and then shrinking it and
@@ -55,6 +71,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/platform/cuda_api.h"
@@ -214,6 +231,107 @@ long ForgeCard(const char* path, long ms, const std::string& attacks) {
   return rewrites;
 }
 
+// ---- virtual memory management --------------------------------------------------------
+
+struct VmmMapping {
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+};
+std::vector<std::pair<CUmemGenericAllocationHandle, size_t>> g_handles;  // newest last
+std::vector<VmmMapping> g_mappings;                                      // newest last
+
+CUresult VmmCreate(size_t bytes, CUmemGenericAllocationHandle* handle) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return Get<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long)>(
+      "cuMemCreate")(handle, bytes, &prop, 0);
+}
+
+CUresult VmmAccess(CUdeviceptr ptr, size_t size) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return Get<CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t)>("cuMemSetAccess")(ptr, size, &access,
+                                                                                                  1);
+}
+
+CUresult VmmReserve(size_t size, CUdeviceptr* ptr) {
+  return Get<CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>("cuMemAddressReserve")(
+      ptr, size, 0, 0, 0);
+}
+
+CUresult VmmMap(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) {
+  return Get<CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)>("cuMemMap")(
+      ptr, size, 0, handle, 0);
+}
+
+CUresult VmmUnmap(CUdeviceptr ptr, size_t size) {
+  return Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemUnmap")(ptr, size);
+}
+
+CUresult VmmRelease(CUmemGenericAllocationHandle handle) {
+  return Get<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease")(handle);
+}
+
+// Maps the whole of handle at a fresh reservation, read-write; the mapping is listed.
+CUresult VmmMapFresh(CUmemGenericAllocationHandle handle, size_t size) {
+  CUdeviceptr ptr = 0;
+  CUresult rc = VmmReserve(size, &ptr);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr, size, handle);
+  if (rc == CUDA_SUCCESS) rc = VmmAccess(ptr, size);
+  if (rc == CUDA_SUCCESS) g_mappings.push_back({ptr, size});
+  return rc;
+}
+
+// `pieces` times: a 64 MiB handle mapped; released at once while mapped when `release`.
+// Returns the MiB left mapped.
+long VmmPieces(long pieces, bool release) {
+  long mapped = 0;
+  for (long k = 0; k < pieces; ++k) {
+    CUmemGenericAllocationHandle h = 0;
+    if (VmmCreate(64ull << 20, &h) != CUDA_SUCCESS) break;
+    if (VmmMapFresh(h, 64ull << 20) != CUDA_SUCCESS) {
+      VmmRelease(h);
+      break;
+    }
+    mapped += 64;
+    if (release && VmmRelease(h) != CUDA_SUCCESS) break;
+    if (!release) g_handles.push_back({h, 64ull << 20});
+  }
+  return mapped;
+}
+
+// Two handles of `bytes` mapped side by side in one reservation and released, then one
+// cuMemUnmap over both; returns that unmap's result.
+CUresult VmmPair(size_t bytes) {
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  CUdeviceptr ptr = 0;
+  CUresult rc = VmmCreate(bytes, &a);
+  if (rc == CUDA_SUCCESS) rc = VmmCreate(bytes, &b);
+  if (rc == CUDA_SUCCESS) rc = VmmReserve(2 * bytes, &ptr);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr, bytes, a);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr + bytes, bytes, b);
+  if (rc == CUDA_SUCCESS) rc = VmmAccess(ptr, 2 * bytes);
+  if (rc == CUDA_SUCCESS) rc = VmmRelease(a);
+  if (rc == CUDA_SUCCESS) rc = VmmRelease(b);
+  if (rc != CUDA_SUCCESS) return rc;
+  return VmmUnmap(ptr, 2 * bytes);
+}
+
+// 64 MiB pieces until refused, then every piece freed; the MiB that fitted.
+long Room() {
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+  auto free_fn = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
+  std::vector<CUdeviceptr> got;
+  for (CUdeviceptr p; got.size() < 4096 && alloc(&p, 64ull << 20) == CUDA_SUCCESS;) got.push_back(p);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // held long enough to be seen on the card
+  for (CUdeviceptr p : got) free_fn(p);
+  return static_cast<long>(got.size()) * 64;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,6 +423,39 @@ int main(int argc, char** argv) {
         _exit(0);
       }
       ++i;
+    } else if (strcmp(step, "vmm-leak") == 0 || strcmp(step, "vmm-hold") == 0) {
+      printf("%s %ld\n", step, VmmPieces(atol(arg), strcmp(step, "vmm-leak") == 0));
+      ++i;
+    } else if (strcmp(step, "vmmcreate") == 0) {
+      CUmemGenericAllocationHandle h = 0;
+      size_t bytes = static_cast<size_t>(atol(arg)) << 20;
+      CUresult rc = VmmCreate(bytes, &h);
+      if (rc == CUDA_SUCCESS) g_handles.push_back({h, bytes});
+      printf("vmmcreate %s\n", Name(rc));
+      ++i;
+    } else if (strcmp(step, "vmmmap") == 0) {
+      printf("vmmmap %s\n",
+             g_handles.empty() ? "none" : Name(VmmMapFresh(g_handles.back().first, g_handles.back().second)));
+    } else if (strcmp(step, "vmmrelease") == 0) {
+      printf("vmmrelease %s\n", g_handles.empty() ? "none" : Name(VmmRelease(g_handles.back().first)));
+    } else if (strcmp(step, "vmmunmap") == 0) {
+      if (g_mappings.empty()) {
+        printf("vmmunmap none\n");
+      } else {
+        VmmMapping m = g_mappings.back();
+        g_mappings.pop_back();
+        CUresult rc = VmmUnmap(m.ptr, m.size);
+        Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(m.ptr, m.size);
+        printf("vmmunmap %s\n", Name(rc));
+      }
+    } else if (strcmp(step, "vmmunmaphalf") == 0) {
+      printf("vmmunmaphalf %s\n",
+             g_mappings.empty() ? "none" : Name(VmmUnmap(g_mappings.back().ptr, g_mappings.back().size / 2)));
+    } else if (strcmp(step, "vmmpair") == 0) {
+      printf("vmmpair %s\n", Name(VmmPair(static_cast<size_t>(atol(arg)) << 20)));
+      ++i;
+    } else if (strcmp(step, "room") == 0) {
+      printf("room %ld\n", Room());
     } else if (strcmp(step, "sleep") == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
       ++i;
