@@ -2,10 +2,11 @@
 // (tests/programs/hostile_program.cc) against the simulator with the enforcer preloaded:
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets, per-context
-// limits, VMM handles released while mapped. Each attack gets 0 bytes past the limit. And
-// a tenant shrinking a card file shared with other containers cannot kill their programs,
-// nor can one forging it (its priority, the turn, the others' credit, garbage) take their
-// compute share.
+// limits, VMM handles released while mapped, threads allocating while the region's lock
+// is held and its totals zeroed. Each attack gets 0 bytes past the limit. And a tenant
+// shrinking a card file shared with other containers cannot kill their programs, nor can
+// one forging it (its priority, the turn, the others' credit, garbage) take their compute
+// share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
@@ -262,6 +263,28 @@ INSTANTIATE_TEST_SUITE_P(
         // One cuMemUnmap over two mappings side by side ends both.
         VmmOrder{"OneUnmapOverTwoMappings", {"vmmpair", "512", "room"}, {kFillUnder2g}}),
     [](const ::testing::TestParamInfo<VmmOrder>& p) { return std::string(p.param.name); });
+
+// The region, its mutex included, is writable by every process of the container. One
+// thread of a process holds the region's mutex until 32 others, allocating 512 MiB pieces
+// at once, all wait for it, then keeps zeroing the region's total for the device and its
+// own slot: the process still gets nothing past the limit itself.
+TEST(HostileRegion, ZeroedTotalsWhileThreadsAllocateGiveNothingPastTheLimit) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "race-zeroed", node.region_path(), "32", "512", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "race-zeroed"), 1024) << w.result.out;  // 518 + 2 x 512 MiB: a third would not fit
+  ExpectWithinTwoGiB(w);
+}
+
+TEST(HostileRegion, ZeroedTotalsWhileThreadsAllocateUnderALimitsFile) {
+  SimNode node(kH100);
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=2g\n");
+  OnCard w = Watched(node, {HostileBin(), "init", "race-zeroed", node.region_path(), "32", "512", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "race-zeroed"), 1024) << w.result.out;  // 518 + 2 x 512 MiB: a third would not fit
+  ExpectWithinTwoGiB(w);
+}
 
 }  // namespace
 }  // namespace gs::testing

@@ -154,10 +154,24 @@ Gate CheckDevice(int dev) {
 
 namespace {
 
+// The process's own bound: bytes join the ledger only if it stays within the limit, checked
+// and added in one atomic step before the region is asked, so no interleaving of the
+// process's threads takes it past the limit, whatever the region (or its mutex) says.
+bool TakeOwn(int dev, uint64_t bytes, uint64_t limit) {
+  uint64_t cur = g_own[dev].load();
+  do {
+    if (limit != 0 && (bytes > limit || cur > limit - bytes)) return false;
+  } while (!g_own[dev].compare_exchange_weak(cur, cur + bytes));
+  return true;
+}
+
 bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own_fits) {
-  *own_fits = limit == 0 || (bytes <= limit && g_own[dev].load() <= limit - bytes);
-  if (!*own_fits || !region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) return false;
-  g_own[dev].fetch_add(bytes);
+  *own_fits = TakeOwn(dev, bytes, limit);
+  if (!*own_fits) return false;
+  if (!region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) {
+    SubtractClamped(&g_own[dev], bytes);
+    return false;
+  }
   if (spilled) g_own_spilled[dev].fetch_add(bytes);
   return true;
 }

@@ -34,6 +34,12 @@
 //                released, then one cuMemUnmap over both: "vmmpair <result of the unmap>"
 //   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
 //                "room <MiB that fitted>"
+// Against the region the container may write (the region's path as argument):
+//   race-zeroed PATH THREADS MIB   THREADS threads allocate MIB MiB pieces with cuMemAlloc_v2
+//                until each is refused, all starting at once, while another thread holds
+//                the mutex of the region at PATH for 300 ms, then keeps zeroing device 0's
+//                total and this process's slot there:
+//                "race-zeroed <MiB allocated by the threads together>"
 // And attacks on the node through what a container may write (no driver needed):
 //   scribble PATH MS  for MS ms, random bytes at random places of the file PATH (its
 //                     region), with the file's lock held, now and then shrinking it and
@@ -55,11 +61,13 @@
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -76,6 +84,7 @@
 
 #include "src/platform/cuda_api.h"
 #include "src/region/card.h"
+#include "src/region/region.h"
 
 namespace {
 
@@ -332,6 +341,63 @@ long Room() {
   return static_cast<long>(got.size()) * 64;
 }
 
+// ---- the region's lock held and its totals zeroed while threads allocate -----------------
+
+long RaceZeroed(const char* path, int threads, size_t mib) {
+  namespace rg = gs::region;
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  void* p = mmap(nullptr, sizeof(rg::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return -1;
+  auto* r = static_cast<rg::Region*>(p);
+  rg::ProcessSlot* mine = nullptr;
+  for (auto& slot : r->procs)
+    if (slot.pid.load() == static_cast<uint32_t>(getpid())) mine = &slot;
+  CUcontext ctx = nullptr;
+  Get<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&ctx);
+  auto set_current = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+  // The enforcer compares its books with NVML at most every 100 ms, inside a charge: one
+  // charge now, past that interval, so that none of the racing charges stops for it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  CUdeviceptr small = 0;
+  if (alloc(&small, 2u << 20) == CUDA_SUCCESS) Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2")(small);
+  std::atomic<bool> locked{false}, go{false}, stop{false};
+  std::atomic<int> ready{0};
+  std::atomic<long> pieces{0};
+  // The region's mutex lives in the region too: held until every allocating thread waits
+  // for it, then let go while the totals they are checked against are zeroed again and again.
+  std::thread zeroer([&] {
+    pthread_mutex_lock(&r->mutex);
+    locked.store(true);
+    while (!go.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pthread_mutex_unlock(&r->mutex);
+    while (!stop.load(std::memory_order_relaxed)) {
+      r->devices[0].memory_used.store(0);
+      if (mine) mine->memory[0].store(0);
+    }
+  });
+  while (!locked.load()) std::this_thread::yield();
+  std::vector<std::thread> allocators;
+  for (int t = 0; t < threads; ++t)
+    allocators.emplace_back([&] {
+      set_current(ctx);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      CUdeviceptr d;
+      while (alloc(&d, mib << 20) == CUDA_SUCCESS) pieces.fetch_add(1);
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  go.store(true);
+  for (auto& t : allocators) t.join();
+  stop.store(true);
+  zeroer.join();
+  munmap(p, sizeof(rg::Region));
+  return pieces.load() * static_cast<long>(mib);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -456,6 +522,10 @@ int main(int argc, char** argv) {
       ++i;
     } else if (strcmp(step, "room") == 0) {
       printf("room %ld\n", Room());
+    } else if (strcmp(step, "race-zeroed") == 0) {
+      if (i + 3 >= argc) return 2;
+      printf("race-zeroed %ld\n", RaceZeroed(argv[i + 1], atoi(argv[i + 2]), strtoul(argv[i + 3], nullptr, 10)));
+      i += 3;
     } else if (strcmp(step, "sleep") == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
       ++i;
