@@ -3,10 +3,10 @@
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets, per-context
 // limits, VMM handles released while mapped, threads allocating while the region's lock
-// is held and its totals zeroed. Each attack gets 0 bytes past the limit. And a tenant
-// shrinking a card file shared with other containers cannot kill their programs, nor can
-// one forging it (its priority, the turn, the others' credit, garbage) take their compute
-// share.
+// is held and its totals zeroed, a device renamed in the region to hide memory only NVML
+// sees. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared
+// with other containers cannot kill their programs, nor can one forging it (its priority,
+// the turn, the others' credit, garbage) take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, ../shared/reference/real-gpu-h100.md). Under a 2 GiB slice a program therefore
@@ -283,6 +283,21 @@ TEST(HostileRegion, ZeroedTotalsWhileThreadsAllocateUnderALimitsFile) {
   OnCard w = Watched(node, {HostileBin(), "init", "race-zeroed", node.region_path(), "32", "512", "sleep", "200"}, env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
   EXPECT_EQ(Field(w.result, "race-zeroed"), 1024) << w.result.out;  // 518 + 2 x 512 MiB: a third would not fit
+  ExpectWithinTwoGiB(w);
+}
+
+// What a module's .global variables take on the card shows only in NVML (the load is
+// charged an estimate of 2 MiB, then reconciled). A process that renames its device in the
+// region must not make NVML unable to find the card, and so hide the module's memory.
+TEST(HostileRegion, RenamedDeviceDoesNotHideMemoryOnlyNvmlSees) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(
+      node, {HostileBin(), "init", "uuid", node.region_path(), "modglobal", "1024", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "uuid")[0], "uuid ok");
+  EXPECT_EQ(Lines(w.result.out, "modglobal")[0], "modglobal CUDA_SUCCESS");
+  EXPECT_EQ(Filled(w.result), 448) << w.result.out;  // 2048 - 518 - 1024 - the estimate, in 64 MiB pieces
   ExpectWithinTwoGiB(w);
 }
 

@@ -293,11 +293,12 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
     return false;
   static const bool init_ok = g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
   if (!init_ok) return false;
-  char uuid[sizeof(g_state.region->devices[0].uuid)];
-  memcpy(uuid, g_state.region->devices[dev].uuid, sizeof(uuid));
-  uuid[sizeof(uuid) - 1] = 0;
+  // The card as the driver named it when the device was bound: the region's copy of the
+  // name is the container's to rewrite, and a name NVML does not know would leave the
+  // process unmeasured.
+  const char* uuid = g_state.device_uuid[dev];
   nvmlDevice_t device;
-  if (g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
+  if (uuid[0] == 0 || g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
   nvmlProcessInfo_t procs[128];
   unsigned int n = 128;
   if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;

@@ -32,9 +32,13 @@
 //                mapping stays listed): "vmmunmaphalf <result>"
 //   vmmpair MIB  two handles of MIB MiB mapped side by side in one reservation, both
 //                released, then one cuMemUnmap over both: "vmmpair <result of the unmap>"
+//   modglobal MIB  loads a module (cuModuleLoadData) declaring MIB MiB of .global memory:
+//                "modglobal <result>"
 //   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
 //                "room <MiB that fitted>"
 // Against the region the container may write (the region's path as argument):
+//   uuid PATH    renames device 0 in the region at PATH to a card that does not exist:
+//                "uuid <result of the write>"
 //   race-zeroed PATH THREADS MIB   THREADS threads allocate MIB MiB pieces with cuMemAlloc_v2
 //                until each is refused, all starting at once, while another thread holds
 //                the mutex of the region at PATH for 300 ms, then keeps zeroing device 0's
@@ -71,6 +75,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -522,6 +527,22 @@ int main(int argc, char** argv) {
       ++i;
     } else if (strcmp(step, "room") == 0) {
       printf("room %ld\n", Room());
+    } else if (strcmp(step, "uuid") == 0) {
+      const char name[] = "GPU-00000000-0000-0000-0000-000000000000";
+      int fd = open(arg, O_WRONLY);
+      bool ok = fd >= 0 && pwrite(fd, name, sizeof(name), offsetof(gs::region::Region, devices)) ==
+                               static_cast<ssize_t>(sizeof(name));
+      if (fd >= 0) close(fd);
+      printf("uuid %s\n", ok ? "ok" : strerror(errno));
+      ++i;
+    } else if (strcmp(step, "modglobal") == 0) {
+      std::string ptx =
+          ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gs_nothing()\n{\n ret;\n}\n"
+          ".visible .global .align 1 .b8 gs_globals[" +
+          std::to_string(atol(arg) << 20) + "];\n";
+      CUmodule m = nullptr;
+      printf("modglobal %s\n", Name(Get<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData")(&m, ptx.c_str())));
+      ++i;
     } else if (strcmp(step, "race-zeroed") == 0) {
       if (i + 3 >= argc) return 2;
       printf("race-zeroed %ld\n", RaceZeroed(argv[i + 1], atoi(argv[i + 2]), strtoul(argv[i + 3], nullptr, 10)));
