@@ -208,6 +208,31 @@ TEST(HostileVmm, HandlesReleasedWhileMappedStayCharged) {
   ExpectWithinTwoGiB(w);
 }
 
+// The environment of a program that hides NVML from its own enforcer: a library path that
+// holds libcuda.so.1 only. Nothing is reconciled with the card then, the books alone hold
+// the limit.
+Env WithoutNvml(const SimNode& node, Env env) {
+  std::string dir = node.root() + "/usr/lib/cuda-only";  // the simulator finds its node above usr/lib
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(node.env().at("LD_LIBRARY_PATH") + "/libcuda.so.1", dir + "/libcuda.so.1");
+  env["LD_LIBRARY_PATH"] = dir;
+  return env;
+}
+
+// cuCtxDestroy does not free cuMemCreate allocations (CUDA driver API; the simulator keeps
+// them too): a reset of the context they were made in must not give their charge back.
+TEST(HostileVmm, MappedMemoryOutlivesAContextResetAndStaysCharged) {
+  SimNode node(kH100);
+  Env env = WithoutNvml(node, node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}}));
+  OnCard w =
+      Watched(node, {HostileBin(), "init", "vmm-hold", "64", "reset", "init", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "vmm-hold"), kFillUnder2g) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "reset")[0], "reset CUDA_SUCCESS");
+  EXPECT_EQ(Filled(w.result), 0) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
 // A handle's bytes stay charged until the handle is released and its last mapping is
 // gone, in whatever order: "room" is what the slice still takes in 64 MiB pieces.
 struct VmmOrder {
