@@ -1,10 +1,12 @@
 // Security claims of the enforcer's memory limit, each tested by a real hostile process
 // (tests/programs/hostile_program.cc) against the simulator with the enforcer preloaded:
 // reaching the real driver through dlvsym, loosening the environment, forging the
-// region, forking after joining it, the v1 entry points, context resets and per-context
-// limits. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file
-// shared with other containers cannot kill their programs, nor can one forging it (its
-// priority, the turn, the others' credit, garbage) take their compute share.
+// region, forking after joining it, the v1 entry points, context resets, per-context
+// limits, VMM handles released while mapped, threads allocating while the region's lock
+// is held and its totals zeroed, a device renamed in the region to hide memory only NVML
+// sees. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared
+// with other containers cannot kill their programs, nor can one forging it (its priority,
+// the turn, the others' credit, garbage) take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, docs/measurements/h100-driver.md). Under a 2 GiB slice a program therefore
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "tests/harness.h"
 
@@ -148,6 +151,179 @@ TEST(HostileProgram, PerContextLimitsAreChargedOrRefused) {
   EXPECT_EQ(heap[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(heap[1], "heap CUDA_SUCCESS");            // 256 MiB above the 8 MiB default: charged
   EXPECT_EQ(Filled(r), kFillUnder2g - 256) << r.out;  // and not a byte more
+}
+
+}  // namespace
+}  // namespace gs::testing
+
+namespace gs::testing {
+namespace {
+
+// What the card held at most for the container, as an observer without the enforcer sees
+// it (NVML's per-process used memory of every compute process, polled every 0.5 ms by
+// cuda_probe cardwatch), while `argv` runs to its end.
+struct OnCard {
+  uint64_t most_mib = 0;
+  uint64_t samples = 0;
+  Result result;
+};
+
+OnCard Watched(const SimNode& node, const std::vector<std::string>& argv, const Env& env) {
+  Process observer({ProbeBin(), "cardwatch", "600000"}, node.env());
+  OnCard w;
+  if (!observer.WaitForOutput("watching")) return w;
+  w.result = RunProcess(argv, env);
+  observer.Signal(SIGTERM);
+  auto f = Fields(observer.Wait().out, "cardwatch");
+  if (f.size() == 3) {
+    w.most_mib = U(f[1]) / kMiB;
+    w.samples = U(f[2]);
+  }
+  std::string steps = "hostile_program";
+  for (size_t i = 1; i < argv.size(); ++i) steps += " " + argv[i];
+  std::cout << steps << ": the card held at most " << w.most_mib << " MiB for the container\n";
+  return w;
+}
+
+// Within the 2 GiB slice, up to the driver's 2 MiB granularity.
+void ExpectWithinTwoGiB(const OnCard& w) {
+  EXPECT_GT(w.samples, 10u) << "the observer did not watch the card";
+  EXPECT_LE(w.most_mib, 2048u + 2) << w.result.out << w.result.err;
+}
+
+int Field(const Result& r, const std::string& step, size_t i = 0) {
+  auto f = Lines(r.out, step + " ");
+  return i < f.size() ? std::stoi(f[i].substr(step.size() + 1)) : -1;
+}
+
+// CUDA documents that a mapping keeps a VMM allocation alive after cuMemRelease until it is
+// unmapped: a loop of create, map, release must not map more than the slice.
+TEST(HostileVmm, HandlesReleasedWhileMappedStayCharged) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "vmm-leak", "2048", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "vmm-leak"), kFillUnder2g) << w.result.out;
+  EXPECT_EQ(Filled(w.result), 0);
+  ExpectWithinTwoGiB(w);
+}
+
+// The environment of a program that hides NVML from its own enforcer: a library path that
+// holds libcuda.so.1 only. Nothing is reconciled with the card then, the books alone hold
+// the limit.
+Env WithoutNvml(const SimNode& node, Env env) {
+  std::string dir = node.root() + "/usr/lib/cuda-only";  // the simulator finds its node above usr/lib
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(node.env().at("LD_LIBRARY_PATH") + "/libcuda.so.1", dir + "/libcuda.so.1");
+  env["LD_LIBRARY_PATH"] = dir;
+  return env;
+}
+
+// cuCtxDestroy does not free cuMemCreate allocations (CUDA driver API; the simulator keeps
+// them too): a reset of the context they were made in must not give their charge back.
+TEST(HostileVmm, MappedMemoryOutlivesAContextResetAndStaysCharged) {
+  SimNode node(kH100);
+  Env env = WithoutNvml(node, node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}}));
+  OnCard w =
+      Watched(node, {HostileBin(), "init", "vmm-hold", "64", "reset", "init", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "vmm-hold"), kFillUnder2g) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "reset")[0], "reset CUDA_SUCCESS");
+  EXPECT_EQ(Filled(w.result), 0) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
+// A handle's bytes stay charged until the handle is released and its last mapping is
+// gone, in whatever order: "room" is what the slice still takes in 64 MiB pieces.
+struct VmmOrder {
+  const char* name;
+  std::vector<std::string> steps;
+  std::vector<int> rooms;  // each "room" step's MiB, in order
+};
+
+void PrintTo(const VmmOrder& o, std::ostream* os) {
+  *os << o.name;
+}
+
+class HostileVmmOrder : public ::testing::TestWithParam<VmmOrder> {};
+
+TEST_P(HostileVmmOrder, ChargedUntilTheLastMappingIsGone) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  std::vector<std::string> argv = {HostileBin(), "init"};
+  argv.insert(argv.end(), GetParam().steps.begin(), GetParam().steps.end());
+  argv.insert(argv.end(), {"sleep", "100"});
+  OnCard w = Watched(node, argv, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  for (const char* step : {"vmmcreate", "vmmmap", "vmmrelease", "vmmunmap", "vmmpair"})
+    for (const std::string& line : Lines(w.result.out, std::string(step) + " "))
+      EXPECT_EQ(line, std::string(step) + " CUDA_SUCCESS") << w.result.out;
+  std::vector<int> rooms;
+  for (size_t i = 0; i < GetParam().rooms.size(); ++i) rooms.push_back(Field(w.result, "room", i));
+  EXPECT_EQ(rooms, GetParam().rooms) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
+// 1 GiB mapped leaves 1472 - 1024 = 448 MiB of the slice.
+INSTANTIATE_TEST_SUITE_P(
+    Orders, HostileVmmOrder,
+    ::testing::Values(
+        VmmOrder{"ReleaseThenUnmap",
+                 {"vmmcreate", "1024", "vmmmap", "vmmrelease", "room", "vmmunmap", "room"},
+                 {448, kFillUnder2g}},
+        VmmOrder{"UnmapThenRelease",
+                 {"vmmcreate", "1024", "vmmmap", "vmmunmap", "room", "vmmrelease", "room"},
+                 {448, kFillUnder2g}},
+        VmmOrder{"TwoMappingsOfOneHandle",
+                 {"vmmcreate", "1024", "vmmmap", "vmmmap", "vmmrelease", "vmmunmap", "room", "vmmunmap", "room"},
+                 {448, kFillUnder2g}},
+        // The simulator lets a released handle that is still mapped be mapped again.
+        VmmOrder{"ReleasedHandleMappedAgain",
+                 {"vmmcreate", "1024", "vmmmap", "vmmrelease", "vmmmap", "vmmunmap", "room", "vmmunmap", "room"},
+                 {448, kFillUnder2g}},
+        // cuMemUnmap of a sub-range is refused by the driver: nothing changes.
+        VmmOrder{"SubRangeUnmapRefused",
+                 {"vmmcreate", "1024", "vmmmap", "vmmrelease", "vmmunmaphalf", "room", "vmmunmap", "room"},
+                 {448, kFillUnder2g}},
+        // One cuMemUnmap over two mappings side by side ends both.
+        VmmOrder{"OneUnmapOverTwoMappings", {"vmmpair", "512", "room"}, {kFillUnder2g}}),
+    [](const ::testing::TestParamInfo<VmmOrder>& p) { return std::string(p.param.name); });
+
+// The region, its mutex included, is writable by every process of the container. One
+// thread of a process holds the region's mutex until 32 others, allocating 512 MiB pieces
+// at once, all wait for it, then keeps zeroing the region's total for the device and its
+// own slot: the process still gets nothing past the limit itself.
+TEST(HostileRegion, ZeroedTotalsWhileThreadsAllocateGiveNothingPastTheLimit) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "race-zeroed", node.region_path(), "32", "512", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "race-zeroed"), 1024) << w.result.out;  // 518 + 2 x 512 MiB: a third would not fit
+  ExpectWithinTwoGiB(w);
+}
+
+TEST(HostileRegion, ZeroedTotalsWhileThreadsAllocateUnderALimitsFile) {
+  SimNode node(kH100);
+  Env env = WithLimitsFile(node, "CUDA_DEVICE_MEMORY_LIMIT=2g\n");
+  OnCard w = Watched(node, {HostileBin(), "init", "race-zeroed", node.region_path(), "32", "512", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "race-zeroed"), 1024) << w.result.out;  // 518 + 2 x 512 MiB: a third would not fit
+  ExpectWithinTwoGiB(w);
+}
+
+// What a module's .global variables take on the card shows only in NVML (the load is
+// charged an estimate of 2 MiB, then reconciled). A process that renames its device in the
+// region must not make NVML unable to find the card, and so hide the module's memory.
+TEST(HostileRegion, RenamedDeviceDoesNotHideMemoryOnlyNvmlSees) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(
+      node, {HostileBin(), "init", "uuid", node.region_path(), "modglobal", "1024", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "uuid")[0], "uuid ok");
+  EXPECT_EQ(Lines(w.result.out, "modglobal")[0], "modglobal CUDA_SUCCESS");
+  EXPECT_EQ(Filled(w.result), 448) << w.result.out;  // 2048 - 518 - 1024 - the estimate, in 64 MiB pieces
+  ExpectWithinTwoGiB(w);
 }
 
 }  // namespace

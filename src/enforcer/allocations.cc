@@ -1,5 +1,7 @@
 #include "src/enforcer/allocations.h"
 
+#include <iterator>
+
 namespace gs::enforcer {
 
 void Allocations::Add(HandleKind kind, uint64_t handle, Charge c) {
@@ -55,6 +57,105 @@ uint64_t Allocations::Total(int device) {
 Allocations& TheAllocations() {
   static Allocations* a = new Allocations;  // never destroyed: hooks may run during exit
   return *a;
+}
+
+// ---- VMM ------------------------------------------------------------------------------------
+
+VmmBook::Physical* VmmBook::Find(uint64_t handle, uint64_t* id) {
+  auto h = by_handle_.find(handle);
+  if (h == by_handle_.end()) return nullptr;
+  auto p = physical_.find(h->second);
+  if (p == physical_.end()) {  // the allocation is gone: a stale value
+    by_handle_.erase(h);
+    return nullptr;
+  }
+  *id = h->second;
+  return &p->second;
+}
+
+bool VmmBook::Collect(uint64_t id, Charge* freed) {
+  auto p = physical_.find(id);
+  if (p == physical_.end() || p->second.handles > 0 || p->second.mappings > 0) return false;
+  *freed = p->second.charge;
+  auto h = by_handle_.find(p->second.handle);
+  if (h != by_handle_.end() && h->second == id) by_handle_.erase(h);
+  physical_.erase(p);
+  return true;
+}
+
+void VmmBook::Created(uint64_t handle, Charge c) {
+  uint64_t id = ++next_id_;
+  physical_[id] = Physical{c, 1, 0, handle};
+  by_handle_[handle] = id;  // a value the driver hands out again names the new allocation
+}
+
+void VmmBook::Mapped(uint64_t ptr, uint64_t size, uint64_t handle) {
+  uint64_t id = 0;
+  Physical* p = Find(handle, &id);
+  if (p == nullptr || size == 0) return;
+  mappings_[ptr] = Mapping{size > UINT64_MAX - ptr ? UINT64_MAX : ptr + size, id};
+  ++p->mappings;
+}
+
+bool VmmBook::AnyMapped(uint64_t ptr, uint64_t size) const {
+  uint64_t end = size > UINT64_MAX - ptr ? UINT64_MAX : ptr + size;
+  auto it = mappings_.lower_bound(ptr);
+  if (it != mappings_.end() && it->first < end) return true;
+  return it != mappings_.begin() && std::prev(it)->second.end > ptr;
+}
+
+void VmmBook::Retained(uint64_t handle, uint64_t addr) {
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin() || std::prev(it)->second.end <= addr) return;  // not charged here
+  uint64_t id = std::prev(it)->second.id;
+  Physical& p = physical_[id];
+  ++p.handles;
+  p.handle = handle;
+  by_handle_[handle] = id;
+}
+
+bool VmmBook::Released(uint64_t handle, Charge* freed) {
+  uint64_t id = 0;
+  Physical* p = Find(handle, &id);
+  if (p == nullptr || p->handles == 0) return false;
+  --p->handles;
+  return Collect(id, freed);
+}
+
+void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices) {
+  if (size == 0) return;
+  uint64_t end = size > UINT64_MAX - ptr ? UINT64_MAX : ptr + size;
+  auto it = mappings_.lower_bound(ptr);
+  if (it != mappings_.begin() && std::prev(it)->second.end > ptr) --it;
+  while (it != mappings_.end() && it->first < end) {
+    uint64_t start = it->first, stop = it->second.end, id = it->second.id;
+    it = mappings_.erase(it);  // the next mapping starts at or after `stop`
+    Physical& p = physical_[id];
+    --p.mappings;
+    // What the range covered only in part stays mapped.
+    if (start < ptr) mappings_.emplace(start, Mapping{ptr, id}), ++p.mappings;
+    if (stop > end) mappings_.emplace(end, Mapping{stop, id}), ++p.mappings;
+    Charge c;
+    if (Collect(id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+  }
+}
+
+uint64_t VmmBook::Total(int device) const {
+  uint64_t t = 0;
+  for (const auto& [id, p] : physical_)
+    if (p.charge.device == device) t += p.charge.bytes;
+  return t;
+}
+
+void VmmBook::ForgetAll() {
+  physical_.clear();
+  by_handle_.clear();
+  mappings_.clear();
+}
+
+VmmBook& TheVmmBook() {
+  static VmmBook* b = new VmmBook;  // never destroyed: hooks may run during exit
+  return *b;
 }
 
 }  // namespace gs::enforcer

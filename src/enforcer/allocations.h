@@ -1,27 +1,18 @@
 // What this process has charged to the region, by handle, so every free returns exactly
 // what its allocation counted. One table per kind of handle (device pointers, arrays,
-// VMM handles, graphs, contexts, modules, libraries), since their values may collide.
-// Thread-safe (one mutex; not on the launch path).
+// graphs, contexts, modules, libraries), since their values may collide; VMM allocations,
+// which live as long as a handle or a mapping holds them, have a book of their own
+// (VmmBook). Allocations is thread-safe (one mutex; not on the launch path).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
 namespace gs::enforcer {
 
-enum class HandleKind {
-  kPointer,
-  kArray,
-  kMipmappedArray,
-  kVmm,
-  kGraph,
-  kModule,
-  kLibrary,
-  kContext,
-  kContextLimit,
-  kCount
-};
+enum class HandleKind { kPointer, kArray, kMipmappedArray, kGraph, kModule, kLibrary, kContext, kContextLimit, kCount };
 
 struct Charge {
   int device = -1;
@@ -54,5 +45,66 @@ class Allocations {
 };
 
 Allocations& TheAllocations();
+
+// Physical memory made by cuMemCreate. The driver keeps such an allocation while any
+// handle to it is unreleased or any address range maps it: cuMemRelease of a mapped handle
+// frees nothing, the last cuMemUnmap then does (CUDA driver API, cuMemRelease and
+// cuMemUnmap). So its charge ends when its last handle is released and its last mapping is
+// gone, in whatever order they come, however many times it is mapped. A mapping is an
+// address range; an unmap ends every mapping inside its range and trims one it covers in
+// part (the driver refuses sub-ranges; were one ever unmapped, what stays mapped stays
+// charged). Each charge is returned once, by whichever call ends the last handle or
+// mapping. A handle value the driver hands out again names the new allocation; the old
+// one stays charged through its mappings.
+//
+// Not thread-safe: the hooks hold mu() across each VMM driver call and its entry here,
+// so nothing another thread does falls between the driver's work and the book's record.
+class VmmBook {
+ public:
+  std::mutex& mu() { return mu_; }
+
+  // A new allocation: one unreleased handle, no mapping.
+  void Created(uint64_t handle, Charge c);
+  // [ptr, ptr + size) now maps the allocation of handle (released or not). Nothing for a
+  // handle not charged here (host memory, or no limit).
+  void Mapped(uint64_t ptr, uint64_t size, uint64_t handle);
+  // Whether any byte of [ptr, ptr + size) maps an allocation charged here.
+  bool AnyMapped(uint64_t ptr, uint64_t size) const;
+  // handle is one more reference to the allocation mapped at addr
+  // (cuMemRetainAllocationHandle), to be released like the first.
+  void Retained(uint64_t handle, uint64_t addr);
+  // One reference released. True, with *freed its charge, when the allocation is gone.
+  bool Released(uint64_t handle, Charge* freed);
+  // [ptr, ptr + size) is unmapped. The charges of the allocations it leaves with no handle
+  // and no mapping are added per device into bytes[device] (an array of `devices`).
+  void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices);
+  // Bytes charged on a device for allocations still alive (for tests).
+  uint64_t Total(int device) const;
+  // fork(): the child holds none of its parent's allocations.
+  void ForgetAll();
+
+ private:
+  struct Physical {
+    Charge charge;
+    uint32_t handles = 0;   // references not yet released
+    uint32_t mappings = 0;  // address ranges mapping it
+    uint64_t handle = 0;    // its handle value while in by_handle_
+  };
+  struct Mapping {
+    uint64_t end;
+    uint64_t id;
+  };
+  Physical* Find(uint64_t handle, uint64_t* id);
+  // Returns the charge when nothing holds the allocation any more, and forgets it.
+  bool Collect(uint64_t id, Charge* freed);
+
+  std::mutex mu_;
+  uint64_t next_id_ = 0;
+  std::unordered_map<uint64_t, Physical> physical_;   // by id, never reused
+  std::unordered_map<uint64_t, uint64_t> by_handle_;  // handle value -> id (may be stale)
+  std::map<uint64_t, Mapping> mappings_;              // start -> (end, id), never overlapping
+};
+
+VmmBook& TheVmmBook();
 
 }  // namespace gs::enforcer

@@ -106,20 +106,25 @@ void ClaimOwnSlot() {
   pthread_mutex_unlock(&g_slot_mu);
 }
 
+// In the order the hooks take them: the VMM book's lock is held across charges.
 void BeforeFork() {
+  TheVmmBook().mu().lock();
   g_reconcile_mu.lock();
   TheAllocations().LockForFork();
 }
 void AfterForkInParent() {
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
+  TheVmmBook().mu().unlock();
 }
 void AfterForkInChild() {
   // Nothing the parent holds is the child's: its books start empty, its slot is claimed
   // on its first charge (most children exec at once and never need one).
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
+  TheVmmBook().mu().unlock();
   TheAllocations().ForgetAll();
+  TheVmmBook().ForgetAll();
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
@@ -149,10 +154,24 @@ Gate CheckDevice(int dev) {
 
 namespace {
 
+// The process's own bound: bytes join the ledger only if it stays within the limit, checked
+// and added in one atomic step before the region is asked, so no interleaving of the
+// process's threads takes it past the limit, whatever the region (or its mutex) says.
+bool TakeOwn(int dev, uint64_t bytes, uint64_t limit) {
+  uint64_t cur = g_own[dev].load();
+  do {
+    if (limit != 0 && (bytes > limit || cur > limit - bytes)) return false;
+  } while (!g_own[dev].compare_exchange_weak(cur, cur + bytes));
+  return true;
+}
+
 bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own_fits) {
-  *own_fits = limit == 0 || (bytes <= limit && g_own[dev].load() <= limit - bytes);
-  if (!*own_fits || !region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) return false;
-  g_own[dev].fetch_add(bytes);
+  *own_fits = TakeOwn(dev, bytes, limit);
+  if (!*own_fits) return false;
+  if (!region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) {
+    SubtractClamped(&g_own[dev], bytes);
+    return false;
+  }
   if (spilled) g_own_spilled[dev].fetch_add(bytes);
   return true;
 }
@@ -274,11 +293,12 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
     return false;
   static const bool init_ok = g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
   if (!init_ok) return false;
-  char uuid[sizeof(g_state.region->devices[0].uuid)];
-  memcpy(uuid, g_state.region->devices[dev].uuid, sizeof(uuid));
-  uuid[sizeof(uuid) - 1] = 0;
+  // The card as the driver named it when the device was bound: the region's copy of the
+  // name is the container's to rewrite, and a name NVML does not know would leave the
+  // process unmeasured.
+  const char* uuid = g_state.device_uuid[dev];
   nvmlDevice_t device;
-  if (g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
+  if (uuid[0] == 0 || g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
   nvmlProcessInfo_t procs[128];
   unsigned int n = 128;
   if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;

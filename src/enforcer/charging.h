@@ -8,8 +8,10 @@
 // or that runs while the limits file's region is unusable, is refused, never let through
 // uncounted. A forked child charges its own process slot (claimed on its first charge).
 // Besides the region (which every process of the container can write), the process keeps
-// its own ledger per device and never holds more than the limit by it, so a process that
-// forges the region's totals still gets nothing past its limit itself.
+// its own ledger per device and never holds more than the limit by it: a charge is checked
+// against it and added to it in one atomic step before the region is asked, so neither an
+// interleaving of the process's threads nor forged region totals (or a held region mutex)
+// give one process anything past its limit.
 //
 // Thread-safety: every function is safe from any thread (region mutex, the allocation
 // table's mutex, atomics). Cost: one region lock per charge; nothing on the launch path.

@@ -47,6 +47,10 @@ struct State {
   int ordinal_to_device[64] = {};  // CUdevice -> region device index + 1; 0 unknown
   std::atomic<bool> devices_mapped{false};
   uint64_t physical_total[region::kMaxDevices] = {};
+  // The card each region device is bound to, as the driver names it: set once when bound
+  // (under the device map's mutex), and what NVML is asked about, never the region's copy,
+  // which the container can rewrite.
+  char device_uuid[region::kMaxDevices][96] = {};
   bool cuda_loaded = false;
   bool nvml_loaded = false;
 };

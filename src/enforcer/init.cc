@@ -174,6 +174,14 @@ void FormatUuid(const CUuuid& u, char* out, size_t size) {
            b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
+namespace {
+// Records the card a region device was first bound to (caller holds g_map_mu).
+void KeepDeviceUuid(int idx, const char* uuid) {
+  if (idx >= 0 && idx < region::kMaxDevices && g_state.device_uuid[idx][0] == 0)
+    snprintf(g_state.device_uuid[idx], sizeof(g_state.device_uuid[idx]), "%s", uuid);
+}
+}  // namespace
+
 void MapCudaDevices() {
   region::Region* r = g_state.region;
   if (r == nullptr) return;
@@ -188,6 +196,7 @@ void MapCudaDevices() {
     FormatUuid(u, uuid, sizeof(uuid));
     int idx = BindDevice(r, uuid, ord);
     g_state.ordinal_to_device[ord] = idx + 1;
+    KeepDeviceUuid(idx, uuid);
     size_t total = 0;
     if (idx >= 0 && g_cuda.cuDeviceTotalMem_v2(&total, ord) == CUDA_SUCCESS) g_state.physical_total[idx] = total;
   }
@@ -226,6 +235,7 @@ int DeviceOfNvml(nvmlDevice_t device) {
   pthread_mutex_lock(&g_map_mu);
   region::Lock(r);
   int idx = BindDevice(r, uuid, static_cast<int>(index));
+  KeepDeviceUuid(idx, uuid);
   region::Unlock(r);
   pthread_mutex_unlock(&g_map_mu);
   nvmlMemory_t mem;

@@ -4,6 +4,7 @@
 // whose device cannot be told while a limit exists, returns CUDA_ERROR_OUT_OF_MEMORY
 // without calling the driver.
 #include <algorithm>
+#include <mutex>
 
 #include "src/common/quantity.h"
 #include "src/common/raw_log.h"
@@ -213,7 +214,13 @@ GS_HOOK(cuMemFreeAsync_ptsz) CUresult gs_hook_cuMemFreeAsync_ptsz(CUdeviceptr dp
   return FreeAsync(g_cuda.cuMemFreeAsync_ptsz, dptr, hStream);
 }
 
-// ---- virtual memory management: physical allocations count, mappings do not -------------
+// ---- virtual memory management ---------------------------------------------------------------
+// A cuMemCreate allocation on a device is charged from its creation until the driver frees
+// it: once its last handle is released and its last mapping unmapped, in either order
+// (VmmBook, allocations.h). Each hook holds the book's lock across its driver call and its
+// entry, so no VMM call of another thread falls between them (a handle released while it
+// is being mapped, an address unmapped and mapped again). Such allocations outlive
+// contexts (cuCtxDestroy does not free them, CUDA driver API): their charges name none.
 
 GS_HOOK(cuMemCreate)
 CUresult gs_hook_cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
@@ -224,15 +231,60 @@ CUresult gs_hook_cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
   if (prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return g_cuda.cuMemCreate(handle, size, prop, flags);
   int dev = DeviceOfOrdinal(prop->location.id);
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
   return Charged(
       dev, Footprint(size), "cuMemCreate", [&] { return g_cuda.cuMemCreate(handle, size, prop, flags); },
-      [&](Charge c) { TheAllocations().Add(HandleKind::kVmm, *handle, c); });
+      [&](Charge c) {
+        c.context = 0;
+        book.Created(*handle, c);
+      });
+}
+
+GS_HOOK(cuMemMap)
+CUresult gs_hook_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                          unsigned long long flags) {
+  GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  // The driver maps only into addresses not mapped yet; refused here too, so the book's
+  // mappings never overlap.
+  if (book.AnyMapped(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = g_cuda.cuMemMap(ptr, size, offset, handle, flags);
+  if (rc == CUDA_SUCCESS) book.Mapped(ptr, size, handle);
+  return rc;
+}
+
+GS_HOOK(cuMemUnmap) CUresult gs_hook_cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMemUnmap(ptr, size);
+  if (rc != CUDA_SUCCESS) return rc;
+  uint64_t bytes[kMaxDevices] = {};
+  book.Unmapped(ptr, size, bytes, kMaxDevices);
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (bytes[d]) Unreserve(d, bytes[d], false);
+  return rc;
 }
 
 GS_HOOK(cuMemRelease) CUresult gs_hook_cuMemRelease(CUmemGenericAllocationHandle handle) {
   GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemRelease(handle);
-  if (rc == CUDA_SUCCESS) Release(HandleKind::kVmm, handle);
+  Charge c;
+  if (rc == CUDA_SUCCESS && book.Released(handle, &c)) Unreserve(c.device, c.bytes, false);
+  return rc;
+}
+
+GS_HOOK(cuMemRetainAllocationHandle)
+CUresult gs_hook_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMemRetainAllocationHandle(handle, addr);
+  if (rc == CUDA_SUCCESS && handle) book.Retained(*handle, reinterpret_cast<uint64_t>(addr));
   return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
@@ -117,6 +118,11 @@ GS_SIM_CUDA(cuMemMap)
   std::lock_guard<std::mutex> lock(g_driver->mu);
   auto it = g_driver->physical.find(handle);
   if (it == g_driver->physical.end() || offset + size > it->second->size) return CUDA_ERROR_INVALID_VALUE;
+  // Only addresses not mapped yet can be mapped.
+  auto next = g_driver->vmm_maps.lower_bound(static_cast<uintptr_t>(ptr));
+  if ((next != g_driver->vmm_maps.end() && next->first < ptr + size) ||
+      (next != g_driver->vmm_maps.begin() && std::prev(next)->first + std::prev(next)->second.second > ptr))
+    return CUDA_ERROR_INVALID_VALUE;
   void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, it->second->fd,
                  static_cast<off_t>(offset));
   if (p == MAP_FAILED) return CUDA_ERROR_INVALID_VALUE;
@@ -139,13 +145,21 @@ GS_SIM_CUDA(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc*
 GS_SIM_CUDA(cuMemUnmap)(CUdeviceptr ptr, size_t size) {
   GS_REQUIRE_INIT();
   std::lock_guard<std::mutex> lock(g_driver->mu);
-  auto it = g_driver->vmm_maps.find(static_cast<uintptr_t>(ptr));
-  if (it == g_driver->vmm_maps.end() || it->second.second != size) return CUDA_ERROR_INVALID_VALUE;
-  PhysicalMemory* phys = it->second.first;
-  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  g_driver->vmm_maps.erase(it);
-  g_driver->allocations.erase(static_cast<uintptr_t>(ptr));
-  --phys->mappings;
-  MaybeDestroyPhysical(reinterpret_cast<CUmemGenericAllocationHandle>(phys));
+  // The range must be whole mappings side by side (one or several), never part of one.
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto first = g_driver->vmm_maps.find(static_cast<uintptr_t>(ptr));
+  auto it = first;
+  uintptr_t at = static_cast<uintptr_t>(ptr), end = at + size;
+  for (; it != g_driver->vmm_maps.end() && it->first == at && at < end; ++it) at += it->second.second;
+  if (first == g_driver->vmm_maps.end() || at != end) return CUDA_ERROR_INVALID_VALUE;
+  for (it = first; it != g_driver->vmm_maps.end() && it->first < end;) {
+    PhysicalMemory* phys = it->second.first;
+    mmap(reinterpret_cast<void*>(it->first), it->second.second, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    g_driver->allocations.erase(it->first);
+    it = g_driver->vmm_maps.erase(it);
+    --phys->mappings;
+    MaybeDestroyPhysical(reinterpret_cast<CUmemGenericAllocationHandle>(phys));
+  }
   return CUDA_SUCCESS;
 }

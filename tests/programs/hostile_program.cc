@@ -18,6 +18,32 @@
 //                uninitialised
 //   fork MS      fork; the parent exits after MS, the child goes on with the next steps
 //   sleep MS     sleep
+// Virtual memory management (cuMemCreate on device 0, mapped whole into a fresh
+// reservation with read-write access):
+//   vmm-leak N   N times: create 64 MiB, map, cuMemRelease while mapped (the driver keeps
+//                mapped memory until it is unmapped); stops at the first failure:
+//                "vmm-leak <MiB left mapped>"
+//   vmm-hold N   N times: create 64 MiB and map it, handle kept: "vmm-hold <MiB mapped>"
+//   vmmcreate MIB  one handle of MIB MiB: "vmmcreate <result>"
+//   vmmmap       maps the newest handle at a fresh address: "vmmmap <result>"
+//   vmmrelease   releases the newest handle (its mappings stay): "vmmrelease <result>"
+//   vmmunmap     unmaps the newest mapping and frees its addresses: "vmmunmap <result>"
+//   vmmunmaphalf cuMemUnmap of the first half of the newest mapping (a sub-range; the
+//                mapping stays listed): "vmmunmaphalf <result>"
+//   vmmpair MIB  two handles of MIB MiB mapped side by side in one reservation, both
+//                released, then one cuMemUnmap over both: "vmmpair <result of the unmap>"
+//   modglobal MIB  loads a module (cuModuleLoadData) declaring MIB MiB of .global memory:
+//                "modglobal <result>"
+//   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
+//                "room <MiB that fitted>"
+// Against the region the container may write (the region's path as argument):
+//   uuid PATH    renames device 0 in the region at PATH to a card that does not exist:
+//                "uuid <result of the write>"
+//   race-zeroed PATH THREADS MIB   THREADS threads allocate MIB MiB pieces with cuMemAlloc_v2
+//                until each is refused, all starting at once, while another thread holds
+//                the mutex of the region at PATH for 300 ms, then keeps zeroing device 0's
+//                total and this process's slot there:
+//                "race-zeroed <MiB allocated by the threads together>"
 // And attacks on the node through what a container may write (no driver needed):
 //   scribble PATH MS  for MS ms, random bytes at random places of the file PATH (its
 //                     region), with the file's lock held, now and then shrinking it and
@@ -39,14 +65,17 @@
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -55,10 +84,12 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/platform/cuda_api.h"
 #include "src/region/card.h"
+#include "src/region/region.h"
 
 namespace {
 
@@ -214,6 +245,164 @@ long ForgeCard(const char* path, long ms, const std::string& attacks) {
   return rewrites;
 }
 
+// ---- virtual memory management --------------------------------------------------------
+
+struct VmmMapping {
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+};
+std::vector<std::pair<CUmemGenericAllocationHandle, size_t>> g_handles;  // newest last
+std::vector<VmmMapping> g_mappings;                                      // newest last
+
+CUresult VmmCreate(size_t bytes, CUmemGenericAllocationHandle* handle) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return Get<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long)>(
+      "cuMemCreate")(handle, bytes, &prop, 0);
+}
+
+CUresult VmmAccess(CUdeviceptr ptr, size_t size) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return Get<CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t)>("cuMemSetAccess")(ptr, size, &access,
+                                                                                                  1);
+}
+
+CUresult VmmReserve(size_t size, CUdeviceptr* ptr) {
+  return Get<CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>("cuMemAddressReserve")(
+      ptr, size, 0, 0, 0);
+}
+
+CUresult VmmMap(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) {
+  return Get<CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)>("cuMemMap")(
+      ptr, size, 0, handle, 0);
+}
+
+CUresult VmmUnmap(CUdeviceptr ptr, size_t size) {
+  return Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemUnmap")(ptr, size);
+}
+
+CUresult VmmRelease(CUmemGenericAllocationHandle handle) {
+  return Get<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease")(handle);
+}
+
+// Maps the whole of handle at a fresh reservation, read-write; the mapping is listed.
+CUresult VmmMapFresh(CUmemGenericAllocationHandle handle, size_t size) {
+  CUdeviceptr ptr = 0;
+  CUresult rc = VmmReserve(size, &ptr);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr, size, handle);
+  if (rc == CUDA_SUCCESS) rc = VmmAccess(ptr, size);
+  if (rc == CUDA_SUCCESS) g_mappings.push_back({ptr, size});
+  return rc;
+}
+
+// `pieces` times: a 64 MiB handle mapped; released at once while mapped when `release`.
+// Returns the MiB left mapped.
+long VmmPieces(long pieces, bool release) {
+  long mapped = 0;
+  for (long k = 0; k < pieces; ++k) {
+    CUmemGenericAllocationHandle h = 0;
+    if (VmmCreate(64ull << 20, &h) != CUDA_SUCCESS) break;
+    if (VmmMapFresh(h, 64ull << 20) != CUDA_SUCCESS) {
+      VmmRelease(h);
+      break;
+    }
+    mapped += 64;
+    if (release && VmmRelease(h) != CUDA_SUCCESS) break;
+    if (!release) g_handles.push_back({h, 64ull << 20});
+  }
+  return mapped;
+}
+
+// Two handles of `bytes` mapped side by side in one reservation and released, then one
+// cuMemUnmap over both; returns that unmap's result.
+CUresult VmmPair(size_t bytes) {
+  CUmemGenericAllocationHandle a = 0, b = 0;
+  CUdeviceptr ptr = 0;
+  CUresult rc = VmmCreate(bytes, &a);
+  if (rc == CUDA_SUCCESS) rc = VmmCreate(bytes, &b);
+  if (rc == CUDA_SUCCESS) rc = VmmReserve(2 * bytes, &ptr);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr, bytes, a);
+  if (rc == CUDA_SUCCESS) rc = VmmMap(ptr + bytes, bytes, b);
+  if (rc == CUDA_SUCCESS) rc = VmmAccess(ptr, 2 * bytes);
+  if (rc == CUDA_SUCCESS) rc = VmmRelease(a);
+  if (rc == CUDA_SUCCESS) rc = VmmRelease(b);
+  if (rc != CUDA_SUCCESS) return rc;
+  return VmmUnmap(ptr, 2 * bytes);
+}
+
+// 64 MiB pieces until refused, then every piece freed; the MiB that fitted.
+long Room() {
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+  auto free_fn = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
+  std::vector<CUdeviceptr> got;
+  for (CUdeviceptr p; got.size() < 4096 && alloc(&p, 64ull << 20) == CUDA_SUCCESS;) got.push_back(p);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // held long enough to be seen on the card
+  for (CUdeviceptr p : got) free_fn(p);
+  return static_cast<long>(got.size()) * 64;
+}
+
+// ---- the region's lock held and its totals zeroed while threads allocate -----------------
+
+long RaceZeroed(const char* path, int threads, size_t mib) {
+  namespace rg = gs::region;
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  void* p = mmap(nullptr, sizeof(rg::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return -1;
+  auto* r = static_cast<rg::Region*>(p);
+  rg::ProcessSlot* mine = nullptr;
+  for (auto& slot : r->procs)
+    if (slot.pid.load() == static_cast<uint32_t>(getpid())) mine = &slot;
+  CUcontext ctx = nullptr;
+  Get<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&ctx);
+  auto set_current = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+  // The enforcer compares its books with NVML at most every 100 ms, inside a charge: one
+  // charge now, past that interval, so that none of the racing charges stops for it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  CUdeviceptr small = 0;
+  if (alloc(&small, 2u << 20) == CUDA_SUCCESS) Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2")(small);
+  std::atomic<bool> locked{false}, go{false}, stop{false};
+  std::atomic<int> ready{0};
+  std::atomic<long> pieces{0};
+  // The region's mutex lives in the region too: held until every allocating thread waits
+  // for it, then let go while the totals they are checked against are zeroed again and again.
+  std::thread zeroer([&] {
+    pthread_mutex_lock(&r->mutex);
+    locked.store(true);
+    while (!go.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pthread_mutex_unlock(&r->mutex);
+    while (!stop.load(std::memory_order_relaxed)) {
+      r->devices[0].memory_used.store(0);
+      if (mine) mine->memory[0].store(0);
+    }
+  });
+  while (!locked.load()) std::this_thread::yield();
+  std::vector<std::thread> allocators;
+  for (int t = 0; t < threads; ++t)
+    allocators.emplace_back([&] {
+      set_current(ctx);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      CUdeviceptr d;
+      while (alloc(&d, mib << 20) == CUDA_SUCCESS) pieces.fetch_add(1);
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  go.store(true);
+  for (auto& t : allocators) t.join();
+  stop.store(true);
+  zeroer.join();
+  munmap(p, sizeof(rg::Region));
+  return pieces.load() * static_cast<long>(mib);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,6 +494,59 @@ int main(int argc, char** argv) {
         _exit(0);
       }
       ++i;
+    } else if (strcmp(step, "vmm-leak") == 0 || strcmp(step, "vmm-hold") == 0) {
+      printf("%s %ld\n", step, VmmPieces(atol(arg), strcmp(step, "vmm-leak") == 0));
+      ++i;
+    } else if (strcmp(step, "vmmcreate") == 0) {
+      CUmemGenericAllocationHandle h = 0;
+      size_t bytes = static_cast<size_t>(atol(arg)) << 20;
+      CUresult rc = VmmCreate(bytes, &h);
+      if (rc == CUDA_SUCCESS) g_handles.push_back({h, bytes});
+      printf("vmmcreate %s\n", Name(rc));
+      ++i;
+    } else if (strcmp(step, "vmmmap") == 0) {
+      printf("vmmmap %s\n",
+             g_handles.empty() ? "none" : Name(VmmMapFresh(g_handles.back().first, g_handles.back().second)));
+    } else if (strcmp(step, "vmmrelease") == 0) {
+      printf("vmmrelease %s\n", g_handles.empty() ? "none" : Name(VmmRelease(g_handles.back().first)));
+    } else if (strcmp(step, "vmmunmap") == 0) {
+      if (g_mappings.empty()) {
+        printf("vmmunmap none\n");
+      } else {
+        VmmMapping m = g_mappings.back();
+        g_mappings.pop_back();
+        CUresult rc = VmmUnmap(m.ptr, m.size);
+        Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(m.ptr, m.size);
+        printf("vmmunmap %s\n", Name(rc));
+      }
+    } else if (strcmp(step, "vmmunmaphalf") == 0) {
+      printf("vmmunmaphalf %s\n",
+             g_mappings.empty() ? "none" : Name(VmmUnmap(g_mappings.back().ptr, g_mappings.back().size / 2)));
+    } else if (strcmp(step, "vmmpair") == 0) {
+      printf("vmmpair %s\n", Name(VmmPair(static_cast<size_t>(atol(arg)) << 20)));
+      ++i;
+    } else if (strcmp(step, "room") == 0) {
+      printf("room %ld\n", Room());
+    } else if (strcmp(step, "uuid") == 0) {
+      const char name[] = "GPU-00000000-0000-0000-0000-000000000000";
+      int fd = open(arg, O_WRONLY);
+      bool ok = fd >= 0 && pwrite(fd, name, sizeof(name), offsetof(gs::region::Region, devices)) ==
+                               static_cast<ssize_t>(sizeof(name));
+      if (fd >= 0) close(fd);
+      printf("uuid %s\n", ok ? "ok" : strerror(errno));
+      ++i;
+    } else if (strcmp(step, "modglobal") == 0) {
+      std::string ptx =
+          ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gs_nothing()\n{\n ret;\n}\n"
+          ".visible .global .align 1 .b8 gs_globals[" +
+          std::to_string(atol(arg) << 20) + "];\n";
+      CUmodule m = nullptr;
+      printf("modglobal %s\n", Name(Get<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData")(&m, ptx.c_str())));
+      ++i;
+    } else if (strcmp(step, "race-zeroed") == 0) {
+      if (i + 3 >= argc) return 2;
+      printf("race-zeroed %ld\n", RaceZeroed(argv[i + 1], atoi(argv[i + 2]), strtoul(argv[i + 3], nullptr, 10)));
+      i += 3;
     } else if (strcmp(step, "sleep") == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
       ++i;

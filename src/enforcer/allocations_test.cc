@@ -1,0 +1,140 @@
+#include "src/enforcer/allocations.h"
+
+#include <gtest/gtest.h>
+
+namespace gs::enforcer {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kA = 0x7f0000000000, kB = 0x7f1000000000;  // two reservations
+
+// The bytes an unmap gave back on device 0.
+uint64_t Unmap(VmmBook& b, uint64_t ptr, uint64_t size) {
+  uint64_t bytes[2] = {};
+  b.Unmapped(ptr, size, bytes, 2);
+  return bytes[0];
+}
+
+TEST(VmmBook, ReleaseThenUnmapFreesAtTheUnmap) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));  // still mapped: the driver frees nothing
+  EXPECT_EQ(b.Total(0), 64 * kMiB);
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 64 * kMiB);
+  EXPECT_EQ(b.Total(0), 0u);
+}
+
+TEST(VmmBook, UnmapThenReleaseFreesAtTheRelease) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 0u);  // the handle still holds it
+  Charge c;
+  ASSERT_TRUE(b.Released(1, &c));
+  EXPECT_EQ(c.bytes, 64 * kMiB);
+  EXPECT_EQ(c.device, 0);
+  EXPECT_EQ(b.Total(0), 0u);
+}
+
+TEST(VmmBook, NeverMappedFreesAtTheRelease) {
+  VmmBook b;
+  b.Created(1, Charge{1, 2 * kMiB});
+  Charge c;
+  ASSERT_TRUE(b.Released(1, &c));
+  EXPECT_EQ(c.device, 1);
+  EXPECT_FALSE(b.Released(1, &c));  // once
+}
+
+TEST(VmmBook, TheLastOfSeveralMappingsFrees) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  b.Mapped(kB, 64 * kMiB, 1);
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));
+  EXPECT_EQ(Unmap(b, kB, 64 * kMiB), 0u);
+  b.Mapped(kB, 32 * kMiB, 1);  // a released handle mapped again (a driver that allows it)
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 0u);
+  EXPECT_EQ(Unmap(b, kB, 32 * kMiB), 64 * kMiB);
+}
+
+TEST(VmmBook, OneUnmapOverSeveralMappingsFreesEachOnce) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Created(2, Charge{1, 32 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  b.Mapped(kA + 64 * kMiB, 32 * kMiB, 2);
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));
+  EXPECT_FALSE(b.Released(2, &c));
+  uint64_t bytes[2] = {};
+  b.Unmapped(kA, 96 * kMiB, bytes, 2);
+  EXPECT_EQ(bytes[0], 64 * kMiB);
+  EXPECT_EQ(bytes[1], 32 * kMiB);
+  EXPECT_FALSE(b.AnyMapped(kA, 96 * kMiB));
+}
+
+TEST(VmmBook, WhatAPartialUnmapLeavesMappedStaysCharged) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));
+  EXPECT_EQ(Unmap(b, kA + 16 * kMiB, 16 * kMiB), 0u);  // a hole in the middle: two pieces left
+  EXPECT_TRUE(b.AnyMapped(kA, 2 * kMiB));
+  EXPECT_FALSE(b.AnyMapped(kA + 16 * kMiB, 16 * kMiB));
+  EXPECT_TRUE(b.AnyMapped(kA + 60 * kMiB, 2 * kMiB));
+  EXPECT_EQ(Unmap(b, kA, 16 * kMiB), 0u);
+  EXPECT_EQ(Unmap(b, kA + 32 * kMiB, 32 * kMiB), 64 * kMiB);
+}
+
+TEST(VmmBook, AnyMappedSeesOverlapsAtEitherEnd) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA + 64 * kMiB, 64 * kMiB, 1);
+  EXPECT_FALSE(b.AnyMapped(kA, 64 * kMiB));
+  EXPECT_TRUE(b.AnyMapped(kA, 64 * kMiB + 1));
+  EXPECT_TRUE(b.AnyMapped(kA + 127 * kMiB, 2 * kMiB));
+  EXPECT_FALSE(b.AnyMapped(kA + 128 * kMiB, 64 * kMiB));
+}
+
+TEST(VmmBook, ARetainedHandleHoldsTheAllocationUntilReleasedToo) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  b.Retained(7, kA + kMiB);  // cuMemRetainAllocationHandle of an address inside the mapping
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 0u);
+  b.Mapped(kB, 64 * kMiB, 7);
+  EXPECT_FALSE(b.Released(7, &c));
+  EXPECT_EQ(Unmap(b, kB, 64 * kMiB), 64 * kMiB);
+}
+
+TEST(VmmBook, AHandleValueHandedOutAgainNamesTheNewAllocation) {
+  VmmBook b;
+  b.Created(1, Charge{0, 64 * kMiB});
+  b.Mapped(kA, 64 * kMiB, 1);
+  Charge c;
+  EXPECT_FALSE(b.Released(1, &c));
+  b.Created(1, Charge{0, 2 * kMiB});  // the same value for a new allocation
+  ASSERT_TRUE(b.Released(1, &c));
+  EXPECT_EQ(c.bytes, 2 * kMiB);
+  EXPECT_EQ(b.Total(0), 64 * kMiB);  // the first is still mapped
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 64 * kMiB);
+}
+
+TEST(VmmBook, HandlesAndAddressesNotChargedHereAreIgnored) {
+  VmmBook b;
+  b.Mapped(kA, 64 * kMiB, 9);  // host memory, or made without a limit
+  EXPECT_FALSE(b.AnyMapped(kA, 64 * kMiB));
+  Charge c;
+  EXPECT_FALSE(b.Released(9, &c));
+  b.Retained(9, kA);
+  EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 0u);
+}
+
+}  // namespace
+}  // namespace gs::enforcer
