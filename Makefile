@@ -29,6 +29,15 @@ test-sanitize: deps
 	@cmake --build build/ubsan -j $(JOBS) --target unit_tests
 	@cd build/ubsan && ctest -j $(JOBS) --output-on-failure -L unit
 
+# The shared-memory protocols under ThreadSanitizer: the container region, the enforcer's
+# books, the host's readers and the simulator's node and timeline, whose tests race threads.
+TSAN_TESTS := region_test allocations_test host_test sim_core_test
+.PHONY: test-tsan
+test-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build build/tsan -j $(JOBS) --target $(TSAN_TESTS)
+	@cd build/tsan && ctest -j $(JOBS) --output-on-failure -L unit -E _NOT_BUILT  # only TSAN_TESTS are built here
+
 # End-to-end against a real Kubernetes v1.20.2 built from Debian's source package (first run
 # 6-17 min extra on 2 cores, then cached in /var/cache/gpuslice): docs/e2e.md. Root only.
 .PHONY: e2e
