@@ -128,7 +128,10 @@ std::string MutatePodReview(std::string_view text, const WebhookOptions& options
     if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("schedulerName") &&
         pod["spec"]["schedulerName"].is_string())
       current = pod["spec"]["schedulerName"].get<std::string>();
-    if (pod.contains("spec") && pod["spec"].is_object() && (current.empty() || current == "default-scheduler"))
+    // HAMi's pod specs name its scheduler, `hami-scheduler`: they mean the GPU scheduler,
+    // which here is gpuslice's (a cluster moving from HAMi has no other by that name).
+    bool ours_to_name = current.empty() || current == "default-scheduler" || current == "hami-scheduler";
+    if (pod.contains("spec") && pod["spec"].is_object() && ours_to_name)
       patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options.scheduler_name}});
     if (pod.contains("spec") && pod["spec"].is_object()) DefaultOneCard(pod, &patch);
   }

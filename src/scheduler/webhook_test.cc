@@ -103,9 +103,11 @@ TEST(WebhookTest, MemoryOrCoresWithoutACardCountAskForOneCard) {
   EXPECT_FALSE(update.pod["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpu"));
 }
 
-TEST(WebhookTest, OnlyTheDefaultSchedulerIsReplaced) {
+TEST(WebhookTest, OnlyTheDefaultSchedulerAndHamisAreReplaced) {
   json pod = Pod({{"nvidia.com/gpu", "1"}});
   pod["spec"]["schedulerName"] = "default-scheduler";
+  EXPECT_EQ(Mutate(Review(pod)).pod["spec"]["schedulerName"], "gpuslice-scheduler");
+  pod["spec"]["schedulerName"] = "hami-scheduler";  // a HAMi pod spec
   EXPECT_EQ(Mutate(Review(pod)).pod["spec"]["schedulerName"], "gpuslice-scheduler");
   pod["spec"]["schedulerName"] = "volcano";
   Result r = Mutate(Review(pod));
