@@ -8,6 +8,8 @@ const char* VerdictText(CardVerdict v) {
       return "fits";
     case CardVerdict::kUnhealthy:
       return "unhealthy";
+    case CardVerdict::kCordoned:
+      return "cordoned (the node's hami.io/device-cordon)";
     case CardVerdict::kSlotsFull:
       return "all slots in use";
     case CardVerdict::kExclusiveBusy:

@@ -25,6 +25,7 @@ struct CardUsage {
 enum class CardVerdict {
   kFits,
   kUnhealthy,
+  kCordoned,       // the node's hami.io/device-cordon names it
   kSlotsFull,      // `slots` containers already share it
   kExclusiveBusy,  // cores = 100 asked, but someone uses the card
   kNoMemory,
@@ -40,17 +41,20 @@ struct CardState {
   int32_t cores = 100;
   int32_t numa = 0;
   bool healthy = true;
+  bool cordoned = false;
   bool operator==(const CardState&) const = default;
 };
 
 inline CardState MakeCardState(const GpuDevice& card, const CardUsage& used) {
-  return CardState{used, card.memory_mib, card.slots, card.cores, card.numa, card.healthy};
+  return CardState{used, card.memory_mib, card.slots, card.cores, card.numa, card.healthy, card.cordoned};
 }
 
 // `memory_mib` and `cores` are the share asked on this card. With check_health false an
-// unhealthy card still "fits" (a ledger rebuild must count pods already running on it).
+// unhealthy or cordoned card still "fits" (a ledger rebuild must count pods already
+// running on it).
 inline CardVerdict CheckCard(const CardState& card, int64_t memory_mib, int cores, bool check_health = true) {
   if (check_health && !card.healthy) return CardVerdict::kUnhealthy;
+  if (check_health && card.cordoned) return CardVerdict::kCordoned;
   if (card.used.containers >= card.slots) return CardVerdict::kSlotsFull;
   if (cores >= 100 && card.used.containers > 0) return CardVerdict::kExclusiveBusy;
   if (card.memory_mib - card.used.memory_mib < memory_mib) return CardVerdict::kNoMemory;

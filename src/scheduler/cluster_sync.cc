@@ -123,13 +123,16 @@ void ClusterSync::OnNode(const json& node) {
     if (h.ok() && h->state == hami::HandshakeState::kDeleted)
       return ForgetNode(name, std::string(hami::kNodeHandshake) + " is " + handshake);
   }
+  std::string cordon = Annotation(node, hami::kDeviceCordon);
+  std::string applied = reg + '\n' + cordon;
   auto it = applied_.find(name);
-  if (it != applied_.end() && it->second == reg) return;  // only the node's status moved
+  if (it != applied_.end() && it->second == applied) return;  // only the node's status moved
   auto inventory = hami::DecodeNodeRegister(name, reg);
   if (!inventory.ok()) {
     Log("node " + name + ": " + inventory.status().message());
     return ForgetNode(name, "unreadable inventory");
   }
+  hami::ApplyDeviceCordon(cordon, &*inventory);
   size_t cards = inventory->gpus.size();
   Status s = extender_->UpsertNode(std::move(*inventory));
   if (!s.ok()) {
@@ -137,7 +140,7 @@ void ClusterSync::OnNode(const json& node) {
     return ForgetNode(name, "invalid inventory");
   }
   bool known = it != applied_.end();
-  applied_[name] = reg;
+  applied_[name] = applied;
   Log("node " + name + ": " + std::to_string(cards) + " GPU(s)" + (known ? " (updated)" : ""));
 }
 

@@ -163,6 +163,15 @@ std::string EncodeNodeRegister(const std::vector<GpuDevice>& gpus) {
   return out + "]";
 }
 
+void ApplyDeviceCordon(std::string_view text, NodeInventory* node) {
+  for (std::string_view part : Split(text, ',')) {
+    std::string_view uuid = Trim(part);
+    if (uuid.empty()) continue;
+    for (GpuDevice& g : node->gpus)
+      if (g.uuid == uuid) g.cordoned = true;
+  }
+}
+
 StatusOr<NodeInventory> DecodeNodeRegister(const std::string& node_name, std::string_view text) {
   std::string_view t = Trim(text);
   if (t.empty()) return InvalidArgument(std::string(kNodeRegister) + " on node " + node_name + ": empty");

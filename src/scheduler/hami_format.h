@@ -72,6 +72,9 @@ inline constexpr const char kBindPhase[] = "hami.io/bind-phase";
 
 inline constexpr const char kNodeRegister[] = "hami.io/node-nvidia-register";
 inline constexpr const char kNodeHandshake[] = "hami.io/node-handshake";
+// A node's cards taken out of new placements (comma list of UUIDs), as HAMi reads it;
+// containers already on them stay.
+inline constexpr const char kDeviceCordon[] = "hami.io/device-cordon";
 
 inline constexpr const char kDeviceType[] = "NVIDIA";  // the "type" field of a pod's device entry
 
@@ -80,6 +83,9 @@ using Annotations = std::map<std::string, std::string>;
 // hami.io/node-nvidia-register. `count` is HAMi's per-card slot count.
 std::string EncodeNodeRegister(const std::vector<GpuDevice>& gpus);
 StatusOr<NodeInventory> DecodeNodeRegister(const std::string& node_name, std::string_view text);
+// Marks the cards hami.io/device-cordon names (blanks around entries and empty entries
+// ignored, as HAMi does; a UUID the node does not have is ignored).
+void ApplyDeviceCordon(std::string_view text, NodeInventory* node);
 
 // hami.io/node-handshake.
 enum class HandshakeState { kRequesting, kReported, kDeleted };

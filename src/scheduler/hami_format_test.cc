@@ -242,5 +242,17 @@ TEST(HamiFormat, UnsupportedRequestAnnotationsAreRefusedByName) {
   EXPECT_EQ(r.gpu_policy, Policy::kBinpack) << "the policy is still read; the pod is refused for the rest";
 }
 
+TEST(HamiFormat, DeviceCordonMarksTheCardsItNamesAndIgnoresTheRest) {
+  NodeInventory n = testing::Node("n1", 3);
+  ApplyDeviceCordon(" n1-gpu2,,n1-gpu0 , GPU-not-here", &n);
+  EXPECT_TRUE(n.gpus[0].cordoned);
+  EXPECT_FALSE(n.gpus[1].cordoned);
+  EXPECT_TRUE(n.gpus[2].cordoned);
+  NodeInventory m = testing::Node("n1", 2);
+  ApplyDeviceCordon("", &m);
+  ApplyDeviceCordon(" , ", &m);
+  EXPECT_FALSE(m.gpus[0].cordoned || m.gpus[1].cordoned);
+}
+
 }  // namespace
 }  // namespace gs::scheduler::hami

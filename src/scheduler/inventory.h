@@ -22,6 +22,7 @@ struct GpuDevice {
   int slots = 1;           // most containers that may share the card at once
   int numa = 0;            // NUMA node of the card
   bool healthy = true;
+  bool cordoned = false;  // named by the node's hami.io/device-cordon: no new containers
 };
 
 struct NodeInventory {

@@ -139,6 +139,30 @@ TEST(SchedulerKubeTest, NodeAnnotationsReachFilter) {
   EXPECT_TRUE(Filter(s, pod, {"n3"})["NodeNames"].empty());
 }
 
+// hami.io/device-cordon takes a node's cards out of new placements the moment the node
+// watch brings it, and puts them back when it goes; what runs on them is not touched.
+TEST(SchedulerKubeTest, CordonedCardsGetNoNewContainersUntilTheCordonIsLifted) {
+  FakeApiServer api;
+  api.Put("nodes", NodeObject("n1", 2));
+  json pod = GpuPod("p", "30000", "10");
+  api.Put("pods", pod);
+  Scheduler s(&api);
+  ASSERT_EQ(Filter(s, pod, {"n1"})["NodeNames"], json::array({"n1"}));
+  json cordoned = NodeObject("n1", 2);
+  cordoned["metadata"]["annotations"][hami::kDeviceCordon] = " n1-gpu0 ,, n1-gpu1";
+  api.Put("nodes", cordoned);
+  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1"})["NodeNames"].empty(); }));
+  std::string why = Filter(s, pod, {"n1"})["FailedNodes"]["n1"];
+  EXPECT_NE(why.find("cordoned"), std::string::npos) << why;
+  cordoned["metadata"]["annotations"][hami::kDeviceCordon] = "n1-gpu1";  // one card back
+  api.Put("nodes", cordoned);
+  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  ASSERT_EQ(json::parse(s.extender->Bind(BindArgs(pod, "n1")))["Error"], "");
+  json stored = *api.Find("pods", "default", "p");
+  EXPECT_EQ(stored["metadata"]["annotations"][hami::kDevicesAllocated].get<std::string>().rfind("n1-gpu0,", 0), 0u)
+      << "the card that is not cordoned";
+}
+
 TEST(SchedulerKubeTest, BindWritesTheDecisionWithTheBindingInOneWrite) {
   FakeApiServer api;
   api.Put("nodes", NodeObject("n1", 2));
