@@ -18,18 +18,21 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "src/kube/testing/fake_api_server.h"
 #include "src/platform/gpu_driver.h"
 #include "tests/harness.h"
 #include "tests/kubelet_double.h"
+#include "tests/temp_dir.h"
 
 namespace gs::testing {
 namespace {
@@ -116,7 +119,7 @@ class NodeAgentTest : public ::testing::Test {
       args.insert(args.end(), {"--shared-dir-size", "0"});
     }
     args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
-    agent_ = std::make_unique<Process>(args, Env{});
+    agent_ = std::make_unique<Process>(args, agent_env_);
   }
   void StopAgent() {
     if (!agent_) return;
@@ -181,6 +184,7 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<Process> agent_;
   std::string agent_log_;
   std::vector<std::string> agent_flags_;  // added to the agent's command line
+  Env agent_env_;                         // added to the agent's environment
 };
 
 TEST_F(NodeAgentTest, RegistersAndListsEverySliceWithTopology) {
@@ -962,8 +966,10 @@ TEST_F(NodeAgentTest, RandomWritesToARegionForAMinuteHarmNoOneElse) {
 // 2038 MiB slice. Within a few seconds the agent kills one of them (NVML's figure for the
 // container is back within the limit), while a well-behaved container on the same card
 // (through the enforcer) and one filled to exactly its limit (no enforcer) keep running.
-// With --memory-watchdog=false (or GPUSLICE_MEMORY_WATCHDOG=false in the test's
-// environment, which the agent inherits) nobody is killed and this test fails.
+// The memory rule alone: processes without the enforcer are not stopped for that here
+// (GPUSLICE_REQUIRE_ENFORCER=false). With --memory-watchdog=false (or
+// GPUSLICE_MEMORY_WATCHDOG=false in the test's environment, which the agent inherits)
+// nobody is killed and this test fails.
 TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) {
   if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
     std::cout << "NOTE: needs root and unshare: the memory watchdog was NOT tested\n";
@@ -971,6 +977,7 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) 
   }
   StopAgent();
   agent_flags_ = {"--device-memory-scaling", "0.1"};  // 4 slices of 2038 MiB per card
+  agent_env_ = {{"GPUSLICE_REQUIRE_ENFORCER", "false"}};
   StartAgent();
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   // The simulator's CUDA device 0 is the first card (every card is visible outside a real container).
@@ -1069,6 +1076,227 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) 
   EXPECT_NE(f.out.find("alloc CUDA_SUCCESS"), std::string::npos) << f.out << f.err;
   StopAgent();
   EXPECT_NE(agent_log_.find("memory watchdog: ns/evil/c"), std::string::npos) << agent_log_;
+}
+
+// When processes NVML lists on one card, told apart by the bytes each holds, first appear
+// and go: polled every 50 ms.
+class CardWatch {
+ public:
+  struct Seen {
+    int count = 0, most = 0;       // listed now, most listed at once
+    double first = -1, gone = -1;  // seconds from the start of the watch
+  };
+  CardWatch(platform::GpuDriver* nvml, std::string uuid) : nvml_(nvml), uuid_(std::move(uuid)) {}
+  // One poll; false when NVML could not list the card.
+  bool Poll() {
+    auto procs = nvml_->ComputeProcesses(uuid_);
+    if (!procs.ok()) return false;
+    double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    for (auto& [bytes, s] : seen_) s.count = 0;
+    for (const auto& p : *procs) ++seen_[p.used_bytes].count;
+    for (auto& [bytes, s] : seen_) {
+      s.most = std::max(s.most, s.count);
+      if (s.count > 0 && s.first < 0) s.first = now;
+      if (s.count > 0) s.gone = -1;
+      if (s.count == 0 && s.first >= 0 && s.gone < 0) s.gone = now;
+    }
+    return true;
+  }
+  // Polls until done() or `seconds` passed.
+  void PollFor(double seconds, const std::function<bool()>& done) {
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+         std::chrono::steady_clock::now() < end && !done();) {
+      Poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  Seen& operator[](uint64_t bytes) { return seen_[bytes]; }
+  // How long a process of `bytes` stayed on the card (-1 when it did not go).
+  double Lived(uint64_t bytes) {
+    const Seen& s = seen_[bytes];
+    return s.first >= 0 && s.gone >= 0 ? s.gone - s.first : -1;
+  }
+
+ private:
+  platform::GpuDriver* nvml_;
+  std::string uuid_;
+  std::map<uint64_t, Seen> seen_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// The agent's log line about `who` (ns/pod/container) that contains `what`, or "".
+std::string LogLine(const std::string& log, const std::string& who, const std::string& what) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(who) != std::string::npos && line.find(what) != std::string::npos) return line;
+  return "";
+}
+
+// A process that gets past the enforcer hides from attribution by its mounts: one chroots
+// away from its region directory (its /proc/<pid>/mountinfo then shows no mount there), one
+// makes a mount namespace of its own and detaches the region's mount there (what an
+// unprivileged container can do in a user namespace of its own), leaving its container's
+// first process behind. Each holds more than its container's 2038 MiB limit and is killed
+// within 2 s, its container found by its mount namespace and by its PID namespace; a
+// chrooted process under its limit keeps running. The memory rule alone
+// (GPUSLICE_REQUIRE_ENFORCER=false).
+TEST_F(NodeAgentTest, TheMemoryWatchdogFindsTheContainerOfAChrootedProcessOrOneThatShedItsMounts) {
+  if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
+    std::cout << "NOTE: needs root and unshare: the memory watchdog was NOT tested\n";
+    GTEST_SKIP();
+  }
+  StopAgent();
+  agent_flags_ = {"--device-memory-scaling", "0.1"};  // 4 slices of 2038 MiB per card
+  agent_env_ = {{"GPUSLICE_REQUIRE_ENFORCER", "false"}};
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods({{"chroot", "ns", "c", "nvidia.com/gpu", {gpu0 + "::0"}},
+                     {"shed", "ns", "c", "nvidia.com/gpu", {gpu0 + "::1"}},
+                     {"calm", "ns", "c", "nvidia.com/gpu", {gpu0 + "::2"}}});
+  v1beta1::ContainerAllocateResponse chroot, shed, calm;
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::0"}, &chroot).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::1"}, &shed).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::2"}, &calm).ok());
+  ASSERT_EQ(chroot.envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2038m");
+  constexpr uint64_t kMiB = 1ull << 20, kChroot = 40 * 64 * kMiB, kShed = 41 * 64 * kMiB, kCalm = 20 * 64 * kMiB;
+  auto nvml = platform::OpenNvmlGpuDriver(node_->root());
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+
+  Env plain = node_->env();  // the simulator's libcuda, no enforcer
+  Process chrooted(InContainer(SharedDir(chroot),
+                               {HostileBin(), "init", "chroot", "/var/run", "fill", "40", "sleep", "12000", "touch"}),
+                   plain);
+  Process shedding(InContainer(SharedDir(shed), {HostileBin(), "child", "leave-mounts", "/var/run/gpuslice", "init",
+                                                 "fill", "41", "sleep", "12000", "touch"}),
+                   plain);
+  Process calm_proc(InContainer(SharedDir(calm),
+                                {HostileBin(), "init", "chroot", "/var/run", "fill", "20", "sleep", "8000", "touch"}),
+                    plain);
+  CardWatch card((*nvml).get(), gpu0);
+  card.PollFor(10, [&] { return card[kChroot].gone >= 0 && card[kShed].gone >= 0; });
+  card.PollFor(2, [] { return false; });  // and nobody else, later either
+  ASSERT_GE(card[kChroot].first, 0) << "the chrooted attacker never held its memory: " << chrooted.out();
+  ASSERT_GE(card[kShed].first, 0) << "the attacker without the mount never held its memory: " << shedding.out();
+  ASSERT_GE(card[kCalm].first, 0) << calm_proc.out();
+  std::cout << "chrooted, 2560 MiB under a 2038 MiB limit: on the card for " << card.Lived(kChroot)
+            << " s; without the region's mount, 2624 MiB: " << card.Lived(kShed) << " s\n";
+  EXPECT_GE(card.Lived(kChroot), 0) << "the chrooted attacker was not killed";
+  EXPECT_GE(card.Lived(kShed), 0) << "the attacker without the region's mount was not killed";
+  EXPECT_LT(card.Lived(kChroot), 2.0);
+  EXPECT_LT(card.Lived(kShed), 2.0);
+  EXPECT_EQ(card[kCalm].count, 1) << "the chrooted process under its limit was killed";
+
+  Result c = chrooted.Wait(), s = shedding.Wait(), k = calm_proc.Wait();
+  EXPECT_EQ(c.out.find("touch CUDA_SUCCESS"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("chroot ok"), std::string::npos) << c.out << c.err;
+  EXPECT_EQ(s.out.find("touch CUDA_SUCCESS"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("leave-mounts ok"), std::string::npos) << s.out << s.err;
+  EXPECT_EQ(k.code, 0) << k.out << k.err;
+  EXPECT_NE(k.out.find("touch CUDA_SUCCESS"), std::string::npos) << k.out;
+  std::string m = Metrics();
+  for (const char* pod : {"chroot", "shed"})
+    EXPECT_NE(m.find(std::string("gpuslice_memory_limit_kills_total{namespace=\"ns\",pod=\"") + pod + "\""),
+              std::string::npos)
+        << pod << "\n"
+        << m;
+  EXPECT_EQ(m.find("gpuslice_memory_limit_kills_total{namespace=\"ns\",pod=\"calm\""), std::string::npos);
+  StopAgent();
+  EXPECT_NE(LogLine(agent_log_, "memory watchdog: ns/chroot/c", "its container by its mount namespace"), "")
+      << agent_log_;
+  EXPECT_NE(LogLine(agent_log_, "memory watchdog: ns/shed/c", "its container by its PID namespace"), "") << agent_log_;
+}
+
+// A process of a container with a slice that reaches the driver without the enforcer (no
+// LD_PRELOAD: the simulator's libcuda itself) and holds little memory, far under its limit,
+// is stopped within 2 s all the same, chrooted or not. Nobody else is: the enforced processes
+// of a container on the same card, four of them starting one after another while the others
+// run (their start-up window), a process without the enforcer in a container without a slice
+// (its region directory is none the agent made), and one on the host.
+TEST_F(NodeAgentTest, AProcessOfASlicedContainerWithoutTheEnforcerIsStoppedAndNoOneElse) {
+  if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
+    std::cout << "NOTE: needs root and unshare: the memory watchdog was NOT tested\n";
+    GTEST_SKIP();
+  }
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
+  kubelet_->SetPods({{"bypass", "ns", "c", "nvidia.com/gpu", {gpu0 + "::0"}},
+                     {"hidden", "ns", "c", "nvidia.com/gpu", {gpu0 + "::1"}},
+                     {"honest", "ns", "c", "nvidia.com/gpu", {gpu0 + "::2"}}});
+  v1beta1::ContainerAllocateResponse bypass, hidden, honest;
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::0"}, &bypass).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::1"}, &hidden).ok());
+  ASSERT_TRUE(kubelet_->Allocate({gpu0 + "::2"}, &honest).ok());
+  constexpr uint64_t kMiB = 1ull << 20;
+  constexpr uint64_t kBypass = 64 * kMiB, kHidden = 96 * kMiB, kStarting = 32 * kMiB, kNoSlice = 48 * kMiB,
+                     kHost = 40 * kMiB;
+  auto nvml = platform::OpenNvmlGpuDriver(node_->root());
+  ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+  CardWatch card((*nvml).get(), gpu0);
+
+  Env plain = node_->env();  // the simulator's libcuda, no enforcer
+  TempDir no_slice_dir("gs-no-slice");
+  Process no_slice(InContainer(no_slice_dir.path(), {HostileBin(), "init", "alloc", "48m", "sleep", "6000", "touch"}),
+                   plain);
+  Process on_host({HostileBin(), "init", "alloc", "40m", "sleep", "6000", "touch"}, plain);
+  Process bypassing(InContainer(SharedDir(bypass), {HostileBin(), "init", "alloc", "64m", "sleep", "12000", "touch"}),
+                    plain);
+  Process hiding(InContainer(SharedDir(hidden),
+                             {HostileBin(), "init", "chroot", "/var/run", "alloc", "96m", "sleep", "12000", "touch"}),
+                 plain);
+  // The honest container, all with the enforcer: its first process (a shell, pid 1 of the
+  // container's PID namespace, as in a pod) runs a burn, then starts four processes one
+  // after another, 300 ms apart, while the watchdog samples every 500 ms: each start-up
+  // falls at another point of its cycle.
+  const std::string script =
+      "\"$0\" burn --memory 1g --util 20 --seconds 9 --verify-bytes 1m & b=$!; "
+      "for i in 1 2 3 4; do \"$1\" init alloc 32m sleep 3000 touch & sleep 0.3; done; "
+      "wait $b; echo \"burn-exit $?\"; wait";
+  Process honest_proc(InContainer(SharedDir(honest), {"sh", "-c", script, GpusliceBin(), HostileBin()}),
+                      ContainerEnv(honest));
+  card.PollFor(10, [&] { return card[kBypass].gone >= 0 && card[kHidden].gone >= 0; });
+  card.PollFor(1.5, [] { return false; });  // and nobody else, later either
+  ASSERT_GE(card[kBypass].first, 0) << "the process without the enforcer never held its memory: " << bypassing.out();
+  ASSERT_GE(card[kHidden].first, 0) << "the chrooted one never held its memory: " << hiding.out();
+  ASSERT_GE(card[kStarting].first, 0) << "the honest processes never held their memory: " << honest_proc.out();
+  std::cout << "without the enforcer, 64 MiB under a 20 GiB limit: on the card for " << card.Lived(kBypass)
+            << " s; chrooted, 96 MiB: " << card.Lived(kHidden) << " s\n";
+  EXPECT_GE(card.Lived(kBypass), 0) << "the process without the enforcer was not stopped";
+  EXPECT_GE(card.Lived(kHidden), 0) << "the chrooted process without the enforcer was not stopped";
+  EXPECT_LT(card.Lived(kBypass), 2.0);
+  EXPECT_LT(card.Lived(kHidden), 2.0);
+  EXPECT_GE(card[kStarting].most, 2) << "the honest processes did not overlap";
+  EXPECT_EQ(card[kNoSlice].count, 1);
+  EXPECT_EQ(card[kHost].count, 1);
+
+  for (auto* p : {&bypassing, &hiding}) {
+    Result r = p->Wait();
+    EXPECT_EQ(r.out.find("touch CUDA_SUCCESS"), std::string::npos) << r.out;
+  }
+  for (auto* p : {&no_slice, &on_host}) {
+    Result r = p->Wait();
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("touch CUDA_SUCCESS"), std::string::npos) << r.out;
+  }
+  Result h = honest_proc.Wait();
+  EXPECT_EQ(h.code, 0) << h.out << h.err;
+  EXPECT_NE(h.out.find("burn-exit 0"), std::string::npos) << "the honest burn was stopped: " << h.out << h.err;
+  size_t finished = 0;
+  for (size_t at = h.out.find("touch CUDA_SUCCESS"); at != std::string::npos;
+       at = h.out.find("touch CUDA_SUCCESS", at + 1))
+    ++finished;
+  EXPECT_EQ(finished, 4u) << "an honest process was stopped: " << h.out << h.err;
+  std::string m = Metrics();
+  for (const char* pod : {"bypass", "hidden"})
+    EXPECT_NE(m.find(std::string("gpuslice_unenforced_process_kills_total{namespace=\"ns\",pod=\"") + pod + "\""),
+              std::string::npos)
+        << pod << "\n"
+        << m;
+  EXPECT_EQ(m.find("kills_total{namespace=\"ns\",pod=\"honest\""), std::string::npos) << m;
+  StopAgent();
+  EXPECT_NE(LogLine(agent_log_, "memory watchdog: ns/bypass/c", "without the enforcer"), "") << agent_log_;
+  EXPECT_NE(LogLine(agent_log_, "memory watchdog: ns/hidden/c", "its container by its mount namespace"), "")
+      << agent_log_;
 }
 
 int FreePort() {

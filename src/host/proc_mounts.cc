@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "src/common/proc_identity.h"
+#include "src/host/private_copy.h"
 
 namespace gs::host {
 namespace {
@@ -89,31 +90,6 @@ std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<Mo
   return out;
 }
 
-namespace {
-
-// A whole /proc file (they report size 0: read until EOF), at most `cap` bytes.
-bool ReadProcFile(const std::string& path, size_t cap, std::string* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > cap) break;  // a process with millions of mounts: what was read is kept
-  }
-  close(fd);
-  return true;
-}
-
-}  // namespace
-
 StatusOr<ProcessMounts> ReadProcessMounts(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
   ProcessMounts m;
@@ -122,9 +98,14 @@ StatusOr<ProcessMounts> ReadProcessMounts(pid_t pid) {
   struct stat mine, theirs;
   if (stat("/proc/self/ns/mnt", &mine) != 0 || stat((dir + "/ns/mnt").c_str(), &theirs) != 0)
     return Unavailable(dir + "/ns/mnt: " + strerror(errno));
+  m.mount_namespace = {static_cast<uint64_t>(theirs.st_dev), static_cast<uint64_t>(theirs.st_ino)};
   m.same_namespace_as_reader = mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
   std::string text;
-  if (!ReadProcFile(dir + "/mountinfo", 16u << 20, &text)) return Unavailable(dir + "/mountinfo: " + strerror(errno));
+  int fd = open((dir + "/mountinfo").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  bool read_ok = fd >= 0 && internal::ReadToEnd(fd, kMaxMountinfoBytes, &text);
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (!read_ok) return Unavailable(dir + "/mountinfo: " + strerror(e));
   m.entries = ParseMountinfo(text);
   // The same start time before and after: the namespace and mount table read were this
   // process's, not those of a process that reused its pid meanwhile.

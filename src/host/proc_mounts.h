@@ -7,12 +7,18 @@
 // namespace sees the tmpfs at its host path (no match); one in the agent's own mount
 // namespace is never attributed (ProcessMounts::same_namespace_as_reader).
 //
+// A process's own mount table is relative to its root: after chroot(2) it lists only the
+// mounts under the new root. The table of its whole mount namespace, which chroot cannot
+// change, is read by ReadNamespaceMounts (src/host/proc_namespaces.h).
+//
 // ParseMountinfo is pure and total over any text (fuzzed: fuzz/mountinfo_fuzzer.cc);
 // ReadProcessMounts reads /proc. Thread-compatible; no state.
 #pragma once
 
 #include <sys/types.h>
 
+#include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -37,8 +43,20 @@ std::vector<MountEntry> ParseMountinfo(std::string_view text);
 std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<MountEntry>& entries,
                                                             std::string_view mount_point);
 
+// A namespace as the kernel names it: the device and inode of /proc/<pid>/ns/<kind>. Equal
+// ids are one namespace while a process in it lives (the kernel reuses the inode number
+// of a namespace only after the namespace is gone).
+struct NamespaceId {
+  uint64_t dev = 0, ino = 0;
+  auto operator<=>(const NamespaceId&) const = default;
+};
+
+// The most of one mountinfo text a reader keeps (a process with millions of mounts).
+inline constexpr size_t kMaxMountinfoBytes = 16u << 20;
+
 struct ProcessMounts {
-  std::vector<MountEntry> entries;
+  std::vector<MountEntry> entries;  // its own view: the mounts under its root
+  NamespaceId mount_namespace;
   uint64_t start_time = 0;               // ProcessStartTime, the same before and after the reads
   bool same_namespace_as_reader = true;  // /proc/<pid>/ns/mnt is the caller's own
 };

@@ -154,9 +154,11 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   if (cfg.shared_dir_bytes == 0)
     GS_LOG(kWarn, "--shared-dir-size 0: containers write their regions on the state disk, which they can fill");
 
-  // The memory watchdog attributes GPU processes by their mount of a container's tmpfs,
-  // read from the host's /proc: without either it could attribute nothing.
-  bool watchdog_on = cfg.memory_watchdog;
+  // The memory watchdog attributes GPU processes to containers by the mount of a container's
+  // tmpfs and the namespaces of the host's /proc: without either it could attribute nothing.
+  // Its two rules (memory over the limit, a process without the enforcer) share its loop.
+  WatchdogRules rules{cfg.memory_watchdog, cfg.require_enforcer};
+  bool watchdog_on = rules.memory_limits || rules.require_enforcer;
   if (watchdog_on && !SeesHostPids()) {
     GS_LOG(kWarn, "memory watchdog off: NVML's pids are the host's, and this agent does not see the host's processes");
     watchdog_on = false;
@@ -165,14 +167,18 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
            "memory watchdog off: it knows a container's processes by their mount of its shared/ tmpfs, and "
            "--shared-dir-size 0 gives them none");
     watchdog_on = false;
-  } else if (!watchdog_on) {
-    GS_LOG(kWarn, "--memory-watchdog=false: a container whose processes get past the enforcer is not stopped");
   }
+  if (!rules.memory_limits)
+    GS_LOG(kWarn, "--memory-watchdog=false: a container whose processes hold more than its limit is not stopped");
+  if (!rules.require_enforcer)
+    GS_LOG(kWarn,
+           "--require-enforcer=false: a process that runs on a GPU without the enforcer is stopped only when its "
+           "container holds more memory than its limit");
 
   // What /healthz and /livez check: the main loop (the kubelet's registration, the CDI
   // spec) beats every 200 ms (10 s allowed), the containers loop (host pids, the cleanup)
   // every 200 ms (a pod-resources List may take its 3 s deadline: 60 s allowed), the
-  // health watcher every ~1 s (30 s allowed), the memory watchdog every ~1 s (an NVML call
+  // health watcher every ~1 s (30 s allowed), the memory watchdog every ~0.5 s (an NVML call
   // per GPU and /proc reads: 30 s allowed).
   Progress progress;
   const int main_loop = progress.Register("main loop", 10'000'000'000, MonotonicNowNs());
@@ -184,10 +190,13 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
 
   std::mutex pods_mu;
   std::vector<ContainerDevices> pods;
-  MemoryWatchdog watchdog(driver, &book, [&] {
-    std::lock_guard<std::mutex> l(pods_mu);
-    return pods;
-  });
+  MemoryWatchdog watchdog(
+      driver, &book,
+      [&] {
+        std::lock_guard<std::mutex> l(pods_mu);
+        return pods;
+      },
+      rules);
   std::thread watchdog_thread;
   if (watchdog_on)
     watchdog_thread = std::thread([&] { watchdog.Run(stop, [&] { progress.Beat(watchdog_loop, MonotonicNowNs()); }); });

@@ -70,6 +70,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
                                 "enforcerPath",
                                 "sharedDirSize",
                                 "memoryWatchdog",
+                                "requireEnforcer",
                                 "schedulerDecisions",
                                 "nodeName",
                                 "kubeconfig",
@@ -116,6 +117,7 @@ Status ApplyConfigYaml(const std::string& yaml, Config* c) {
         return InvalidArgument("config file: sharedDirSize '" + size + "' is not a size (e.g. 4Mi, or 0)");
     }
     if (root["memoryWatchdog"]) c->memory_watchdog = root["memoryWatchdog"].as<bool>();
+    if (root["requireEnforcer"]) c->require_enforcer = root["requireEnforcer"].as<bool>();
     if (root["schedulerDecisions"]) c->scheduler_decisions = root["schedulerDecisions"].as<bool>();
     if (root["nodeName"]) c->node_name = root["nodeName"].as<std::string>();
     if (root["kubeconfig"]) c->kubeconfig = root["kubeconfig"].as<std::string>();
@@ -179,10 +181,15 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
            "state disk, which a container can fill",
            "SHARED_DIR_SIZE");
   f.Bool("memory-watchdog", &c.memory_watchdog,
-         "every second, compare each container's device memory as NVML reports it per process with its limit, "
-         "and kill its largest process on a GPU where it is over twice in a row (needs hostPID and "
+         "twice a second, compare each container's device memory as NVML reports it per process with its limit, "
+         "and kill its largest process on a GPU where it is over in three samples in a row (needs hostPID and "
          "--shared-dir-size > 0)",
          "GPUSLICE_MEMORY_WATCHDOG");
+  f.Bool("require-enforcer", &c.require_enforcer,
+         "kill a process of a container with a slice that is on a GPU without the enforcer (no slot in its "
+         "container's region in three samples in a row, 0.5 s apart), whatever it holds (needs hostPID and "
+         "--shared-dir-size > 0)",
+         "GPUSLICE_REQUIRE_ENFORCER");
   f.Bool("scheduler-decisions", &c.scheduler_decisions,
          "give each container what gpuslice scheduler decided (HAMi's annotations: cards, memory, cores) and "
          "publish the cards on the Node",

@@ -35,8 +35,11 @@ struct Config {
   // plain directory on the state disk, which a container can fill.
   uint64_t shared_dir_bytes = 4ull << 20;
   // The memory watchdog (src/node/memory_watchdog.h): kills a container's largest process
-  // on a GPU where NVML shows the container over its limit twice in a row.
+  // on a GPU where NVML shows the container over its limit in three samples in a row.
   bool memory_watchdog = true;
+  // In the same loop: kills a process of a container with a slice that is on a GPU without
+  // a slot in its container's region (it runs without the enforcer), in three samples in a row.
+  bool require_enforcer = true;
   // Fractional scheduling (docs/scheduler.md): Allocate applies what `gpuslice scheduler`
   // decided for the pod, and the agent publishes its cards on its Node object.
   bool scheduler_decisions = false;

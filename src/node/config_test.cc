@@ -103,5 +103,19 @@ TEST(NodeConfig, TheMemoryWatchdogIsOnUnlessTurnedOff) {
   EXPECT_FALSE(f.memory_watchdog);
 }
 
+TEST(NodeConfig, ProcessesWithoutTheEnforcerAreStoppedUnlessTurnedOff) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->require_enforcer);
+  c = Load({"--require-enforcer=false"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->require_enforcer);
+  EXPECT_TRUE(c->memory_watchdog);  // the two rules are turned off apart
+  Config f;
+  ASSERT_TRUE(ApplyConfigYaml("requireEnforcer: false\n", &f).ok());
+  EXPECT_FALSE(f.require_enforcer);
+  EXPECT_TRUE(f.memory_watchdog);
+}
+
 }  // namespace
 }  // namespace gs::node

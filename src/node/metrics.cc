@@ -134,18 +134,27 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
               "Time the agent took to answer the kubelet's Allocate calls, the gRPC transport not included.", allocate);
   w.Family("gpuslice_allocate_failures_total", "Allocate calls the agent refused or could not serve.", "counter");
   w.Sample("gpuslice_allocate_failures_total", {}, static_cast<double>(allocate.failed));
+  auto kill_labels = [](const KillCount& k) {
+    return std::vector<std::pair<const char*, std::string>>{{"namespace", k.ns},
+                                                            {"pod", k.pod},
+                                                            {"container", k.container},
+                                                            {"uuid", k.uuid},
+                                                            {"allocation", k.allocation}};
+  };
   w.Family("gpuslice_memory_limit_kills_total",
            "Processes the memory watchdog killed because their container held more device memory on the GPU than "
-           "its limit (NVML's per-process figures, two samples in a row).",
+           "its limit (NVML's per-process figures, three samples in a row).",
            "counter");
   for (const auto& k : kills)
-    w.Sample("gpuslice_memory_limit_kills_total",
-             {{"namespace", k.ns},
-              {"pod", k.pod},
-              {"container", k.container},
-              {"uuid", k.uuid},
-              {"allocation", k.allocation}},
-             static_cast<double>(k.kills));
+    if (k.reason == KillReason::kOverLimit)
+      w.Sample("gpuslice_memory_limit_kills_total", kill_labels(k), static_cast<double>(k.kills));
+  w.Family("gpuslice_unenforced_process_kills_total",
+           "Processes of containers with a slice that the memory watchdog killed because they were on the GPU "
+           "without the enforcer (no slot in their container's region, three samples in a row).",
+           "counter");
+  for (const auto& k : kills)
+    if (k.reason == KillReason::kNoEnforcer)
+      w.Sample("gpuslice_unenforced_process_kills_total", kill_labels(k), static_cast<double>(k.kills));
   return w.str();
 }
 

@@ -32,7 +32,7 @@ struct SliceUsage {
   unsigned sm_util = 0, sm_share = 0;  // percent; share 0 = no limit
 };
 
-// kills: the memory watchdog's (src/node/memory_watchdog.h), per container and GPU.
+// kills: the memory watchdog's (src/node/memory_watchdog.h), per rule, container and GPU.
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
                           const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills = {});
 

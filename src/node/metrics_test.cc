@@ -64,6 +64,24 @@ TEST(Metrics, AllocateLatencyIsACumulativeHistogramWithFailures) {
 }
 
 // GPU time a tenant's turns took, over wall time between scrapes at least a second apart.
+TEST(Metrics, EachWatchdogRulesKillsAreCountedInTheirOwnFamily) {
+  std::vector<KillCount> kills{{KillReason::kOverLimit, "ml", "a", "main", "GPU-1", "x1", 2},
+                               {KillReason::kNoEnforcer, "ml", "b", "main", "GPU-1", "x2", 3}};
+  std::string text = RenderMetrics({}, {}, {}, kills);
+  EXPECT_NE(text.find("# TYPE gpuslice_memory_limit_kills_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE gpuslice_unenforced_process_kills_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuslice_memory_limit_kills_total{namespace=\"ml\",pod=\"a\",container=\"main\",uuid=\"GPU-"
+                      "1\",allocation=\"x1\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpuslice_unenforced_process_kills_total{namespace=\"ml\",pod=\"b\",container=\"main\",uuid="
+                      "\"GPU-1\",allocation=\"x2\"} 3"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("gpuslice_memory_limit_kills_total{namespace=\"ml\",pod=\"b\""), std::string::npos);
+  EXPECT_EQ(text.find("gpuslice_unenforced_process_kills_total{namespace=\"ml\",pod=\"a\""), std::string::npos);
+}
+
 TEST(SmUseMeter, UtilisationIsGpuTimeOverWallTimeBetweenScrapes) {
   SmUseMeter m;
   constexpr int64_t kS = 1'000'000'000;

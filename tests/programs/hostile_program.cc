@@ -44,6 +44,15 @@
 //                the mutex of the region at PATH for 300 ms, then keeps zeroing device 0's
 //                total and this process's slot there:
 //                "race-zeroed <MiB allocated by the threads together>"
+//   child        fork; the parent stays as it is (in a container: its first process, still
+//                in the container's namespaces), waits for the child and exits with its
+//                status (1 when it was killed); the child goes on with the next steps
+//   chroot DIR   chroot(DIR), chdir("/"): its /proc/<pid>/mountinfo then lists only the
+//                mounts under DIR, none at the region directory
+//   leave-mounts DIR  a mount namespace of its own (unshare), in which the mount at DIR is
+//                detached: what an unprivileged container can do in a user namespace of its
+//                own (there the runtime's mounts can only go with the whole root, by
+//                pivot_root). Run before init: the driver may start threads
 // And attacks on the node through what a container may write (no driver needed):
 //   scribble PATH MS  for MS ms, random bytes at random places of the file PATH (its
 //                     region), with the file's lock held, now and then shrinking it and
@@ -66,9 +75,12 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -547,6 +559,27 @@ int main(int argc, char** argv) {
       if (i + 3 >= argc) return 2;
       printf("race-zeroed %ld\n", RaceZeroed(argv[i + 1], atoi(argv[i + 2]), strtoul(argv[i + 3], nullptr, 10)));
       i += 3;
+    } else if (strcmp(step, "child") == 0) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid < 0) return 2;
+      if (pid > 0) {
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+      }
+    } else if (strcmp(step, "chroot") == 0) {
+      bool ok = chroot(arg) == 0 && chdir("/") == 0;
+      printf("chroot %s\n", ok ? "ok" : strerror(errno));
+      if (!ok) return 2;
+      ++i;
+    } else if (strcmp(step, "leave-mounts") == 0) {
+      bool ok = unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+                umount2(arg, MNT_DETACH) == 0;
+      printf("leave-mounts %s\n", ok ? "ok" : strerror(errno));
+      if (!ok) return 2;
+      ++i;
     } else if (strcmp(step, "sleep") == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
       ++i;
