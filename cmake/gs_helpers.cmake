@@ -1,6 +1,8 @@
 # Small helpers so every folder declares its targets in a few lines.
 #
-#   gs_library(NAME name SRCS ... [DEPS ...] [PIC])        static library
+#   gs_library(NAME name SRCS ... [DEPS ...])              static library, position-independent
+#                                                           (the injected shared libraries link
+#                                                           gs_common, gs_region, gs_sim_core, ...)
 #   gs_test(NAME name SRCS ... [DEPS ...] [LABELS ...] [TIMING gtest-filter])
 #                                                           GoogleTest binary, registered with CTest;
 #                                                           TIMING's tests run alone, label `timing`
@@ -8,7 +10,10 @@
 #                                                           first argument of each macro row
 
 function(gs_library)
-  cmake_parse_arguments(GS "PIC" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(GS "" "NAME" "SRCS;DEPS" ${ARGN})
+  if(GS_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "gs_library(${GS_NAME}): unknown arguments ${GS_UNPARSED_ARGUMENTS}")
+  endif()
   add_library(${GS_NAME} STATIC ${GS_SRCS})
   target_include_directories(${GS_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(${GS_NAME} PUBLIC ${GS_DEPS})

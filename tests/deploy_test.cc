@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "src/common/file.h"
 #include "src/node/metrics.h"
 #include "tests/harness.h"
 
@@ -98,11 +99,10 @@ void CheckKustomization(const std::string& dir, std::map<ObjectKey, YAML::Node>*
       if (spec.find('=') == std::string::npos) key = fs::path(file).filename();
       std::string p = dir + "/" + file;
       ASSERT_TRUE(fs::exists(p)) << p;
-      std::ifstream in(p);
-      std::stringstream text;
-      text << in.rdbuf();
-      EXPECT_NO_THROW(YAML::Load(text.str())) << p;  // JSON is YAML too
-      cm["data"][key] = text.str();
+      auto text = ReadFile(p);
+      ASSERT_TRUE(text.ok()) << text.status().message();
+      EXPECT_NO_THROW(YAML::Load(*text)) << p;  // JSON is YAML too
+      cm["data"][key] = *text;
     }
     (*objects)[{"ConfigMap", name}] = cm;
   }

@@ -360,7 +360,7 @@ std::vector<std::string> BurnRun(const std::string& cores, const std::string& po
   return argv;
 }
 
-// The goal scenarios, at both NVML sample periods the simulator is calibrated for
+// The compute share's reference scenarios, at both NVML sample periods the simulator is calibrated for
 // (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card and reads
 // no NVML utilisation, so the period must not matter; these prove it.
 class EnforcerComputeAtSamplePeriod : public ::testing::TestWithParam<int> {
@@ -409,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(Period, EnforcerComputeAtSamplePeriod, ::testing::Value
 // Kernels from 5 us to 50 ms: a 30 % share (policy force) holds within 5 points of what the
 // same workload gets alone. Short kernels are where turn changes cost the most (each one
 // drains the queue) and where a launch count learned wrongly holds a container far below
-// its share (measured before the fix: 5 us kernels got 0.1 %, 100 us 2.1 %).
+// its share.
 TEST(EnforcerCompute, SharesHoldForKernelsFrom5usTo50ms) {
   SimNode node("gpus: [H100-80GB]\n");
   for (const char* kernel_us : {"5", "100", "2000", "50000"}) {

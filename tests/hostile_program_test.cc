@@ -361,7 +361,7 @@ TEST(HostileCard, ShrunkCardFileDoesNotKillAnotherTenant) {
 namespace gs::testing {
 namespace {
 
-// Issue 13: a tenant that forges the card region shared by every tenant of a GPU, and
+// A tenant that forges the card region shared by every tenant of a GPU, and
 // runs no kernel itself, takes nothing from an honest tenant's compute share. The honest
 // tenant is a container as the node agent makes it: a read-only limits file with a 30 %
 // share, priority 1 and the best priority on its cards 1 (every container's), the node's

@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include <sstream>
 #include <thread>
 
+#include "src/common/file.h"
 #include "src/kube/testing/fake_api_server.h"
 #include "src/platform/gpu_driver.h"
 #include "tests/harness.h"
@@ -156,8 +156,9 @@ class NodeAgentTest : public ::testing::Test {
       if (m.container_path() == "/var/run/gpuslice-cards") cards = m.host_path();
       if (m.container_path().find("/usr/lib/gpuslice/") == 0) e["LD_PRELOAD"] = m.host_path();
     }
-    std::ifstream in(limits);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto read = ReadFile(limits);
+    EXPECT_TRUE(read.ok()) << read.status().message();
+    std::string text = read.ok() ? *read : "";
     for (auto at = text.find("/var/run/gpuslice/"); at != std::string::npos; at = text.find("/var/run/gpuslice/"))
       text.replace(at, 17, shared);
     if (auto at = text.find("=/var/run/gpuslice-cards\n"); at != std::string::npos && !cards.empty())
@@ -691,9 +692,11 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
     EXPECT_EQ(mounts["/var/run/gpuslice-cards"].host_path(), cards);
     EXPECT_FALSE(mounts["/var/run/gpuslice-cards"].read_only());
     EXPECT_EQ(resp.envs().at("GPUSLICE_CARDS_DIR"), "/var/run/gpuslice-cards");
-    std::ifstream in(mounts["/etc/gpuslice/limits"].host_path());
-    std::string limits((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_NE(limits.find("\nGPUSLICE_CARDS_DIR=/var/run/gpuslice-cards\n"), std::string::npos) << limits;
+    auto limits = ReadFile(mounts["/etc/gpuslice/limits"].host_path());
+    EXPECT_TRUE(limits.ok()) << limits.status().message();
+    if (limits.ok()) {
+      EXPECT_NE(limits->find("\nGPUSLICE_CARDS_DIR=/var/run/gpuslice-cards\n"), std::string::npos) << *limits;
+    }
     Env e = ContainerEnv(resp);
     EXPECT_EQ(e["CUDA_DEVICE_SM_LIMIT_0"], "60");
     if (!tighter_share.empty()) e["CUDA_DEVICE_SM_LIMIT_0"] = tighter_share;  // a container may only tighten
@@ -781,11 +784,9 @@ TEST_F(NodeAgentTest, AContainerAttackingItsRegionCannotStallOrCrashTheAgent) {
   for (const auto& m : resp.mounts())
     if (m.container_path() == "/var/run/gpuslice") region = m.host_path() + "/region";
   ASSERT_TRUE(std::filesystem::is_regular_file(region)) << region;
-  std::string good;
-  {
-    std::ifstream in(region, std::ios::binary);
-    good.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  auto read = ReadFile(region);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::string good = std::move(*read);
   ASSERT_GT(good.size(), 8192u);
   // Offsets of the region layout (src/region/region.h, pinned there by static_assert).
   constexpr off_t kSeq = 40, kMutex = 48, kFirstUuid = 128, kDeviceSize = 256, kSlots = 128 + 16 * 256;

@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 
+#include "src/common/file.h"
 #include "tests/harness.h"
 
 namespace gs::testing {
@@ -30,10 +31,9 @@ std::vector<std::string> MarkedBlocks(const std::string& md) {
 
 TEST(Readme, MarkedCommandBlocksRunAsWritten) {
   std::string src = SourceDir();
-  std::ifstream in(src + "/README.md");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto blocks = MarkedBlocks(ss.str());
+  auto readme = ReadFile(src + "/README.md");
+  ASSERT_TRUE(readme.ok()) << readme.status().message();
+  auto blocks = MarkedBlocks(*readme);
   ASSERT_FALSE(blocks.empty()) << "README.md has no <!-- readme-test --> block";
   TempDir tmp_dir("gs-readme");
   const std::string& tmp = tmp_dir.path();
@@ -53,8 +53,9 @@ TEST(Readme, MarkedCommandBlocksRunAsWritten) {
 // docs/configuration.md lists every flag each subcommand accepts, in that subcommand's
 // section: a flag added without documenting it fails here.
 TEST(Docs, ConfigurationReferenceListsEveryFlagOfEverySubcommand) {
-  std::ifstream in(SourceDir() + "/docs/configuration.md");
-  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = ReadFile(SourceDir() + "/docs/configuration.md");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::string doc = std::move(*read);
   ASSERT_FALSE(doc.empty());
   static const std::regex heading(R"(^## gpuslice (.+)$)");
   std::map<std::string, std::string> sections;  // command -> its text

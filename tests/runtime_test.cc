@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/file.h"
 #include "tests/harness.h"
 
 namespace fs = std::filesystem;
@@ -228,8 +228,9 @@ TEST_F(RuncTest, ImageEnvironmentAloneGetsNoGpuUnlessAllocatedPrivilegedOrOptedI
   ASSERT_EQ(image.code, 0) << image.out << image.err;  // the container still starts
   EXPECT_EQ(Lines(image.out, "nvidia").size(), 0u) << image.out;
   EXPECT_EQ(image.out.find("libcuda"), std::string::npos) << image.out;
-  std::ifstream in(log);
-  std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = ReadFile(log);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::string logged = std::move(*read);
   EXPECT_NE(logged.find("ignoring NVIDIA_VISIBLE_DEVICES=\"all\" of an unprivileged container"), std::string::npos)
       << logged;
   // `none` (the driver without a GPU) is refused the same way.
@@ -290,9 +291,9 @@ TEST_F(RuncTest, SymlinkPlantedInTheImageMakesTheHookRefuseAndTheHostIsUntouched
   r = RunContainer("echo started", With({}, {"0"}));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("/etc/ld.so.preload"), std::string::npos) << r.err;
-  std::ifstream canary(host + "/canary");
-  std::string content((std::istreambuf_iterator<char>(canary)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(content, "host file\n");
+  auto content = ReadFile(host + "/canary");
+  ASSERT_TRUE(content.ok()) << content.status().message();
+  EXPECT_EQ(*content, "host file\n");
 }
 
 TEST(Hook, MalformedInputFailsClearlyBeforeAnythingChanges) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scheduling throughput through a real kube-scheduler and API server (issue 15).
+"""Scheduling throughput through a real kube-scheduler and API server.
 
 Driven by bench/cluster/throughput.sh, which brings up the control plane
 (tests/e2e/cluster.sh up --control-plane) and `gpuslice scheduler`. This program talks to

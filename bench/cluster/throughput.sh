@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scheduling throughput through the real kube-scheduler v1.20.2 with `gpuslice scheduler`
-# as its extender, at cluster scale (issue 15: 5000 nodes, 1000 pods, >= 100 pods/s bound).
+# as its extender, at cluster scale (5000 nodes, 1000 pods; the goal: >= 100 pods/s bound).
 #
 #   bench/cluster/throughput.sh [BUILD_DIR]          (default build/release; `make bench-cluster`)
 #

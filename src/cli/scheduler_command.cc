@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -14,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "src/common/file.h"
 #include "src/common/flags.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
@@ -53,11 +53,9 @@ class PrintingBinder : public scheduler::KubeBinder {
 
 // {"node-name": <hami.io/node-nvidia-register value, as a string or as the JSON array>}
 Status LoadInventory(const std::string& path, scheduler::Extender* extender, int* nodes) {
-  std::ifstream in(path);
-  if (!in) return NotFound("inventory file " + path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = ReadFile(path);
+  if (!text.ok()) return NotFound("inventory file " + text.status().message());
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object())
     return InvalidArgument("inventory file " + path + ": want {\"node\": <hami.io/node-nvidia-register>, ...}");
   for (auto it = doc.begin(); it != doc.end(); ++it) {

@@ -15,11 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "src/cli/paths.h"
 #include "src/cli/scenario.h"
 #include "src/common/clock.h"
+#include "src/common/file.h"
 #include "src/common/flags.h"
 #include "src/common/quantity.h"
 #include "src/platform/nvml_api.h"
@@ -88,10 +88,8 @@ Status StartDaemon(const std::string& root) {
   if (!ok) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    return Internal("the node daemon did not start: " + text.str());
+    auto text = ReadFile(log);
+    return Internal("the node daemon did not start: " + (text.ok() ? *text : text.status().message()));
   }
   std::ofstream(DaemonPidPath(root)) << pid << "\n";
   return Status::Ok();
@@ -104,9 +102,9 @@ void StopDaemon(const std::string& root) {
   long pid = 0;
   if (!(in >> pid) || pid <= 0) return;
   // Only a daemon serving this root: the pid may have been reused since.
-  std::ifstream cmd("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-  if (argv.find(std::string("daemon") + '\0' + "--root" + '\0' + root + '\0') == std::string::npos) return;
+  auto argv = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  if (!argv.ok() || argv->find(std::string("daemon") + '\0' + "--root" + '\0' + root + '\0') == std::string::npos)
+    return;
   kill(static_cast<pid_t>(pid), SIGTERM);
   for (int i = 0; i < 200 && kill(static_cast<pid_t>(pid), 0) == 0; ++i) {
     waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);  // ours when down runs in the process that was up
@@ -193,11 +191,9 @@ int Up(const std::vector<std::string>& args) {
   if (scenario_path.empty() == gpus.empty()) return Fail("give exactly one of --scenario FILE or --gpus SPEC");
   std::string text;
   if (!scenario_path.empty()) {
-    std::ifstream in(scenario_path);
-    if (!in) return Fail("cannot read scenario " + scenario_path + ": " + strerror(errno));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    auto file = ReadFile(scenario_path);
+    if (!file.ok()) return Fail("cannot read scenario " + file.status().message());
+    text = std::move(*file);
   } else {
     text = "gpus: \"" + gpus + "\"\n";
   }

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
+#include "src/common/file.h"
 #include "src/container/library_dirs.h"
 
 namespace gs::container {
@@ -128,13 +128,11 @@ StatusOr<std::string> SaveCdiSpec(const std::string& text, std::string output, c
 }
 
 StatusOr<nlohmann::json> LoadCdiSpec(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = ReadFile(path);
+  if (!text.ok()) return NotFound("cannot read " + text.status().message());
   try {
-    return path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(ss.str())
-                                                                      : YamlToJson(YAML::Load(ss.str()));
+    return path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(*text)
+                                                                      : YamlToJson(YAML::Load(*text));
   } catch (const std::exception& e) {
     return InvalidArgument(path + ": " + e.what());
   }

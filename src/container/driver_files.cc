@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/common/file.h"
 #include "src/model/container_edits.h"
 
 namespace fs = std::filesystem;
@@ -109,9 +110,9 @@ uint64_t Fnv1a(const std::string& data) {
 }  // namespace
 
 StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::string& state_dir) {
-  std::ifstream in(source, std::ios::binary);
-  if (!in) return FailedPrecondition("enforcer library not found at " + source + " (set --enforcer)");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = ReadFile(source);
+  if (!read.ok()) return FailedPrecondition("enforcer library not found at " + source + " (set --enforcer)");
+  std::string bytes = std::move(*read);
   char tag[64];
   snprintf(tag, sizeof(tag), "%s-%08llx", GS_VERSION, static_cast<unsigned long long>(Fnv1a(bytes) & 0xffffffffULL));
   EnforcerInstall e;

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
+#include "src/common/file.h"
 #include "src/container/edits_plan.h"
 #include "src/container/library_dirs.h"
 #include "src/container/rootfs.h"
@@ -43,12 +43,10 @@ StatusOr<HookContainer> ReadHookContainer(std::istream& state_in) {
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("container state on stdin is not valid JSON: ") + e.what());
   }
-  std::ifstream f(bundle + "/config.json");
-  if (!f) return InvalidArgument("cannot read " + bundle + "/config.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (ss.str().size() > kMaxConfig) return InvalidArgument(bundle + "/config.json is larger than 16 MiB");
-  auto cfg = ParseContainerConfig(ss.str(), bundle);
+  auto config = ReadFile(bundle + "/config.json");
+  if (!config.ok()) return InvalidArgument("cannot read " + config.status().message());
+  if (config->size() > kMaxConfig) return InvalidArgument(bundle + "/config.json is larger than 16 MiB");
+  auto cfg = ParseContainerConfig(*config, bundle);
   if (!cfg.ok()) return cfg.status();
   c.config = std::move(*cfg);
   return c;

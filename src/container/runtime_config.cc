@@ -2,9 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "src/common/file.h"
 
 namespace fs = std::filesystem;
 
@@ -26,13 +26,6 @@ std::string HookJson(const RuntimeConfigRequest& r) {
                          {"when", {{"always", true}}},  // containers without NVIDIA_VISIBLE_DEVICES are left alone
                          {"stages", {"prestart"}}};
   return hook.dump(2) + "\n";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // One route (CDI or the hook) of one runtime: the change, or why the route is not offered.
@@ -113,7 +106,8 @@ Status ApplyRuntimeConfig(const RuntimeConfigRequest& r, const ConfigChange& c) 
   std::string path = r.root + c.path;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  std::string current = fs::exists(path) ? ReadFile(path) : "";
+  std::string current;
+  if (auto text = ReadFile(path); text.ok()) current = std::move(*text);
   std::string next;
   if (c.merge == ConfigMerge::kJsonFeaturesCdi) {
     nlohmann::json j = nlohmann::json::object();

@@ -7,18 +7,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "src/common/file.h"
 #include "tests/temp_dir.h"
 
 namespace gs::container {
 namespace {
 
 std::string Read(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = ReadFile(p);
+  EXPECT_TRUE(text.ok()) << text.status().message();
+  return text.ok() ? *text : "";
 }
 
 class RuntimeConfigTest : public ::testing::Test {

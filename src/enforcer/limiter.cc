@@ -35,7 +35,7 @@ constexpr int64_t kIdleNs = 1'000'000;
 constexpr int64_t kRelaunchNs = 300'000;
 // The controller looks at a held turn this often.
 constexpr int64_t kPollNs = 250'000;
-// The starvation guard. Every tenant can write the whole card (issue 13): a hostile one can
+// The starvation guard. Every tenant can write the whole card (docs/enforcer.md): a hostile one can
 // keep the turn for itself, claim to wait and never take the turns it is handed, or zero
 // the others' credit, and honest tenants would then wait for ever. So each process keeps,
 // in its own memory only, what the card owes it: while a thread of it waits for the card,
@@ -50,10 +50,10 @@ constexpr int64_t kPollNs = 250'000;
 // The bound: an honest card owes a waiting tenant at most the credit it keeps (its share
 // of kBurstNs, at most kBurstNs) plus what accrues while it waits out the turns of others
 // picked before it (each at most kTurnMaxNs, and its entitlement accrues at its share of
-// that time, so two turns are a generous margin). Under honest competition it has not
-// fired (no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms kernels,
-// 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and node agent
-// tests' scenarios). Not covered:
+// that time, so two turns are a generous margin). Honest competition stays within it
+// (on the simulator: no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms
+// kernels, 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and
+// node agent tests' scenarios). Not covered:
 // a competitor's single kernel longer than kOwedBoundNs over our share, and shares on one
 // card that add up to more than 100 % (then honest tenants get less than their share and
 // may take self-granted parts now and then; docs/enforcer.md, "Limits of this version").

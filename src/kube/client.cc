@@ -4,9 +4,9 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "src/common/file.h"
 
 namespace gs::kube {
 namespace {
@@ -50,11 +50,9 @@ std::string ReasonPhrase(long code) {
 }
 
 StatusOr<std::string> ReadToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FailedPrecondition("token file " + path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string t = text.str();
+  auto text = ReadFile(path);
+  if (!text.ok()) return FailedPrecondition("token file " + text.status().message());
+  std::string t = std::move(*text);
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
   if (t.empty()) return FailedPrecondition("token file " + path + ": empty");
   return t;

@@ -37,7 +37,7 @@ StatusOr<ClientConfig> InClusterConfig(const std::string& sa_dir = kServiceAccou
 // certificate-authority[-data], insecure-skip-tls-verify) and user
 // (client-certificate[-data], client-key[-data], token, tokenFile). Relative paths are
 // relative to the kubeconfig's directory. exec and auth-provider users are refused, and
-// so is tls-server-name (not supported yet).
+// so is tls-server-name (not supported).
 StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context = "");
 
 }  // namespace gs::kube

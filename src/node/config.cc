@@ -2,9 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "src/common/file.h"
 #include "src/common/flags.h"
 #include "src/common/quantity.h"
 
@@ -137,11 +137,9 @@ StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* u
     if (args[i].rfind("--config=", 0) == 0) file = args[i].substr(9);
   }
   if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) return InvalidArgument("--config: cannot read " + file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    Status s = ApplyConfigYaml(ss.str(), &c);
+    auto text = ReadFile(file);
+    if (!text.ok()) return InvalidArgument("--config: cannot read " + text.status().message());
+    Status s = ApplyConfigYaml(*text, &c);
     if (!s.ok()) return InvalidArgument(file + ": " + s.message());
     c.config_file = file;
   }

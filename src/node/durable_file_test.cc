@@ -5,18 +5,18 @@
 
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 
+#include "src/common/file.h"
 #include "tests/temp_dir.h"
 
 namespace gs::node {
 namespace {
 
 std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto text = ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.status().message();
+  return text.ok() ? *text : "";
 }
 
 TEST(WriteFileDurably, ReplacesTheFileWhole) {

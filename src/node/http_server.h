@@ -3,7 +3,7 @@
 // Prometheus and the kubelet need; a general HTTP library cost the agent 2 MiB of resident
 // memory.
 //
-// Built for a node where any pod may connect (issue 13): each connection has one deadline
+// Built for a node where any pod may connect (docs/enforcer.md, "Threat model"): each connection has one deadline
 // for everything (reading the request, writing the answer, draining what the client sends
 // after it), so a client trickling a byte at a time is cut when it passes; one peer
 // address may hold only a few connections at once, so a single pod cannot take every slot

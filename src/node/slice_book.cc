@@ -8,13 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
+#include "src/common/file.h"
 #include "src/common/raw_log.h"
 #include "src/node/durable_file.h"
 
@@ -104,13 +102,6 @@ Status ErrnoStatus(const std::string& what) {
   return Internal(what + ": " + strerror(errno));
 }
 
-bool ReadWhole(const std::string& path, std::string* text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
-}
-
 }  // namespace
 
 Status SliceBook::Load() {
@@ -118,7 +109,8 @@ Status SliceBook::Load() {
   std::string snapshot = state_dir_ + "/allocations.json", journal = state_dir_ + "/allocations.log";
   Status damage = Status::Ok();
   std::string text;
-  if (ReadWhole(snapshot, &text)) {
+  if (auto read = ReadFile(snapshot); read.ok()) {
+    text = std::move(*read);
     try {
       nlohmann::json j = nlohmann::json::parse(text);  // named: a range-for over a temporary's member dangles
       for (const auto& r : j.at("allocations")) {
@@ -133,7 +125,8 @@ Status SliceBook::Load() {
     }
   }
   text.clear();
-  if (ReadWhole(journal, &text)) {
+  if (auto read = ReadFile(journal); read.ok()) {
+    text = std::move(*read);
     // Every append ends with a newline, so text after the last one is a line torn by a
     // crash (or a full disk) mid-append: cut it, so the next append starts a line of its own.
     size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
@@ -302,11 +295,9 @@ std::set<std::string> SliceBook::TakenIds() const {
 }
 
 std::vector<model::DeviceGrant> SliceBook::Grants(const std::string& id) const {
-  std::ifstream in(LimitsFile(id));
-  if (!in) return {};
-  std::stringstream text;
-  text << in.rdbuf();
-  return model::GrantsInLimitsFile(text.str());
+  auto text = ReadFile(LimitsFile(id));
+  if (!text.ok()) return {};
+  return model::GrantsInLimitsFile(*text);
 }
 
 }  // namespace gs::node

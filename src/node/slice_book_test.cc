@@ -9,9 +9,9 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 
+#include "src/common/file.h"
 #include "src/node/container_dirs.h"
 #include "tests/temp_dir.h"
 
@@ -103,8 +103,9 @@ TEST_F(SliceBookTest, ATornTailIsCutSoLaterAppendsStayReadable) {
     std::vector<std::string> dropped;
     ASSERT_TRUE(b->Add({"r3", {"GPU-a::3"}, 3}, &dropped).ok());
   }
-  std::ifstream in(dir_ + "/allocations.log");
-  std::string journal((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = ReadFile(dir_ + "/allocations.log");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::string journal = std::move(*read);
   EXPECT_EQ(journal.find("\"r2\""), std::string::npos) << journal;
   fs::remove(dir_ + "/allocations.json.tmp");
   EXPECT_EQ(Ids(*Book()), (std::set<std::string>{"r1", "r3"}));

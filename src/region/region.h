@@ -51,9 +51,8 @@ struct Device {
   std::atomic<uint32_t> effective_share;  // share applied in the last step, percent
   std::atomic<uint64_t> spilled_peak;     // most bytes ever spilled at once
   std::atomic<int64_t> lead_ns;           // pre-paid GPU time of launched work not yet seen running
-  // Unused: written by the node-wide priority arbiter of earlier versions. Priorities now
-  // act through the card region (src/region/card.h); the fields stay so the pinned layout
-  // does not move.
+  // Unused: priorities act through the card region (src/region/card.h); the fields keep
+  // their place so the pinned layout does not move.
   std::atomic<uint32_t> yield;
   std::atomic<uint32_t> boost;
   std::atomic<int64_t> arbiter_ns;

@@ -1,7 +1,7 @@
 // The extender's HTTP endpoint: POST <prefix>/filter, <prefix>/prioritize, <prefix>/bind
 // (any prefix, so urlPrefix in the scheduler's config may carry a path) with JSON bodies
 // handed to Extender, GET /healthz and GET /metrics (binds, hand-off waits). Plain HTTP: kube-scheduler reaches it over
-// loopback or a cluster network; TLS is a later step (enableHTTPS).
+// loopback or a cluster network (the scheduler's config sets enableHTTPS: false).
 //
 // Thread-safe; requests are served on a pool of threads (cpp-httplib's).
 #pragma once

@@ -1,6 +1,6 @@
 // The GPUs of one node as the scheduler sees them: what each card has in total, not what
 // is in use (that is the ledger's job, see ledger.h). Filled from the node agent's
-// hami.io/node-nvidia-register annotation (hami_format.h) or, for now, from a file.
+// hami.io/node-nvidia-register annotation (hami_format.h) or from a file.
 //
 // Plain values; no locking. Validation is O(GPUs).
 #pragma once

@@ -47,7 +47,7 @@ done
 # 1b. Every path, arrays included, filled in 64 MiB pieces under a 512 MiB limit. Arrays
 #     must stay within the card's texture limits or the driver refuses them for that
 #     reason (on an H100 a 768m 2D array 196608 wide did: the 2D limit is 131072, which
-#     the simulator now enforces too); cuda_probe's shapes are 4096 high (2D and mipmap
+#     the simulator enforces too); cuda_probe's shapes are 4096 high (2D and mipmap
 #     float, one level: a 768m array is 49152x4096) and 3D 256x256 deep RGBA8, all inside
 #     the limits. Expected: exactly 8 pieces, the 9th refused with
 #     CUDA_ERROR_OUT_OF_MEMORY and 2m too (full to the byte); after one free, one 64m piece

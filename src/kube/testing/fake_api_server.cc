@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "src/common/file.h"
+
 namespace gs::kube::testing {
 namespace {
 
@@ -498,10 +500,8 @@ bool MakeTestCerts(const std::string& dir, TestCerts* c) {
 }
 
 std::string ReadFileForTest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = ReadFile(path);
+  return text.ok() ? *text : "";
 }
 
 }  // namespace gs::kube::testing
