@@ -2,9 +2,12 @@
 // with a CDI spec from `gpuslice cdi generate`, on a simulated node. Needs root, runc and
 // podman; says so loudly when they are missing.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -294,6 +297,182 @@ TEST_F(RuncTest, SymlinkPlantedInTheImageMakesTheHookRefuseAndTheHostIsUntouched
   auto content = ReadFile(host + "/canary");
   ASSERT_TRUE(content.ok()) << content.status().message();
   EXPECT_EQ(*content, "host file\n");
+}
+
+// A container-wide slice outside Kubernetes (docker --gpus semantics: the hook honours
+// NVIDIA_VISIBLE_DEVICES with --accept-env-when-unprivileged): containers run by runc,
+// each from its own bundle, the hook a real prestart hook (and poststop where asked).
+class RuncSliceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = std::make_unique<SimNode>("context_memory: 0\ngpus: 2xT4\n");
+    state_ = node_->root() + "/gs-state";
+    Result smi = RunProcess({GpusliceBin(), "smi"}, node_->env());
+    std::istringstream words(smi.out);
+    for (std::string w; words >> w;)
+      if (w.rfind("GPU-", 0) == 0) uuids_.push_back(w);
+  }
+  void TearDown() override {
+    for (const auto& id : started_) RunProcess({"runc", "delete", "-f", id});
+  }
+  // A glibc root with cuda_probe and gpuslice (for `burn`), with the libraries they need.
+  static void ProgramsRootfs(const std::string& r) {
+    GlibcRootfs(r);
+    fs::copy_file(GpusliceBin(), r + "/bin/gpuslice", fs::copy_options::overwrite_existing);
+    Result ldd = RunProcess({"ldd", GpusliceBin()});
+    std::istringstream in(ldd.out);
+    for (std::string line; std::getline(in, line);) {
+      auto slash = line.find('/');
+      if (slash == std::string::npos || line.find("libcuda") != std::string::npos) continue;
+      std::string path = line.substr(slash, line.find(' ', slash) - slash);
+      fs::create_directories(r + fs::path(path).parent_path().string());
+      fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
+    }
+  }
+  // A bundle running `sh -c script` with `env` added to the process.
+  std::string Bundle(const std::string& name, const std::string& script, const std::vector<std::string>& env,
+                     bool programs, bool poststop) {
+    std::string b = node_->root() + "/bundles/" + name;
+    fs::create_directories(b);
+    if (programs)
+      ProgramsRootfs(b + "/rootfs");
+    else
+      BusyboxRootfs(b + "/rootfs");
+    fs::remove(b + "/config.json");
+    RunProcess({"runc", "spec", "--bundle", b});
+    std::ifstream in(b + "/config.json");
+    nlohmann::json c = nlohmann::json::parse(in);
+    c["process"]["terminal"] = false;
+    c["process"]["args"] = {"sh", "-c", script};
+    for (const auto& e : env) c["process"]["env"].push_back(e);
+    std::vector<std::string> args = {"gpuslice",    "hook",      "--driver-root", node_->root(),
+                                     "--state-dir", state_,      "--enforcer",    EnforcerLib(),
+                                     "--accept-env-when-unprivileged"};
+    nlohmann::json hook = {{"path", GpusliceBin()}, {"args", args}, {"env", {"PATH=/usr/bin:/bin"}}};
+    c["hooks"]["prestart"] = {hook};
+    if (poststop) {
+      args.push_back("poststop");
+      c["hooks"]["poststop"] = {{{"path", GpusliceBin()}, {"args", args}, {"env", {"PATH=/usr/bin:/bin"}}}};
+    }
+    std::ofstream(b + "/config.json") << c.dump(1);
+    return b;
+  }
+  std::unique_ptr<Process> Start(const std::string& bundle, const std::string& id) {
+    started_.push_back(id);
+    return std::make_unique<Process>(std::vector<std::string>{"runc", "run", "--bundle", bundle, id});
+  }
+  std::string Id(const std::string& what) { return "gs-slice-" + std::to_string(getpid()) + "-" + what; }
+  // What the hook left on the host: container directories, mounts under the state
+  // directory, and files in the cards directory other than the cards.
+  std::vector<std::string> LeftOnTheHost() {
+    std::vector<std::string> left;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(state_ + "/oci-containers", ec)) left.push_back(e.path().string());
+    std::ifstream mi("/proc/self/mountinfo");
+    for (std::string line; std::getline(mi, line);)
+      if (line.find(state_) != std::string::npos) left.push_back("mount: " + line);
+    for (const auto& e : fs::directory_iterator(state_ + "/cards", ec))
+      if (std::find(uuids_.begin(), uuids_.end(), e.path().filename().string()) == uuids_.end())
+        left.push_back(e.path().string());
+    return left;
+  }
+  std::unique_ptr<SimNode> node_;
+  std::string state_;
+  std::vector<std::string> uuids_, started_;
+};
+
+// Six processes of one container race for memory under CUDA_DEVICE_MEMORY_LIMIT=2g given
+// at `docker run -e`: together they hold at most the slice, watched from outside.
+TEST_F(RuncSliceTest, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
+  REQUIRE_ROOT_AND("runc");
+  ASSERT_EQ(uuids_.size(), 2u);
+  std::string script =
+      "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m alloc mem 512m "
+      "sleep 1500 & done; wait";
+  std::string b = Bundle("six", script, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_MEMORY_LIMIT=2g"}, true, true);
+  Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
+  ASSERT_TRUE(observer.WaitForOutput("watching"));
+  Result r = Start(b, Id("six"))->Wait();
+  observer.Signal(SIGTERM);
+  auto f = Fields(observer.Wait().out, "cardwatch");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(f.size(), 3u);
+  size_t ok = Lines(r.out, "alloc ok").size();
+  std::cout << "six processes under 2g: " << ok << " allocations of 512 MiB succeeded, the card held at most "
+            << U(f[1]) / kMiB << " MiB (" << U(f[2]) << " samples)\n";
+  ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
+  EXPECT_LE(U(f[1]), 2 * kGiB + 2 * kMiB) << r.out;
+  // Contexts being made are charged the enforcer's default reservation until they exist
+  // (the limits file sets it; the environment may only raise it), so not every process
+  // gets one in the race; those that do hold memory.
+  EXPECT_GE(U(f[1]), 1 * kGiB) << "the container did not use its slice while watched\n" << r.out << r.err;
+  EXPECT_LE(ok, 4u) << r.out;
+  EXPECT_TRUE(LeftOnTheHost().empty());  // poststop removed the slice
+}
+
+// Two containers on one card asking for 30 % and 70 % (policy default), both saturating:
+// they take turns through the node's cards directory.
+TEST_F(RuncSliceTest, TwoContainersOnOneCardGetTheirComputeShares) {
+  REQUIRE_ROOT_AND("runc");
+  ASSERT_EQ(uuids_.size(), 2u);
+  const std::string burn = "/bin/gpuslice burn --memory 0 --util 100 --seconds 6";
+  std::string a = Bundle("a", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=30"}, true, true);
+  std::string b = Bundle("b", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=70"}, true, true);
+  auto pa = Start(a, Id("a"));
+  auto pb = Start(b, Id("b"));
+  Result ra = pa->Wait(), rb = pb->Wait();
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  std::cout << "shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
+  EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
+}
+
+// A limit that cannot be parsed refuses the container, naming the variable, and leaves
+// nothing on the host.
+TEST_F(RuncSliceTest, ALimitThatDoesNotParseRefusesTheContainerAndLeavesNothing) {
+  REQUIRE_ROOT_AND("runc");
+  ASSERT_EQ(uuids_.size(), 2u);
+  for (const std::string bad : {"CUDA_DEVICE_MEMORY_LIMIT=2gx", "CUDA_DEVICE_SM_LIMIT_0=thirty"}) {
+    std::string b = Bundle("bad", "echo started", {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], bad}, false, true);
+    Result r = Start(b, Id("bad"))->Wait();
+    RunProcess({"runc", "delete", "-f", Id("bad")});
+    EXPECT_NE(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("started"), std::string::npos) << r.out;
+    std::string variable = bad.substr(0, bad.find('='));
+    // runc quotes the hook's stderr in its own message.
+    EXPECT_NE(r.err.find("gpuslice hook: container " + Id("bad") + ": " + variable + "="), std::string::npos) << r.err;
+    EXPECT_TRUE(LeftOnTheHost().empty());
+  }
+}
+
+// Clean-up after many containers: with the poststop hook, and without it (docker's
+// --gpus route runs none) by the next hook run once the container's process is gone.
+TEST_F(RuncSliceTest, ManyContainerRunsLeaveNoDirectoryMountOrCardEntry) {
+  REQUIRE_ROOT_AND("runc");
+  ASSERT_EQ(uuids_.size(), 2u);
+  const int kRuns = 100;
+  std::string with = Bundle("with-poststop", "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice",
+                            {"NVIDIA_VISIBLE_DEVICES=" + uuids_[1], "CUDA_DEVICE_MEMORY_LIMIT=1g"}, false, true);
+  std::string without = Bundle("without-poststop", "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice",
+                               {"NVIDIA_VISIBLE_DEVICES=" + uuids_[1], "CUDA_DEVICE_MEMORY_LIMIT=1g"}, false, false);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRuns; ++i) {
+    std::string id = Id("run" + std::to_string(i));
+    Result r = Start(i % 2 ? with : without, id)->Wait();
+    ASSERT_EQ(r.code, 0) << i << ": " << r.out << r.err;
+    RunProcess({"runc", "delete", "-f", id});  // runc run has removed it already
+    started_.pop_back();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << kRuns << " container runs (create, hook, run, delete): " << seconds << " s, "
+            << 1000 * seconds / kRuns << " ms each\n";
+  // The last run had no poststop: its directory waits for the next hook run.
+  std::string none = Bundle("no-gpu", "true", {}, false, false);
+  ASSERT_EQ(Start(none, Id("last"))->Wait().code, 0);
+  auto left = LeftOnTheHost();
+  EXPECT_TRUE(left.empty()) << left.size() << " left, first " << (left.empty() ? "" : left[0]);
 }
 
 TEST(Hook, MalformedInputFailsClearlyBeforeAnythingChanges) {

@@ -11,7 +11,9 @@
 #include "src/cli/node_gpus.h"
 #include "src/common/flags.h"
 #include "src/container/device_request.h"
+#include "src/container/container_slice.h"
 #include "src/container/oci_hook.h"
+#include "src/node/card_files.h"
 
 namespace gs::cli {
 namespace {
@@ -50,10 +52,14 @@ int HookCommand(const std::vector<std::string>& args) {
   container::HookOptions o;
   container::DevicePolicy policy;
   std::string log_path;
-  FlagSet flags("hook", "OCI prestart/createRuntime hook: reads the container state on stdin.");
+  FlagSet flags("hook",
+                "OCI hook: reads the container state on stdin. As prestart/createRuntime (no argument) it gives a "
+                "container its GPUs and slice; as `gpuslice hook [flags] poststop` it removes the container's slice.");
   flags.String("driver-root", &o.driver_root, "root of the driver installation");
-  flags.String("state-dir", &o.state_dir, "where the enforcer is installed for containers");
+  flags.String("state-dir", &o.state_dir,
+               "where the enforcer is installed, the node's cards directory and the containers' slices are");
   flags.String("enforcer", &o.enforcer, "libgpuslice.so to install (empty: none)");
+  flags.Bytes("shared-dir-size", &o.shared_dir_bytes, "size of each container's region tmpfs");
   flags.Bool("accept-env-when-unprivileged", &policy.accept_env_when_unprivileged,
              "honour NVIDIA_VISIBLE_DEVICES of unprivileged containers without a device allocation");
   flags.String("log", &log_path, "file to append refusals to (empty: stderr only)");
@@ -63,6 +69,24 @@ int HookCommand(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
+  const bool poststop = rest.size() == 1 && rest[0] == "poststop";
+  if (!rest.empty() && !poststop) {
+    Fail(InvalidArgument("unexpected argument '" + rest[0] + "' (the only one is poststop)"));
+    return 2;
+  }
+  if (o.shared_dir_bytes < (1u << 20)) {
+    Fail(InvalidArgument("--shared-dir-size: at least 1Mi (the region needs ~290 KiB)"));
+    return 2;
+  }
+  // Every run reclaims the slices of containers that are gone (runtimes that run no
+  // poststop hook, containers killed with their runtime).
+  container::ReclaimContainerSlices(container::ContainersDir(o));
+  if (poststop) {
+    auto id = container::ReadHookContainerId(std::cin);
+    if (!id.ok()) return Fail(id.status());
+    container::RemoveStoppedContainerSlice(container::ContainersDir(o), *id);
+    return 0;
+  }
   auto c = container::ReadHookContainer(std::cin);
   if (!c.ok()) return Fail(c.status());
   auto decision = container::DecideDevices(c->config, policy);
@@ -72,11 +96,13 @@ int HookCommand(const std::vector<std::string>& args) {
   }
   if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
   if (decision->devices.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
+  o.prepare_cards = node::PrepareCardFiles;
   Status s = container::GiveDevices(*c, decision->devices, o, [&]() -> StatusOr<std::vector<model::Gpu>> {
     GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(o.driver_root));
     return std::move(node.gpus);
   });
-  return s.ok() ? 0 : Fail(s);
+  if (!s.ok()) Log(log_path, c->id, s.message());
+  return s.ok() ? 0 : 1;
 }
 
 }  // namespace gs::cli

@@ -123,15 +123,31 @@ StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  if (access(e.host_path.c_str(), F_OK) != 0) {
-    std::string tmp = e.host_path + ".tmp";
-    std::ofstream(tmp, std::ios::binary) << bytes;
-    chmod(tmp.c_str(), 0755);
-    fs::rename(tmp, e.host_path, ec);
-    if (ec) return Internal("cannot install " + e.host_path + ": " + ec.message());
-  }
-  std::ofstream(e.preload_file) << e.container_path << "\n";
-  chmod(e.preload_file.c_str(), 0644);
+  // Hooks of containers starting at once install side by side: each writes its own
+  // temporary file and renames it into place, so no one ever sees a half-written file.
+  // An installed file is never rewritten: running containers have it mounted (an empty
+  // preload file, even for an instant, would start a process without the enforcer).
+  const std::string preload_text = e.container_path + "\n";
+  auto install = [&](const std::string& path, const std::string& text, mode_t mode) -> Status {
+    if (access(path.c_str(), F_OK) == 0) return Status::Ok();
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.flush();
+      if (!out) return Internal("cannot write " + tmp);
+    }
+    chmod(tmp.c_str(), mode);
+    std::error_code rename_ec;
+    fs::rename(tmp, path, rename_ec);
+    if (rename_ec) {
+      fs::remove(tmp, rename_ec);
+      return Internal("cannot install " + path + ": " + rename_ec.message());
+    }
+    return Status::Ok();
+  };
+  GS_RETURN_IF_ERROR(install(e.host_path, bytes, 0755));
+  GS_RETURN_IF_ERROR(install(e.preload_file, preload_text, 0644));
   return e;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "src/common/contract.h"
 #include "src/model/container_edits.h"
 
 namespace gs::container {
@@ -33,6 +34,16 @@ std::vector<std::string> MarkerDevices(const nlohmann::json& mounts) {
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
   return out;
+}
+
+// Whether a mount's destination is `path` (lexically).
+bool Mounts(const nlohmann::json& mounts, const std::string& path) {
+  if (!mounts.is_array()) return false;
+  for (const auto& m : mounts)
+    if (m.is_object() && m.contains("destination") && m["destination"].is_string() &&
+        Clean(m["destination"].get<std::string>()) == path)
+      return true;
+  return false;
 }
 
 bool HasSysAdmin(const nlohmann::json& list) {
@@ -70,6 +81,7 @@ StatusOr<ContainerConfig> ParseContainerConfig(const std::string& text, const st
         for (const auto& e : process["env"]) {
           if (!e.is_string()) return InvalidArgument(where + ": an entry of \"process\".\"env\" is not a string");
           std::string kv = e.get<std::string>();
+          c.env.push_back(kv);
           // The last definition wins, as it does for the process.
           if (kv.rfind("NVIDIA_VISIBLE_DEVICES=", 0) == 0) {
             c.visible = kv.substr(23);
@@ -80,7 +92,10 @@ StatusOr<ContainerConfig> ParseContainerConfig(const std::string& text, const st
       }
       c.privileged = Privileged(process);
     }
-    if (cfg.contains("mounts")) c.marker_devices = MarkerDevices(cfg["mounts"]);
+    if (cfg.contains("mounts")) {
+      c.marker_devices = MarkerDevices(cfg["mounts"]);
+      c.limits_mounted = Mounts(cfg["mounts"], contract::kLimitsFile);
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(where + ": " + e.what());
   }

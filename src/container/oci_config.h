@@ -21,6 +21,12 @@ struct ContainerConfig {
   // not markers and are left out.
   std::vector<std::string> marker_devices;
   bool privileged = false;
+  // process.env as written (KEY=VALUE; the image's and `docker run -e`'s, the last
+  // definition of a name winning for the process): the limits a container asks for.
+  std::vector<std::string> env;
+  // Something is already mounted at the enforcer's limits file (the node agent's slice,
+  // through the kubelet): the hook leaves the container's limits to it.
+  bool limits_mounted = false;
 };
 
 // `bundle` is the absolute bundle path a relative root is taken from. Errors name the

@@ -23,7 +23,19 @@ TEST(OciConfig, EnvironmentAndRoot) {
   EXPECT_EQ(c.capabilities, "compute");
   EXPECT_FALSE(c.privileged);
   EXPECT_TRUE(c.marker_devices.empty());
+  // The whole environment, in order: the limits the container asks for come from it.
+  EXPECT_EQ(c.env, (std::vector<std::string>{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute",
+                                             "NVIDIA_VISIBLE_DEVICES=all"}));
+  EXPECT_FALSE(c.limits_mounted);
   EXPECT_EQ(Parse(R"({"root":{"path":"/abs"}})").rootfs, "/abs");
+}
+
+// The node agent's slice comes through the kubelet as a mount at the limits file: the
+// hook then makes none of its own.
+TEST(OciConfig, AMountAtTheLimitsFileIsSeen) {
+  EXPECT_TRUE(Parse(R"({"root":{"path":"r"},"mounts":[{"destination":"/etc/gpuslice//limits","source":"/s/l"}]})")
+                  .limits_mounted);
+  EXPECT_FALSE(Parse(R"({"root":{"path":"r"},"mounts":[{"destination":"/etc/gpuslice","source":"/s"}]})").limits_mounted);
 }
 
 TEST(OciConfig, MarkersAreDevNullMountsDirectlyUnderTheMarkerDirectory) {

@@ -2,24 +2,31 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "src/common/file.h"
 #include "src/container/edits_plan.h"
+#include "src/container/device_request.h"
 #include "src/container/library_dirs.h"
 #include "src/container/rootfs.h"
+#include "src/model/env_limits.h"
 
 namespace gs::container {
 namespace {
 
 constexpr size_t kMaxState = 1 << 20, kMaxConfig = 16 << 20;
+// open_tree(2) and move_mount(2) flags (linux/mount.h, which clashes with sys/mount.h).
+constexpr unsigned kOpenTreeClone = 1, kMoveMountFEmptyPath = 0x4, kMoveMountTEmptyPath = 0x40;
 
 }  // namespace
 
@@ -52,6 +59,21 @@ StatusOr<HookContainer> ReadHookContainer(std::istream& state_in) {
   return c;
 }
 
+StatusOr<std::string> ReadHookContainerId(std::istream& state_in) {
+  std::string text(kMaxState + 1, '\0');
+  state_in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(state_in.gcount()));
+  if (text.size() > kMaxState) return InvalidArgument("container state on stdin is larger than 1 MiB");
+  try {
+    auto st = nlohmann::json::parse(text);
+    if (!st.is_object() || !st.contains("id") || !st["id"].is_string() || st["id"].get<std::string>().empty())
+      return InvalidArgument("container state on stdin has no \"id\"");
+    return st["id"].get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("container state on stdin is not valid JSON: ") + e.what());
+  }
+}
+
 namespace {
 
 // cgroup v1: "N:devices:/path" in /proc/<pid>/cgroup.
@@ -74,9 +96,25 @@ Status AllowDevices(int pid, const std::vector<model::DeviceNode>& nodes) {
   return Status::Ok();
 }
 
+// Mount trees cloned on the host (open_tree), by host path: a mount the hook made on the
+// host after the runtime made the container's namespace (a slice's tmpfs) is not in that
+// namespace, where its path shows the directory beneath; the clone carries the mount
+// itself across (move_mount of a detached tree).
+using HostTrees = std::map<std::string, int>;
+
+int OpenTree(const std::string& path) {
+  return static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, path.c_str(), kOpenTreeClone | O_CLOEXEC));
+}
+
+Status MoveMount(int tree_fd, int target_fd, const std::string& what) {
+  if (syscall(SYS_move_mount, tree_fd, "", target_fd, "", kMoveMountFEmptyPath | kMoveMountTEmptyPath) != 0)
+    return Internal("cannot mount " + what + ": " + strerror(errno));
+  return Status::Ok();
+}
+
 // In a child (setns needs a single-threaded process): enter the container's mount
 // namespace and make the edits through fds opened beneath its root.
-Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits) {
+Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits, const HostTrees& trees) {
   const std::string& rootfs = c.config.rootfs;
   int ns = open(("/proc/" + std::to_string(c.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
   if (ns < 0 || setns(ns, CLONE_NEWNS) != 0)
@@ -90,6 +128,10 @@ Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits) {
   // They are host paths gpuslice chose (driver root, state dir), never image paths.
   std::vector<int> sources;
   for (const auto& m : edits.mounts) {
+    if (auto t = trees.find(m.host_path); t != trees.end()) {
+      sources.push_back(t->second);
+      continue;
+    }
     int fd = open(m.host_path.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0)
       return Internal("cannot open " + m.host_path + " in the container's namespace: " + strerror(errno) +
@@ -98,16 +140,22 @@ Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits) {
   }
   // Resolve every target first: a refused path leaves the container untouched.
   std::vector<int> targets;
-  for (const auto& m : edits.mounts) {
-    GS_ASSIGN_OR_RETURN(int t, root.Target(m.container_path, false));
+  std::vector<bool> dirs;
+  for (size_t i = 0; i < edits.mounts.size(); ++i) {
+    struct stat st;
+    dirs.push_back(fstat(sources[i], &st) == 0 && S_ISDIR(st.st_mode));
+    GS_ASSIGN_OR_RETURN(int t, root.Target(edits.mounts[i].container_path, dirs[i]));
     targets.push_back(t);
   }
   for (const auto& n : edits.devices) GS_RETURN_IF_ERROR(root.CharDevice(n.container_path, n.major, n.minor));
   for (size_t i = 0; i < edits.mounts.size(); ++i) {
     const model::Mount& m = edits.mounts[i];
-    GS_RETURN_IF_ERROR(BindMount(sources[i], targets[i], m.container_path));
-    GS_ASSIGN_OR_RETURN(int mounted, root.Target(m.container_path, false));  // now the mount, not what is beneath
-    Status s = RestrictMount(mounted, !m.read_only, m.container_path);
+    const bool tree = trees.count(m.host_path) > 0;
+    GS_RETURN_IF_ERROR(tree ? MoveMount(sources[i], targets[i], m.container_path)
+                            : BindMount(sources[i], targets[i], m.container_path));
+    GS_ASSIGN_OR_RETURN(int mounted, root.Target(m.container_path, dirs[i]));  // now the mount, not what is beneath
+    // A cloned tree is a slice's tmpfs: it keeps noexec in the container too.
+    Status s = RestrictMount(mounted, !m.read_only, m.container_path, tree);
     close(mounted);
     GS_RETURN_IF_ERROR(s);
   }
@@ -115,7 +163,7 @@ Status ApplyInNamespace(const HookContainer& c, model::ContainerEdits edits) {
 }
 
 // Runs ApplyInNamespace in a child; its error comes back through a pipe.
-Status ApplyInChild(const HookContainer& c, const model::ContainerEdits& edits) {
+Status ApplyInChild(const HookContainer& c, const model::ContainerEdits& edits, const HostTrees& trees) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + strerror(errno));
   pid_t child = fork();
@@ -126,7 +174,7 @@ Status ApplyInChild(const HookContainer& c, const model::ContainerEdits& edits) 
   }
   if (child == 0) {
     close(pipe_fds[0]);
-    Status s = ApplyInNamespace(c, edits);
+    Status s = ApplyInNamespace(c, edits, trees);
     if (s.ok()) _exit(0);
     if (write(pipe_fds[1], s.message().data(), s.message().size()) < 0) _exit(1);
     _exit(1);
@@ -158,6 +206,17 @@ Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible,
     GS_ASSIGN_OR_RETURN(auto gpus, node_gpus());
     GS_ASSIGN_OR_RETURN(selected, model::SelectGpus(visible, gpus));
   }
+  // The container's slice, worked out (and refused) before anything changes.
+  const bool slice = !o.enforcer.empty() && !selected.empty() && !c.config.limits_mounted;
+  model::Allocation alloc;
+  if (slice) {
+    std::vector<model::DeviceGrant> cards;
+    for (const auto& g : selected) cards.push_back({g.uuid, g.minor, 0, 0});
+    GS_ASSIGN_OR_RETURN(alloc, model::AllocationFromEnvironment(c.config.env, cards, kHookBestPriority));
+    if (!UsableContainerId(c.id))
+      return InvalidArgument("the container id \"" + Printable(c.id, 80) +
+                             "\" cannot name its slice's directory (1-128 of A-Z a-z 0-9 _ . + -)");
+  }
   PlanOptions plan_options;
   plan_options.driver_root = o.driver_root;
   plan_options.capabilities = caps;
@@ -165,8 +224,33 @@ Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible,
     GS_ASSIGN_OR_RETURN(plan_options.enforcer, InstallEnforcer(o.enforcer, o.state_dir));
   }
   GS_ASSIGN_OR_RETURN(model::ContainerEdits edits, PlanEdits(plan_options, selected));
-  GS_RETURN_IF_ERROR(ApplyInChild(c, edits));
-  return AllowDevices(c.pid, edits.devices);
+  if (!slice) {
+    GS_RETURN_IF_ERROR(ApplyInChild(c, edits, {}));
+    return AllowDevices(c.pid, edits.devices);
+  }
+  model::EditOptions eo;  // the container paths are model::EditOptions' own
+  if (o.prepare_cards) {
+    eo.cards_host_dir = o.state_dir + "/cards";
+    GS_RETURN_IF_ERROR(o.prepare_cards(eo.cards_host_dir, selected));
+  }
+  const std::string limits =
+      model::LimitsFileText(alloc, eo.region_container_dir + "/region", eo.cards_host_dir.empty() ? "" : eo.cards_container_dir,
+                            "written by gpuslice hook for container " + c.id +
+                                " from its environment; authoritative, mounted read-only");
+  GS_ASSIGN_OR_RETURN(std::string dir, MakeContainerSlice(ContainersDir(o), c.id, c.pid, limits, o.shared_dir_bytes));
+  eo.limits_file_host_path = dir + "/limits";
+  eo.region_host_dir = dir + "/shared";
+  for (auto& m : model::SliceMounts(eo)) edits.mounts.push_back(std::move(m));
+  Status s = Status::Ok();
+  int tree = OpenTree(eo.region_host_dir);
+  if (tree < 0)
+    s = Internal("cannot clone the mount of " + eo.region_host_dir + ": " + strerror(errno));
+  else
+    s = ApplyInChild(c, edits, {{eo.region_host_dir, tree}});
+  if (tree >= 0) close(tree);
+  if (s.ok()) s = AllowDevices(c.pid, edits.devices);
+  if (!s.ok()) RemoveContainerSlice(dir);  // nothing half-made stays on the host
+  return s;
 }
 
 }  // namespace gs::container

@@ -9,12 +9,14 @@
 // is an error, before anything changes. Nothing here prints: errors come back as Status.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <istream>
 #include <string>
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/container/container_slice.h"
 #include "src/container/oci_config.h"
 #include "src/model/slices.h"
 #include "src/model/visible_devices.h"
@@ -31,18 +33,44 @@ struct HookContainer {
 // the bundle's config.json (at most 16 MiB). Errors name what is malformed.
 StatusOr<HookContainer> ReadHookContainer(std::istream& state_in);
 
+// The container's "id" from the state on `state_in` (poststop: the process is gone, and
+// runtimes may leave out its pid).
+StatusOr<std::string> ReadHookContainerId(std::istream& state_in);
+
 struct HookOptions {
   std::string driver_root = "/";
-  std::string state_dir = "/var/lib/gpuslice";  // where the enforcer is installed
-  std::string enforcer;                         // libgpuslice.so to install (empty: none)
+  // Where the enforcer is installed, the node's cards directory (<state_dir>/cards, shared
+  // with the node agent's containers) and the containers' slices (ContainersDir).
+  std::string state_dir = "/var/lib/gpuslice";
+  std::string enforcer;  // libgpuslice.so to install (empty: none, and no slice)
+  uint64_t shared_dir_bytes = kDefaultSharedDirBytes;  // each container's region tmpfs
+  // Makes `dir` and one card file per GPU in it (node::PrepareCardFiles); empty: the
+  // containers get no cards directory and do not take turns on a card.
+  std::function<Status(const std::string& dir, const std::vector<model::Gpu>& gpus)> prepare_cards;
 };
+
+// The best CUDA_TASK_PRIORITY a container gets through the hook, as through the node
+// agent: its card's other tenants believe no better (docs/enforcer.md, "Threat model").
+inline constexpr int kHookBestPriority = 1;
+
+// Where the hook keeps the containers' slices (container_slice.h).
+inline std::string ContainersDir(const HookOptions& o) {
+  return o.state_dir + "/oci-containers";
+}
 
 // The node's GPUs; called only when the container gets some (not for "none").
 using GpuLister = std::function<StatusOr<std::vector<model::Gpu>>()>;
 
 // Gives the container the devices `visible` selects (not kVoid: DecideDevices left it
 // alone then), with the driver files of its NVIDIA_DRIVER_CAPABILITIES and the enforcer.
-// Forks a child to enter the mount namespace (setns needs a single-threaded process).
+// With the enforcer and at least one GPU, and unless the runtime already mounts a limits
+// file (the node agent's slice), the container also gets its slice: a directory of
+// container_slice.h whose limits come from its own environment
+// (model::AllocationFromEnvironment, with the GPUs' UUIDs), mounted as model::SliceMounts
+// says, and the node's cards directory. A limit that does not parse refuses the container
+// (the message names the variable) before anything changes; a later failure removes the
+// slice again. Forks a child to enter the mount namespace (setns needs a single-threaded
+// process).
 Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible, const HookOptions& o,
                    const GpuLister& node_gpus);
 

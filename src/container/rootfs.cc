@@ -181,9 +181,10 @@ Status BindMount(int source_fd, int target_fd, const std::string& what) {
   return Status::Ok();
 }
 
-Status RestrictMount(int mount_fd, bool writable, const std::string& what) {
+Status RestrictMount(int mount_fd, bool writable, const std::string& what, bool noexec) {
   std::string dst = "/proc/self/fd/" + std::to_string(mount_fd);
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (writable ? 0 : MS_RDONLY);
+  unsigned long flags =
+      MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (writable ? 0 : MS_RDONLY) | (noexec ? MS_NOEXEC : 0);
   if (mount(nullptr, dst.c_str(), nullptr, flags, nullptr) != 0)
     return Internal("cannot restrict the mount of " + what + ": " + strerror(errno));
   return Status::Ok();

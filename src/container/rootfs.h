@@ -37,7 +37,7 @@ class RootFs {
 // Bind-mounts the file or directory open as source_fd onto target_fd.
 Status BindMount(int source_fd, int target_fd, const std::string& what);
 // Sets the flags of the mount open as mount_fd (an fd re-opened on the mount, not the
-// one beneath it): nosuid, nodev, and read-only unless writable.
-Status RestrictMount(int mount_fd, bool writable, const std::string& what);
+// one beneath it): nosuid, nodev, read-only unless writable, noexec if asked.
+Status RestrictMount(int mount_fd, bool writable, const std::string& what, bool noexec = false);
 
 }  // namespace gs::container

@@ -1,5 +1,7 @@
 #include "src/model/container_edits.h"
 
+#include <utility>
+
 #include "src/common/contract.h"
 #include "src/common/quantity.h"
 
@@ -110,6 +112,14 @@ std::vector<Mount> EnforcerMounts(const std::string& enforcer_host_path, const s
   return {{enforcer_host_path, enforcer_container_path, true}, {preload_file_host_path, "/etc/ld.so.preload", true}};
 }
 
+std::vector<Mount> SliceMounts(const EditOptions& o) {
+  std::vector<Mount> mounts;
+  if (!o.limits_file_host_path.empty()) mounts.push_back({o.limits_file_host_path, contract::kLimitsFile, true});
+  if (!o.region_host_dir.empty()) mounts.push_back({o.region_host_dir, o.region_container_dir, false});
+  if (!o.cards_host_dir.empty()) mounts.push_back({o.cards_host_dir, o.cards_container_dir, false});
+  return mounts;
+}
+
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   ContainerEdits e;
   std::string uuids;
@@ -126,9 +136,7 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   for (const auto& d : a.devices) minors.push_back(d.minor);
   e.devices = DeviceNodes(minors, o.capabilities, o.dev_root);
   e.mounts = EnforcerMounts(o.enforcer_host_path, o.enforcer_container_path, o.preload_file_host_path);
-  if (!o.limits_file_host_path.empty()) e.mounts.push_back({o.limits_file_host_path, "/etc/gpuslice/limits", true});
-  if (!o.region_host_dir.empty()) e.mounts.push_back({o.region_host_dir, o.region_container_dir, false});
-  if (!o.cards_host_dir.empty()) e.mounts.push_back({o.cards_host_dir, o.cards_container_dir, false});
+  for (auto& m : SliceMounts(o)) e.mounts.push_back(std::move(m));
   // The marker the OCI hook gives devices by: what the container was allocated, in a form
   // only the runtime can produce (kDeviceMarkerDir in the header).
   for (const auto& d : a.devices)

@@ -130,6 +130,12 @@ std::string LimitsFileText(const Allocation& a, const std::string& region_path, 
 // here, so they follow the scheduler's decision, not the kubelet's slice IDs.
 std::vector<DeviceGrant> GrantsInLimitsFile(const std::string& text);
 
+// The container's own slice: its limits file (read-only at contract::kLimitsFile), its
+// region directory (read-write at region_container_dir) and the node's cards directory
+// (read-write at cards_container_dir), each where its host path is set. The node agent
+// (through ToContainerEdits) and the OCI hook mount these same three.
+std::vector<Mount> SliceMounts(const EditOptions& o);
+
 ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o);
 
 }  // namespace gs::model
