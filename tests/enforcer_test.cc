@@ -507,11 +507,13 @@ TEST(EnforcerCompute, EveryDeviceOfAMultiGpuContainerIsLimited) {
   EXPECT_NEAR(BurnUtil(rb.out), 60, 5) << rb.out << rb.err;
 }
 
-// Deep asynchronous queues and graph / Ex / cooperative launches are held back too: 0.5 s
-// of kernels under a 25 % share cannot finish before about 2 s.
+// Deep asynchronous queues and every launch entry point are held back too (graphs,
+// cuLaunchKernelEx, cooperative launches on one device or several, the deprecated cuLaunch,
+// cuLaunchGrid and cuLaunchGridAsync): 0.5 s of kernels under a 25 % share cannot finish
+// before about 2 s.
 TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
   SimNode node("gpus: [H100-80GB]\n");
-  for (const char* how : {"launch", "launchex", "coop", "graph"}) {
+  for (const char* how : {"launch", "launchex", "coop", "graph", "culaunch", "grid", "gridasync", "multidev"}) {
     auto start = std::chrono::steady_clock::now();
     Result r = RunProcess(
         {GpusliceBin(), "run", "--cores", "25", "--", ProbeBin(), "init", how, "20", "25000000", "sync"}, node.env());
@@ -520,6 +522,22 @@ TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
     EXPECT_GT(secs, 1.5) << how << ": not throttled";
     EXPECT_LT(secs, 3.5) << how << ": throttled too hard";
   }
+}
+
+// A cooperative launch on several devices at once waits for the turn of the one of them
+// with a share, and is refused when two of them have one: their turns cannot be held
+// together (src/enforcer/launch_hooks.cc).
+TEST(EnforcerCompute, ALaunchOnTwoCardsIsGatedOnItsSharedOneOrRefused) {
+  SimNode node("gpus: 2xH100-80GB\n");
+  auto launch = [&](Env limits) {
+    Result r = RunProcess({ProbeBin(), "init", "0", "multidev2", "1", "sync"}, node.enforced(limits));
+    auto m = Lines(r.out, "multidev2");
+    return m.empty() ? r.out + r.err : m[0];
+  };
+  EXPECT_EQ(launch({}), "multidev2 ok");
+  EXPECT_EQ(launch({{"CUDA_DEVICE_SM_LIMIT_1", "60"}}), "multidev2 ok");
+  EXPECT_EQ(launch({{"CUDA_DEVICE_SM_LIMIT_0", "30"}, {"CUDA_DEVICE_SM_LIMIT_1", "60"}}),
+            "multidev2 CUDA_ERROR_NOT_SUPPORTED");
 }
 
 // CUDA_TASK_PRIORITY: while the priority-0 run computes, the priority-1 run on the same
