@@ -329,6 +329,43 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
 }
 
+// `gpuslice run --device 1` on a two-card node, and a program that sets its own
+// CUDA_VISIBLE_DEVICES (here for the probe it starts): whatever order it sees the cards in,
+// the granted card is held to its limit (the run binds its limits to the card's UUID, as
+// the node agent does), and the card it was not granted gives no context, with a memory
+// limit or a compute share alone.
+TEST(Enforcer, GpusliceRunBindsItsSliceToTheGrantedCardWhateverTheProgramSees) {
+  SimNode node("gpus: 2xH100-80GB\n");
+  struct Order {
+    const char* visible;
+    const char* granted;  // the ordinal of card 1 in that order
+    const char* other;    // the ordinal of card 0
+  };
+  auto run = [&](const std::vector<std::string>& slice, const Order& o, std::vector<std::string> probe) {
+    std::vector<std::string> argv{GpusliceBin(), "run", "--device", "1"};
+    argv.insert(argv.end(), slice.begin(), slice.end());
+    argv.insert(argv.end(), {"--", "/usr/bin/env", std::string("CUDA_VISIBLE_DEVICES=") + o.visible, ProbeBin()});
+    argv.insert(argv.end(), probe.begin(), probe.end());
+    return RunProcess(argv, node.env());
+  };
+  for (const Order& o : {Order{"0,1", "1", "0"}, Order{"1,0", "0", "1"}}) {
+    Result r = run({"--memory", "2g"}, o, {"init", o.granted, "alloc", "mem", "16g", "alloc", "mem", "1g", "meminfo"});
+    auto a = Lines(r.out, "alloc");
+    ASSERT_EQ(a.size(), 2u) << o.visible << "\n" << r.out << r.err;
+    EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << "granted card as ordinal " << o.granted;
+    EXPECT_EQ(a[1], "alloc ok") << o.visible;  // 1 GiB + the 518 MiB context fit 2 GiB
+    EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 2 * kGiB) << o.visible;
+    Result other = run({"--memory", "2g"}, o, {"init", o.other, "alloc", "mem", "16g"});
+    EXPECT_EQ(Lines(other.out, "init")[0], "init CUDA_ERROR_DEVICE_UNAVAILABLE")
+        << "ungranted card as ordinal " << o.other << "\n"
+        << other.out << other.err;
+    Result share = run({"--cores", "30"}, o, {"init", o.other, "launch", "1", "1000", "sync"});
+    EXPECT_EQ(Lines(share.out, "init")[0], "init CUDA_ERROR_DEVICE_UNAVAILABLE")
+        << "ungranted card as ordinal " << o.other << " (compute share only)\n"
+        << share.out << share.err;
+  }
+}
+
 // Runs of one user share a directory; a run's own directory is known to be live by its
 // supervisor's lock, not by a pid (every container's supervisor may be a PID 1). A directory
 // left by a killed supervisor goes; a live one stays, whatever pid it was made by.
@@ -470,11 +507,13 @@ TEST(EnforcerCompute, EveryDeviceOfAMultiGpuContainerIsLimited) {
   EXPECT_NEAR(BurnUtil(rb.out), 60, 5) << rb.out << rb.err;
 }
 
-// Deep asynchronous queues and graph / Ex / cooperative launches are held back too: 0.5 s
-// of kernels under a 25 % share cannot finish before about 2 s.
+// Deep asynchronous queues and every launch entry point are held back too (graphs,
+// cuLaunchKernelEx, cooperative launches on one device or several, the deprecated cuLaunch,
+// cuLaunchGrid and cuLaunchGridAsync): 0.5 s of kernels under a 25 % share cannot finish
+// before about 2 s.
 TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
   SimNode node("gpus: [H100-80GB]\n");
-  for (const char* how : {"launch", "launchex", "coop", "graph"}) {
+  for (const char* how : {"launch", "launchex", "coop", "graph", "culaunch", "grid", "gridasync", "multidev"}) {
     auto start = std::chrono::steady_clock::now();
     Result r = RunProcess(
         {GpusliceBin(), "run", "--cores", "25", "--", ProbeBin(), "init", how, "20", "25000000", "sync"}, node.env());
@@ -483,6 +522,22 @@ TEST(EnforcerCompute, EveryLaunchPathAndDeepQueuesAreGated) {
     EXPECT_GT(secs, 1.5) << how << ": not throttled";
     EXPECT_LT(secs, 3.5) << how << ": throttled too hard";
   }
+}
+
+// A cooperative launch on several devices at once waits for the turn of the one of them
+// with a share, and is refused when two of them have one: their turns cannot be held
+// together (src/enforcer/launch_hooks.cc).
+TEST(EnforcerCompute, ALaunchOnTwoCardsIsGatedOnItsSharedOneOrRefused) {
+  SimNode node("gpus: 2xH100-80GB\n");
+  auto launch = [&](Env limits) {
+    Result r = RunProcess({ProbeBin(), "init", "0", "multidev2", "1", "sync"}, node.enforced(limits));
+    auto m = Lines(r.out, "multidev2");
+    return m.empty() ? r.out + r.err : m[0];
+  };
+  EXPECT_EQ(launch({}), "multidev2 ok");
+  EXPECT_EQ(launch({{"CUDA_DEVICE_SM_LIMIT_1", "60"}}), "multidev2 ok");
+  EXPECT_EQ(launch({{"CUDA_DEVICE_SM_LIMIT_0", "30"}, {"CUDA_DEVICE_SM_LIMIT_1", "60"}}),
+            "multidev2 CUDA_ERROR_NOT_SUPPORTED");
 }
 
 // CUDA_TASK_PRIORITY: while the priority-0 run computes, the priority-1 run on the same

@@ -149,6 +149,21 @@ int RunCommand(const std::vector<std::string>& args) {
   o.standalone = true;
   o.enforcer_host_path = EnforcerLibrary();
   o.region_host_dir = dir;
+  // This user's runs take turns on each card through one card region per GPU.
+  o.cards_host_dir = runs + "/cards";
+  // The slice bound to the granted card's UUID, as the node agent's limits file binds it:
+  // the program may reorder or widen CUDA_VISIBLE_DEVICES, the card keeps its limits and
+  // no other card is usable.
+  o.limits_file_host_path = dir + "/limits";
+  {
+    std::ofstream f(o.limits_file_host_path);
+    f << model::LimitsFileText(a, dir + "/region", o.cards_host_dir, "written by gpuslice run");
+    if (!f.flush()) {
+      std::cerr << "gpuslice run: cannot write " << o.limits_file_host_path << "\n";
+      return 1;
+    }
+  }
+  chmod(o.limits_file_host_path.c_str(), 0400);
   if (const char* pre = getenv("LD_PRELOAD")) o.existing_ld_preload = pre;
   if (access(o.enforcer_host_path.c_str(), R_OK) != 0) {
     std::cerr << "gpuslice run: enforcer not found at " << o.enforcer_host_path << " (set GPUSLICE_ENFORCER)\n";
@@ -166,8 +181,6 @@ int RunCommand(const std::vector<std::string>& args) {
   if (g_child == 0) {
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     for (const auto& [k, v] : edits.env) setenv(k.c_str(), v.c_str(), 1);
-    // This user's runs take turns on each card through one card region per GPU.
-    setenv("GPUSLICE_CARDS_DIR", (runs + "/cards").c_str(), 1);
     std::vector<char*> argv;
     for (auto& c : cmd) argv.push_back(c.data());
     argv.push_back(nullptr);

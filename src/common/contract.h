@@ -24,6 +24,12 @@ inline constexpr int kMaxDevices = 16;
 inline constexpr const char* kLimitsFile = "/etc/gpuslice/limits";
 // Test-only path to a limits file; honoured only when kLimitsFile is absent.
 inline constexpr const char* kEnvLimitsFileOverride = "GPUSLICE_LIMITS_FILE";
+// `gpuslice run`'s limits file (in its run directory, same format), for a process with no
+// limits file: its GPUSLICE_DEVICE_UUID_<i> bind the limits to the granted cards and its
+// limits may only tighten the environment's. Nothing else in it is read, and it is ignored
+// under a limits file, so naming another file can never loosen anything
+// (docs/enforcer.md, "Threat model").
+inline constexpr const char* kEnvRunLimitsFile = "GPUSLICE_RUN_LIMITS_FILE";
 
 // Keys, both environment variables and limits-file keys. `<i>` suffixes ("_0", "_1", ...)
 // name the i-th device granted to the container.

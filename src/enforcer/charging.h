@@ -128,6 +128,7 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes);
 
 template <typename Create, typename Undo>
 CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Undo undo) {
+  if (NotGranted(ordinal)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   int dev = DeviceOfOrdinal(ordinal);
   Gate g = CheckDevice(dev);
   if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;

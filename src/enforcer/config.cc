@@ -199,4 +199,19 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
   }
 }
 
+void ApplyRunLimits(const char* const* run_vars, Config* c) {
+  if (run_vars == nullptr || c->limits_file_used) return;
+  uint64_t mem[kMaxDevices] = {};
+  uint32_t sm[kMaxDevices] = {};
+  bool mem_set[kMaxDevices] = {}, sm_set[kMaxDevices] = {};
+  ReadSource(run_vars, c, mem, mem_set, sm, sm_set);
+  for (int i = 0; i < kMaxDevices; ++i) {
+    if (mem_set[i]) c->memory_limit[i] = Tighter(c->memory_limit[i], mem[i]);
+    if (sm_set[i]) c->sm_limit[i] = static_cast<uint32_t>(Tighter(c->sm_limit[i], sm[i]));
+    char key[64];
+    snprintf(key, sizeof(key), "%s_%d", contract::kDeviceUuid, i);
+    if (const char* v = FindVar(run_vars, key)) snprintf(c->device_uuid[i], sizeof(c->device_uuid[i]), "%s", v);
+  }
+}
+
 }  // namespace gs::enforcer

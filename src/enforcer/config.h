@@ -6,7 +6,9 @@
 // can only tighten a limit (a lower memory limit or share, `force` instead of `default`,
 // a larger context charge, a worse priority), never loosen or redirect anything. Without
 // the file the environment is the source (standalone use, drop-in for HAMi-core), which is
-// no security boundary: whoever sets the environment can also drop the preload.
+// no security boundary: whoever sets the environment can also drop the preload. There,
+// `gpuslice run`'s own limits file binds the limits to the granted cards' UUIDs and may
+// tighten them (ApplyRunLimits).
 // A value that cannot be parsed is an error that names the variable, and it never
 // loosens anything: a bad memory limit denies device memory (limit of 1 byte) rather
 // than silently running unlimited.
@@ -44,8 +46,9 @@ struct Config {
   // UUID, shared by all containers computing on it); empty = beside the region.
   char cards_dir[512] = {};
   bool limits_file_used = false;
-  // GPUSLICE_DEVICE_UUID_<i> from the limits file (never the environment): binds the
-  // i-th limits to that card; all empty when the file does not name cards.
+  // GPUSLICE_DEVICE_UUID_<i> from the limits file, or without one from `gpuslice run`'s
+  // (ApplyRunLimits), never the environment: binds the i-th limits to that card; all empty
+  // when no file names cards.
   char device_uuid[kMaxDevices][96] = {};
   // GPUSLICE_CONTEXT_OVERHEAD: what a CUDA context is charged when the driver's real
   // footprint cannot be measured (docs/enforcer.md, "Memory"), and, when set, the least it
@@ -61,6 +64,13 @@ const char* FindVar(const char* const* vars, const char* key);
 // Builds the configuration. file_vars: the limits file's lines as "KEY=VALUE" (nullptr
 // when there is no file); env: the process environment.
 void BuildConfig(const char* const* file_vars, const char* const* env, Config* out);
+
+// Applies `gpuslice run`'s limits file (contract::kEnvRunLimitsFile; run_vars as
+// SplitLimitsFile gives them) to a configuration built without a limits file: its
+// GPUSLICE_DEVICE_UUID_<i> bind the i-th limits to those cards, and its memory limits and
+// shares apply where they are tighter. Nothing else is read from it; under a limits file
+// (limits_file_used) it changes nothing, so it can only bind and tighten, never loosen.
+void ApplyRunLimits(const char* const* run_vars, Config* c);
 
 // Splits limits-file text in place into at most max-1 "KEY=VALUE" entries (comments and
 // blank lines dropped), NULL-terminated.

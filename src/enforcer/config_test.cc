@@ -60,6 +60,49 @@ TEST(EnforcerConfig, LimitsFileIsAuthoritativeEnvOnlyTightens) {
   EXPECT_EQ(prio.priority, 5);
 }
 
+// `gpuslice run`'s limits file: binds the cards and tightens the environment, never loosens
+// it, and counts for nothing under the limits file.
+TEST(EnforcerConfig, RunLimitsFileBindsCardsAndOnlyTightens) {
+  const char* run[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=2g",
+                       "CUDA_DEVICE_SM_LIMIT_0=30",
+                       "GPUSLICE_DEVICE_UUID_0=GPU-b",
+                       "CUDA_OVERSUBSCRIBE=true",
+                       "CUDA_TASK_PRIORITY=0",
+                       "CUDA_DEVICE_MEMORY_SHARED_CACHE=/elsewhere",
+                       "GPU_CORE_UTILIZATION_POLICY=disable",
+                       nullptr};
+  Config c = Build({"CUDA_DEVICE_MEMORY_LIMIT_0=64g", "CUDA_DEVICE_SM_LIMIT_0=90", "CUDA_TASK_PRIORITY=3",
+                    "CUDA_DEVICE_MEMORY_SHARED_CACHE=/run/region", "GPU_CORE_UTILIZATION_POLICY=force"});
+  ApplyRunLimits(run, &c);
+  EXPECT_STREQ(c.device_uuid[0], "GPU-b");
+  EXPECT_EQ(c.memory_limit[0], 2ull << 30);
+  EXPECT_EQ(c.sm_limit[0], 30u);
+  // Nothing else is read from it.
+  EXPECT_FALSE(c.oversubscribe);
+  EXPECT_EQ(c.priority, 3);
+  EXPECT_STREQ(c.region_path, "/run/region");
+  EXPECT_EQ(c.core_policy, CorePolicy::kForce);
+  // Tighter limits in the environment stay; limits it lacks come from the file.
+  Config tight = Build({"CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_SM_LIMIT_0=10"});
+  ApplyRunLimits(run, &tight);
+  EXPECT_EQ(tight.memory_limit[0], 1ull << 30);
+  EXPECT_EQ(tight.sm_limit[0], 10u);
+  Config unset = Build({});
+  ApplyRunLimits(run, &unset);
+  EXPECT_EQ(unset.memory_limit[0], 2ull << 30);
+  // A file with no limits or garbage lifts nothing.
+  const char* loose[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=0", "CUDA_DEVICE_SM_LIMIT_0=lots", nullptr};
+  Config kept = Build({"CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_SM_LIMIT_0=10"});
+  ApplyRunLimits(loose, &kept);
+  EXPECT_EQ(kept.memory_limit[0], 1ull << 30);
+  EXPECT_EQ(kept.sm_limit[0], 1u);  // garbage: the smallest share, as anywhere
+  // Under the limits file it is not read: it could otherwise re-bind the file's limits.
+  Config under = Build({}, {"CUDA_DEVICE_MEMORY_LIMIT_0=8g", "GPUSLICE_DEVICE_UUID_0=GPU-a"}, true);
+  ApplyRunLimits(run, &under);
+  EXPECT_STREQ(under.device_uuid[0], "GPU-a");
+  EXPECT_EQ(under.memory_limit[0], 8ull << 30);
+}
+
 TEST(EnforcerConfig, GarbageNeverLoosens) {
   Config c = Build({"CUDA_DEVICE_MEMORY_LIMIT=lots", "CUDA_DEVICE_SM_LIMIT=half", "GPU_CORE_UTILIZATION_POLICY=max"});
   EXPECT_EQ(c.memory_limit[0], 1u);  // denied, not unlimited

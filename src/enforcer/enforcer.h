@@ -45,6 +45,8 @@ struct State {
   region::ProcessSlot* slot = nullptr;
   std::atomic<int> slot_pid{0};    // the process that claimed `slot` (a forked child claims its own)
   int ordinal_to_device[64] = {};  // CUdevice -> region device index + 1; 0 unknown
+  // CUdevice -> the limits name cards and this is none of them (NotGranted).
+  bool ordinal_not_granted[64] = {};
   std::atomic<bool> devices_mapped{false};
   uint64_t physical_total[region::kMaxDevices] = {};
   // The card each region device is bound to, as the driver names it: set once when bound
@@ -72,6 +74,11 @@ void MapCudaDevices();
 // (not a device of this container, or no context).
 int DeviceOfOrdinal(CUdevice ordinal);
 int CurrentDevice();
+// Whether the card at this CUDA ordinal was not granted: the limits name cards
+// (GPUSLICE_DEVICE_UUID_<i>) and this is not one of them. Such a card gets no context
+// (CUDA_ERROR_DEVICE_UNAVAILABLE, as a card in prohibited compute mode), whatever the
+// limits are, so nothing can be allocated or launched on it.
+bool NotGranted(CUdevice ordinal);
 // Region device index for an NVML handle (by UUID); -1 if none.
 int DeviceOfNvml(nvmlDevice_t device);
 

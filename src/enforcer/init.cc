@@ -32,6 +32,18 @@ pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
 pthread_once_t g_region_once = PTHREAD_ONCE_INIT;
 pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
 
+// Reads a limits file into text and splits it into vars; false (errno set) when it cannot
+// be opened.
+bool ReadLimitsFile(const char* path, char* text, size_t size, const char** vars, size_t max) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, text, size - 1);
+  close(fd);
+  text[n > 0 ? n : 0] = 0;
+  SplitLimitsFile(text, vars, max);
+  return true;
+}
+
 void LoadConfig() {
   // The limits file: fixed path; a test-only override is honoured only when the real
   // file is absent, so a container cannot point the enforcer elsewhere.
@@ -40,24 +52,29 @@ void LoadConfig() {
     const char* alt = getenv(contract::kEnvLimitsFileOverride);
     path = alt && *alt ? alt : nullptr;
   }
-  static char text[16384];
+  static char text[16384], run_text[16384];
   static const char* file_vars[256];
+  static const char* run_vars[256];
   const char* const* file = nullptr;
   if (path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t n = read(fd, text, sizeof(text) - 1);
-      close(fd);
-      text[n > 0 ? n : 0] = 0;
-      SplitLimitsFile(text, file_vars, 256);
+    if (ReadLimitsFile(path, text, sizeof(text), file_vars, 256))
       file = file_vars;
-    } else if (path == kLimitsFile || errno != ENOENT) {
+    else if (path == kLimitsFile || errno != ENOENT)
       GS_LOG(kError, "cannot read limits file %s: %s", path, strerror(errno));
-    }
   }
   BuildConfig(file, environ, &g_state.cfg);
   SetRawLogPrefix("gpuslice");
   SetRawLogLevel(g_state.cfg.log_level);
+  // `gpuslice run`'s limits file binds its slice to the granted cards; it can only bind
+  // and tighten, and is not read at all under the limits file.
+  const char* run = getenv(contract::kEnvRunLimitsFile);
+  if (run && *run && !g_state.cfg.limits_file_used) {
+    if (ReadLimitsFile(run, run_text, sizeof(run_text), run_vars, 256))
+      ApplyRunLimits(run_vars, &g_state.cfg);
+    else
+      GS_LOG(kError, "cannot read %s=%s: %s; the environment's limits apply, bound by position",
+             contract::kEnvRunLimitsFile, run, strerror(errno));
+  }
   if (g_state.cfg.errors[0]) GS_LOG(kError, "configuration: %s", g_state.cfg.errors);
 }
 
@@ -197,6 +214,7 @@ void MapCudaDevices() {
     int idx = BindDevice(r, uuid, ord);
     g_state.ordinal_to_device[ord] = idx + 1;
     KeepDeviceUuid(idx, uuid);
+    g_state.ordinal_not_granted[ord] = idx < 0 && CardsNamed();
     size_t total = 0;
     if (idx >= 0 && g_cuda.cuDeviceTotalMem_v2(&total, ord) == CUDA_SUCCESS) g_state.physical_total[idx] = total;
   }
@@ -210,6 +228,12 @@ int DeviceOfOrdinal(CUdevice ordinal) {
   // A program that reached the real cuInit around our hook still has its devices mapped.
   if (!g_state.devices_mapped.load(std::memory_order_acquire) && g_state.cuda_loaded) MapCudaDevices();
   return g_state.ordinal_to_device[ordinal] - 1;
+}
+
+bool NotGranted(CUdevice ordinal) {
+  if (ordinal < 0 || ordinal >= 64) return false;
+  if (!g_state.devices_mapped.load(std::memory_order_acquire) && g_state.cuda_loaded) MapCudaDevices();
+  return g_state.ordinal_not_granted[ordinal];
 }
 
 int CurrentDevice() {

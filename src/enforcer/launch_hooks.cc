@@ -1,7 +1,10 @@
-// Kernel launches: every launch path (plain, Ex, cooperative, graph) passes the compute
-// limiter before reaching the driver. With no SM limit the hook is one load and compare.
+// Kernel launches: every launch entry point of the driver API (cuLaunchKernel, Ex,
+// cooperative on one device or several, graphs, and the deprecated cuLaunch, cuLaunchGrid
+// and cuLaunchGridAsync) passes the compute limiter before reaching the driver. With no SM
+// limit the hook is one load and compare.
 // A kernel launched for the first time may bring its lazily loaded code onto the card:
 // the launch is noted afterwards for the memory books (charging.h, NoteFunctionUsed).
+#include "src/common/raw_log.h"
 #include "src/enforcer/charging.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limiter.h"
@@ -120,4 +123,80 @@ GS_HOOK(cuGraphLaunch) CUresult gs_hook_cuGraphLaunch(CUgraphExec g, CUstream s)
 GS_HOOK(cuGraphLaunch_ptsz) CUresult gs_hook_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) {
   GS_LAUNCH_GATE(s);
   return g_cuda.cuGraphLaunch_ptsz(g, s);
+}
+
+// The deprecated entry points launch with the block shape and parameters set on the
+// function before (cuFuncSetBlockShape, cuParamSet*): cuLaunch and cuLaunchGrid on the
+// NULL stream, cuLaunchGridAsync on its stream. A driver that no longer has one answers
+// CUDA_ERROR_NOT_SUPPORTED.
+GS_HOOK(cuLaunch) CUresult gs_hook_cuLaunch(CUfunction f) {
+  if (CudaReady() && g_cuda.cuLaunch == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  GS_LAUNCH_GATE(nullptr);
+  CUresult rc = g_cuda.cuLaunch(f);
+  NoteFunctionUsed(f);
+  return rc;
+}
+GS_HOOK(cuLaunchGrid) CUresult gs_hook_cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  if (CudaReady() && g_cuda.cuLaunchGrid == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  GS_LAUNCH_GATE(nullptr);
+  CUresult rc = g_cuda.cuLaunchGrid(f, grid_width, grid_height);
+  NoteFunctionUsed(f);
+  return rc;
+}
+GS_HOOK(cuLaunchGridAsync)
+CUresult gs_hook_cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream s) {
+  if (CudaReady() && g_cuda.cuLaunchGridAsync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  GS_LAUNCH_GATE(s);
+  CUresult rc = g_cuda.cuLaunchGridAsync(f, grid_width, grid_height, s);
+  NoteFunctionUsed(f);
+  return rc;
+}
+
+namespace {
+// The region device of a stream's context (-1: it cannot be told), and that context.
+int DeviceOfStream(CUstream s, CUcontext* ctx) {
+  *ctx = nullptr;
+  if (g_cuda.cuStreamGetCtx == nullptr || g_cuda.cuStreamGetCtx(s, ctx) != CUDA_SUCCESS || *ctx == nullptr) return -1;
+  if (g_cuda.cuCtxPushCurrent_v2(*ctx) != CUDA_SUCCESS) return -1;
+  CUdevice ordinal = -1;
+  CUresult rc = g_cuda.cuCtxGetDevice(&ordinal);
+  CUcontext popped;
+  g_cuda.cuCtxPopCurrent_v2(&popped);
+  return rc == CUDA_SUCCESS ? DeviceOfOrdinal(ordinal) : -1;
+}
+}  // namespace
+
+// One kernel on each of several devices, which start together. Each card hands out its
+// turns on its own, so the launch can wait for the turn of one card only: waiting for a
+// second card's, the first card's turn may end, and its kernel would then run outside any
+// turn, charged to whoever holds the card next. So the launch is gated on the one of its
+// devices that has a share, and refused (CUDA_ERROR_NOT_SUPPORTED) when two or more do.
+GS_HOOK(cuLaunchCooperativeKernelMultiDevice)
+CUresult gs_hook_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* list, unsigned int n, unsigned int flags) {
+  if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (g_cuda.cuLaunchCooperativeKernelMultiDevice == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (list != nullptr && Limiter::Active()) {
+    int gated = -1;
+    CUcontext gated_ctx = nullptr;
+    CUstream gated_stream = nullptr;
+    for (unsigned i = 0; i < n; ++i) {
+      CUcontext ctx;
+      int dev = DeviceOfStream(list[i].hStream, &ctx);
+      if (!Limiter::Shared(dev) || dev == gated) continue;  // two on one device: the driver refuses it
+      if (gated >= 0) {
+        GS_LOG(kInfo,
+               "cuLaunchCooperativeKernelMultiDevice refused: devices %d and %d both have a compute share, whose "
+               "turns cannot be held together",
+               gated, dev);
+        return CUDA_ERROR_NOT_SUPPORTED;
+      }
+      gated = dev;
+      gated_ctx = ctx;
+      gated_stream = list[i].hStream;
+    }
+    if (gated >= 0) Limiter::GateOn(gated, gated_ctx, gated_stream);
+  }
+  CUresult rc = g_cuda.cuLaunchCooperativeKernelMultiDevice(list, n, flags);
+  for (unsigned i = 0; list != nullptr && i < n; ++i) NoteFunctionUsed(list[i].function);
+  return rc;
 }

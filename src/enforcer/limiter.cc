@@ -126,7 +126,8 @@ int Best() {
   return g_state.cfg.card_best_priority;
 }
 
-bool AnyLimit() {
+// Inlined: it is the whole launch path without a share.
+__attribute__((always_inline)) inline bool AnyLimit() {
   static const bool any = [] {
     if (g_state.cfg.core_policy == CorePolicy::kDisable) return false;
     for (unsigned s : g_state.cfg.sm_limit)
@@ -627,10 +628,10 @@ void Limiter::CaptureEnded() {
   }
 }
 
-void Limiter::Gate(CUstream stream) {
-  if (!AnyLimit() || g_state.region == nullptr) return;
-  int dev = LaunchDevice();
-  if (dev < 0) return;
+namespace {
+// The gate of region device dev (Gate): the fast path while this process is part of a turn
+// with launches left, else the capture check and the wait for a turn.
+__attribute__((always_inline)) inline void Admit(int dev, CUstream stream) {
   Local& L = g_local[dev];
   if (L.open.load(std::memory_order_relaxed) &&
       L.in_turn.fetch_add(1, std::memory_order_relaxed) < L.budget.load(std::memory_order_relaxed)) {
@@ -648,6 +649,29 @@ void Limiter::Gate(CUstream stream) {
   if (SmShare(dev) == 0) return;
   WaitForTurn(dev);
   L.launches.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+void Limiter::Gate(CUstream stream) {
+  if (!AnyLimit() || g_state.region == nullptr) return;
+  int dev = LaunchDevice();
+  if (dev < 0) return;
+  Admit(dev, stream);
+}
+
+void Limiter::GateOn(int dev, CUcontext ctx, CUstream stream) {
+  if (!Shared(dev)) return;
+  // The controller drains the turn's work in this context.
+  if (ctx != nullptr) g_local[dev].ctx.store(ctx);
+  Admit(dev, stream);
+}
+
+bool Limiter::Active() {
+  return AnyLimit() && g_state.region != nullptr;
+}
+
+bool Limiter::Shared(int dev) {
+  return dev >= 0 && dev < rg::kMaxDevices && Active() && SmShare(dev) > 0;
 }
 
 }  // namespace gs::enforcer

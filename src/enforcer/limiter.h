@@ -25,8 +25,16 @@ namespace gs::enforcer {
 
 class Limiter {
  public:
-  // Called on every launch path before the driver.
+  // Called on every launch path before the driver, for a launch on the current context's
+  // device.
   static void Gate(CUstream stream);
+  // The same for a launch on region device dev through ctx (not necessarily current): a
+  // launch on several devices at once gates the one of them that has a share.
+  static void GateOn(int dev, CUcontext ctx, CUstream stream);
+  // Whether any launch may wait for turns (a share somewhere, policy not `disable`), and
+  // whether launches on region device dev do.
+  static bool Active();
+  static bool Shared(int dev);
   // Stream captures in progress in this process (launches into them are not gated).
   static void CaptureStarted();
   static void CaptureEnded();

@@ -25,14 +25,17 @@ bool AnyMemoryLimit() {
   return any;
 }
 
+bool CardsNamed() {
+  for (const auto& uuid : g_state.cfg.device_uuid)
+    if (uuid[0]) return true;
+  return false;
+}
+
 int BindDevice(region::Region* r, const char* uuid, int visible_index) {
   int idx = -1;
-  bool keyed = false;
-  for (int i = 0; i < kMaxDevices; ++i) {
-    if (g_state.cfg.device_uuid[i][0] == 0) continue;
-    keyed = true;
-    if (strcmp(g_state.cfg.device_uuid[i], uuid) == 0) idx = i;
-  }
+  bool keyed = CardsNamed();
+  for (int i = 0; keyed && i < kMaxDevices; ++i)
+    if (g_state.cfg.device_uuid[i][0] && strcmp(g_state.cfg.device_uuid[i], uuid) == 0) idx = i;
   if (!keyed) idx = visible_index >= 0 && visible_index < kMaxDevices ? visible_index : -1;
   if (idx < 0) return -1;
   region::Device& d = r->devices[idx];

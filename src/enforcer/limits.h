@@ -26,6 +26,9 @@ unsigned SmShare(int dev);
 // Whether any device has a memory limit: then a call whose device cannot be told is
 // refused instead of running uncounted.
 bool AnyMemoryLimit();
+// Whether the limits name their cards (GPUSLICE_DEVICE_UUID_<i>): then a card they do not
+// name is not granted (enforcer.h, NotGranted).
+bool CardsNamed();
 
 // The region index for the card `uuid` seen at position `visible_index` (CUDA ordinal or
 // NVML index), written into the region's table; -1 when the limits file names cards and

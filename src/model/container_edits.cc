@@ -127,6 +127,9 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   if (o.standalone) {
     e.env = LimitVariables(a, o.region_host_dir.empty() ? "" : o.region_host_dir + "/region", o.cards_host_dir);
     e.env["CUDA_VISIBLE_DEVICES"] = uuids;
+    // A program may set its own CUDA_VISIBLE_DEVICES: the file binds the limits to the
+    // cards themselves, as the limits file does in a container.
+    if (!o.limits_file_host_path.empty()) e.env[contract::kEnvRunLimitsFile] = o.limits_file_host_path;
     e.env["LD_PRELOAD"] = o.enforcer_host_path + (o.existing_ld_preload.empty() ? "" : ":" + o.existing_ld_preload);
     return e;
   }

@@ -94,8 +94,11 @@ struct EditOptions {
   std::string enforcer_host_path;       // libgpuslice.so on the host
   std::string enforcer_container_path;  // versioned: upgrades never replace a mapped library
   std::string preload_file_host_path;   // file holding enforcer_container_path
-  std::string limits_file_host_path;    // read-only limits (authoritative)
-  std::string region_host_dir;          // per-container, read-write
+  // The limits file (LimitsFileText): in a container, mounted read-only at
+  // contract::kLimitsFile (authoritative); standalone, named by
+  // contract::kEnvRunLimitsFile (binds the limits to the granted cards' UUIDs).
+  std::string limits_file_host_path;
+  std::string region_host_dir;  // per-container, read-write
   std::string region_container_dir = "/var/run/gpuslice";
   // The node's card regions (one file per GPU, src/region/card.h), shared read-write by
   // every container so their enforcers take turns on a card; "" = none (each container

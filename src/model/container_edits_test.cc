@@ -110,10 +110,14 @@ TEST(ContainerEdits, StandaloneUsesPreloadEnvAndVisibleDevices) {
   o.enforcer_host_path = "/opt/gpuslice/libgpuslice.so";
   o.region_host_dir = "/tmp/run1";
   o.existing_ld_preload = "/usr/lib/libfoo.so";
+  o.limits_file_host_path = "/tmp/run1/limits";
   ContainerEdits e = ToContainerEdits(TwoSlices(), o);
   EXPECT_EQ(e.env["LD_PRELOAD"], "/opt/gpuslice/libgpuslice.so:/usr/lib/libfoo.so");
   EXPECT_EQ(e.env["CUDA_VISIBLE_DEVICES"], "GPU-aaaa,GPU-bbbb");
   EXPECT_EQ(e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], "/tmp/run1/region");
+  // The limits bound to the cards, not to the order the program may give them.
+  EXPECT_EQ(e.env["GPUSLICE_RUN_LIMITS_FILE"], "/tmp/run1/limits");
+  EXPECT_EQ(e.env["GPUSLICE_DEVICE_UUID_1"], "GPU-bbbb");
   EXPECT_TRUE(e.devices.empty());
   EXPECT_TRUE(e.mounts.empty());  // `gpuslice run` has no container: no marker either
 }

@@ -32,6 +32,17 @@ GS_SIM_CUDA(cuStreamDestroy_v2)(CUstream hStream) {
   return CUDA_SUCCESS;
 }
 
+// The context a stream belongs to (the current one for the NULL stream).
+GS_SIM_CUDA(cuStreamGetCtx)(CUstream hStream, CUcontext* pctx) {
+  GS_REQUIRE_INIT();
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Stream* st = ResolveStream(hStream);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *pctx = reinterpret_cast<CUcontext>(st->ctx);
+  return CUDA_SUCCESS;
+}
+GS_SIM_CUDA_SAME(cuStreamGetCtx_ptsz, cuStreamGetCtx)
+
 GS_SIM_CUDA(cuStreamSynchronize)(CUstream hStream) {
   GS_REQUIRE_INIT();
   Stream* st = ResolveStream(hStream);

@@ -64,6 +64,18 @@ struct CudaEvent {
 
 enum class KernelKind { kGeneric, kSpin };
 
+// What the deprecated launch entry points (cuLaunch, cuLaunchGrid, cuLaunchGridAsync)
+// launch with: the block shape, dynamic shared memory and parameter buffer set on the
+// function by cuFuncSetBlockShape, cuFuncSetSharedSize and cuParamSet*.
+struct LegacyLaunchState {
+  // The parameter space the deprecated API addresses (cuParamSetSize's largest size).
+  static constexpr unsigned kMaxParamBytes = 4096;
+  unsigned block[3] = {};  // 0 until cuFuncSetBlockShape: a launch is then refused
+  unsigned shared_bytes = 0;
+  unsigned param_bytes = 0;
+  alignas(8) unsigned char params[kMaxParamBytes] = {};
+};
+
 struct Function {
   std::string name;
   KernelKind kind = KernelKind::kGeneric;
@@ -72,6 +84,10 @@ struct Function {
   // Whether its code is on the card: at load with CUDA_MODULE_LOADING=EAGER, else when
   // first resolved or launched (lazy loading). Set under Driver::mu, read by launches.
   std::atomic<bool> loaded{false};
+  // Made by the first cuFuncSetBlockShape / cuFuncSetSharedSize / cuParamSet* call;
+  // guarded by legacy_mu.
+  std::mutex legacy_mu;
+  std::unique_ptr<LegacyLaunchState> legacy;
 };
 
 struct Module {

@@ -23,6 +23,13 @@
 //   launch N NS                    N launches of the spin kernel (NS per wave); async
 //   launchex N NS / coop N NS / graph N NS    the same through cuLaunchKernelEx,
 //                                  cooperative launches, a captured graph replayed N times
+//   culaunch N NS / grid N NS / gridasync N NS   the same through the deprecated cuLaunch,
+//                                  cuLaunchGrid, cuLaunchGridAsync (state set by
+//                                  cuFuncSetBlockShape, cuParamSetSize, cuParamSetv)
+//   multidev N NS                  the same through cuLaunchCooperativeKernelMultiDevice,
+//                                  one device (a stream of its own)
+//   multidev2 DEV                  one cuLaunchCooperativeKernelMultiDevice of the spin kernel
+//                                  (0 ns) on this device and DEV -> "multidev2 ok|ERR"
 //   sync                           cuCtxSynchronize
 //   sleep MS / util                "util GPU" (NVML device utilisation)
 //   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
@@ -185,6 +192,15 @@ void BindGetProc() {
   GET(cuLaunchKernel, "cuLaunchKernel");
   GET(cuLaunchKernelEx, "cuLaunchKernelEx");
   GET(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel");
+  GET(cuLaunchCooperativeKernelMultiDevice, "cuLaunchCooperativeKernelMultiDevice");
+  GET(cuLaunch, "cuLaunch");
+  GET(cuLaunchGrid, "cuLaunchGrid");
+  GET(cuLaunchGridAsync, "cuLaunchGridAsync");
+  GET(cuFuncSetBlockShape, "cuFuncSetBlockShape");
+  GET(cuFuncSetSharedSize, "cuFuncSetSharedSize");
+  GET(cuParamSetSize, "cuParamSetSize");
+  GET(cuParamSetv, "cuParamSetv");
+  GET(cuCtxGetCurrent, "cuCtxGetCurrent");
   GET(cuStreamCreate, "cuStreamCreate");
   GET(cuStreamBeginCapture_v2, "cuStreamBeginCapture");
   GET(cuStreamEndCapture, "cuStreamEndCapture");
@@ -323,6 +339,16 @@ CUresult Launch(const std::string& how, int count, unsigned long long ns) {
     if (rc == CUDA_SUCCESS) rc = c.cuStreamSynchronize(s);
     return rc;
   }
+  // The deprecated entry points launch with the state set on the function.
+  const bool legacy = how == "culaunch" || how == "grid" || how == "gridasync";
+  if (legacy) {
+    rc = c.cuFuncSetBlockShape(g_spin, 128, 1, 1);
+    if (rc == CUDA_SUCCESS) rc = c.cuFuncSetSharedSize(g_spin, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuParamSetSize(g_spin, sizeof(ns));
+    if (rc == CUDA_SUCCESS) rc = c.cuParamSetv(g_spin, 0, &ns, sizeof(ns));
+  }
+  CUstream own = nullptr;  // gridasync and multidev launch on a stream of their own
+  if (rc == CUDA_SUCCESS && (how == "gridasync" || how == "multidev")) rc = c.cuStreamCreate(&own, 0);
   for (int i = 0; i < count && rc == CUDA_SUCCESS; ++i) {
     if (how == "launch") {
       rc = c.cuLaunchKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
@@ -333,11 +359,60 @@ CUresult Launch(const std::string& how, int count, unsigned long long ns) {
       cfg.blockDimX = 128;
       cfg.blockDimY = cfg.blockDimZ = 1;
       rc = c.cuLaunchKernelEx(&cfg, g_spin, params, nullptr);
+    } else if (how == "culaunch") {
+      rc = c.cuLaunch(g_spin);  // one block: one wave, as sms blocks are
+    } else if (how == "grid") {
+      rc = c.cuLaunchGrid(g_spin, sms, 1);
+    } else if (how == "gridasync") {
+      rc = c.cuLaunchGridAsync(g_spin, sms, 1, own);
+    } else if (how == "multidev") {
+      CUDA_LAUNCH_PARAMS p{};
+      p.function = g_spin;
+      p.gridDimX = sms;
+      p.gridDimY = p.gridDimZ = 1;
+      p.blockDimX = 128;
+      p.blockDimY = p.blockDimZ = 1;
+      p.hStream = own;
+      p.kernelParams = params;
+      rc = c.cuLaunchCooperativeKernelMultiDevice(&p, 1, 0);
     } else {
       rc = c.cuLaunchCooperativeKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, nullptr, params);
     }
   }
   return rc;
+}
+
+// One cooperative launch of the spin kernel on this device and on `other`, each on a
+// stream of its own, the kernel loaded into each device's context.
+CUresult LaunchOnTwoDevices(CUdevice other) {
+  CUresult rc = EnsureModule();
+  CUcontext mine = nullptr, theirs = nullptr;
+  CUdevice dev = 0;
+  CUmodule mod = nullptr;
+  CUfunction spin = nullptr;
+  CUstream s[2] = {};
+  if (rc == CUDA_SUCCESS) rc = c.cuCtxGetCurrent(&mine);
+  if (rc == CUDA_SUCCESS) rc = c.cuStreamCreate(&s[0], 0);
+  if (rc == CUDA_SUCCESS) rc = c.cuDeviceGet(&dev, other);
+  if (rc == CUDA_SUCCESS) rc = c.cuDevicePrimaryCtxRetain(&theirs, dev);
+  if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(theirs);
+  if (rc == CUDA_SUCCESS) rc = c.cuModuleLoadData(&mod, kSpinPtx);
+  if (rc == CUDA_SUCCESS) rc = c.cuModuleGetFunction(&spin, mod, "gpuslice_spin");
+  if (rc == CUDA_SUCCESS) rc = c.cuStreamCreate(&s[1], 0);
+  if (mine) c.cuCtxSetCurrent(mine);
+  if (rc != CUDA_SUCCESS) return rc;
+  unsigned long long ns = 0;
+  void* params[] = {&ns};
+  CUDA_LAUNCH_PARAMS p[2] = {};
+  for (int k = 0; k < 2; ++k) {
+    p[k].function = k == 0 ? g_spin : spin;
+    p[k].gridDimX = p[k].gridDimY = p[k].gridDimZ = 1;
+    p[k].blockDimX = 128;
+    p[k].blockDimY = p[k].blockDimZ = 1;
+    p[k].hStream = s[k];
+    p[k].kernelParams = params;
+  }
+  return c.cuLaunchCooperativeKernelMultiDevice(p, 2, 0);
 }
 
 nvmlDevice_t NvmlDevice() {
@@ -519,11 +594,17 @@ int main(int argc, char** argv) {
       printf("cardwatch %llu %llu\n", most, samples);
       ++i;
       continue;
-    } else if (cmd == "launch" || cmd == "launchex" || cmd == "coop" || cmd == "graph") {
+    } else if (cmd == "launch" || cmd == "launchex" || cmd == "coop" || cmd == "graph" || cmd == "culaunch" ||
+               cmd == "grid" || cmd == "gridasync" || cmd == "multidev") {
       rc = Launch(cmd, atoi(arg(1)), strtoull(arg(2), nullptr, 10));
       i += 2;
       printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
       if (rc != CUDA_SUCCESS) ++failures;
+      continue;
+    } else if (cmd == "multidev2") {
+      rc = LaunchOnTwoDevices(atoi(arg(1)));
+      ++i;
+      printf("multidev2 %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
       continue;
     } else if (cmd == "sync") {
       rc = c.cuCtxSynchronize();
