@@ -30,8 +30,9 @@ enum class CardVerdict {
   kExclusiveBusy,  // cores = 100 asked, but someone uses the card
   kNoMemory,
   kNoCores,
-  kComputeExhausted,  // every core handed out: not even a cores = 0 container
+  kComputeExhausted,  // every core handed out: not even a cores = 0 container (keep last)
 };
+inline constexpr int kCardVerdicts = static_cast<int>(CardVerdict::kComputeExhausted) + 1;
 
 // One card's capacity and what is handed out on it, 40 bytes.
 struct CardState {

@@ -54,15 +54,16 @@ std::string Describe(const ContainerRequest& c, const FitFailure& f) {
   add(f.type, "of an excluded type");
   add(f.uuid, "excluded by UUID");
   add(f.index, "excluded by index");
-  for (int v = 1; v < 7; ++v) add(f.verdict[v], VerdictText(static_cast<CardVerdict>(v)));
+  for (int v = 1; v < kCardVerdicts; ++v) add(f.verdict[v], VerdictText(static_cast<CardVerdict>(v)));
   if (!parts.empty()) s += " (" + parts + ")";
   return s;
 }
 
 // Filter's short reason: which causes occurred, not how often, so nodes that failed
-// alike read alike. Bits: 0 no cards, 1 NUMA, 2 type, 3 UUID, 4..9 CardVerdict 1..6,
-// 10 index.
-constexpr uint32_t kIndexBit = 1u << 10;
+// alike read alike. Bits: 0 no cards, 1 NUMA, 2 type, 3 UUID, 3 + v for CardVerdict v
+// (v >= 1), then index.
+constexpr uint32_t kIndexBit = 1u << (3 + kCardVerdicts);
+static_assert(3 + kCardVerdicts < 32);
 uint32_t CauseMask(const FitFailure& f) {
   if (f.cards == 0) return 1;
   if (f.numa_short) return 2;
@@ -70,7 +71,7 @@ uint32_t CauseMask(const FitFailure& f) {
   if (f.type) m |= 4;
   if (f.uuid) m |= 8;
   if (f.index) m |= kIndexBit;
-  for (int v = 1; v < 7; ++v)
+  for (int v = 1; v < kCardVerdicts; ++v)
     if (f.verdict[v]) m |= 1u << (3 + v);
   return m;
 }
@@ -89,7 +90,7 @@ std::string ShortReason(int container, uint32_t mask) {
   if (mask & 4) add("of an excluded type");
   if (mask & 8) add("excluded by UUID");
   if (mask & kIndexBit) add("excluded by index");
-  for (int v = 1; v < 7; ++v)
+  for (int v = 1; v < kCardVerdicts; ++v)
     if (mask & (1u << (3 + v))) add(VerdictText(static_cast<CardVerdict>(v)));
   return s;
 }

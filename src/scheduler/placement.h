@@ -40,12 +40,12 @@ namespace gs::scheduler {
 // its cards counted by what kept each out.
 struct FitFailure {
   int container = 0;
-  int cards = 0;            // on the node
-  int fitting = 0;          // cards that could take the container
-  int type = 0, uuid = 0;   // excluded by the pod's type or UUID lists
-  int index = 0;            // excluded by the pod's index lists
-  int verdict[7] = {};      // by CardVerdict
-  bool numa_short = false;  // enough cards fit, but not on one NUMA node (numa-bind)
+  int cards = 0;                    // on the node
+  int fitting = 0;                  // cards that could take the container
+  int type = 0, uuid = 0;           // excluded by the pod's type or UUID lists
+  int index = 0;                    // excluded by the pod's index lists
+  int verdict[kCardVerdicts] = {};  // by CardVerdict
+  bool numa_short = false;          // enough cards fit, but not on one NUMA node (numa-bind)
 };
 
 // Reusable buffers for FitPod; keep one per thread.

@@ -460,7 +460,7 @@ TEST(Placement, FilterAndPrioritizeAgreeWithChoosingTheCardsOnEveryNode) {
       if (why.numa_short) continue;
       EXPECT_EQ(reason.find("of an excluded type") != std::string::npos, why.type > 0) << where << ": " << reason;
       EXPECT_EQ(reason.find("excluded by index") != std::string::npos, why.index > 0) << where << ": " << reason;
-      for (int v = 1; v < 7; ++v)
+      for (int v = 1; v < kCardVerdicts; ++v)
         EXPECT_EQ(reason.find(VerdictText(static_cast<CardVerdict>(v))) != std::string::npos, why.verdict[v] > 0)
             << where << ": " << reason;
     }
