@@ -345,9 +345,9 @@ class RuncSliceTest : public ::testing::Test {
     c["process"]["terminal"] = false;
     c["process"]["args"] = {"sh", "-c", script};
     for (const auto& e : env) c["process"]["env"].push_back(e);
-    std::vector<std::string> args = {"gpuslice",    "hook",      "--driver-root", node_->root(),
-                                     "--state-dir", state_,      "--enforcer",    EnforcerLib(),
-                                     "--accept-env-when-unprivileged"};
+    std::vector<std::string> args = {"gpuslice",    "hook",        "--driver-root",
+                                     node_->root(), "--state-dir", state_,
+                                     "--enforcer",  EnforcerLib(), "--accept-env-when-unprivileged"};
     nlohmann::json hook = {{"path", GpusliceBin()}, {"args", args}, {"env", {"PATH=/usr/bin:/bin"}}};
     c["hooks"]["prestart"] = {hook};
     if (poststop) {
@@ -389,7 +389,8 @@ TEST_F(RuncSliceTest, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
   std::string script =
       "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m alloc mem 512m "
       "sleep 1500 & done; wait";
-  std::string b = Bundle("six", script, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_MEMORY_LIMIT=2g"}, true, true);
+  std::string b =
+      Bundle("six", script, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_MEMORY_LIMIT=2g"}, true, true);
   Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
   ASSERT_TRUE(observer.WaitForOutput("watching"));
   Result r = Start(b, Id("six"))->Wait();
@@ -466,8 +467,8 @@ TEST_F(RuncSliceTest, ManyContainerRunsLeaveNoDirectoryMountOrCardEntry) {
     started_.pop_back();
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << kRuns << " container runs (create, hook, run, delete): " << seconds << " s, "
-            << 1000 * seconds / kRuns << " ms each\n";
+  std::cout << kRuns << " container runs (create, hook, run, delete): " << seconds << " s, " << 1000 * seconds / kRuns
+            << " ms each\n";
   // The last run had no poststop: its directory waits for the next hook run.
   std::string none = Bundle("no-gpu", "true", {}, false, false);
   ASSERT_EQ(Start(none, Id("last"))->Wait().code, 0);

@@ -10,8 +10,8 @@
 
 #include "src/cli/node_gpus.h"
 #include "src/common/flags.h"
-#include "src/container/device_request.h"
 #include "src/container/container_slice.h"
+#include "src/container/device_request.h"
 #include "src/container/oci_hook.h"
 #include "src/node/card_files.h"
 

@@ -65,8 +65,8 @@ Status PrepareContainersDir(const std::string& dir) {
 bool UsableContainerId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') return false;
   for (char ch : id)
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-          ch == '.' || ch == '+' || ch == '-'))
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+          ch == '+' || ch == '-'))
       return false;
   return true;
 }

@@ -24,8 +24,8 @@ TEST(OciConfig, EnvironmentAndRoot) {
   EXPECT_FALSE(c.privileged);
   EXPECT_TRUE(c.marker_devices.empty());
   // The whole environment, in order: the limits the container asks for come from it.
-  EXPECT_EQ(c.env, (std::vector<std::string>{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute",
-                                             "NVIDIA_VISIBLE_DEVICES=all"}));
+  EXPECT_EQ(c.env, (std::vector<std::string>{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0",
+                                             "NVIDIA_DRIVER_CAPABILITIES=compute", "NVIDIA_VISIBLE_DEVICES=all"}));
   EXPECT_FALSE(c.limits_mounted);
   EXPECT_EQ(Parse(R"({"root":{"path":"/abs"}})").rootfs, "/abs");
 }
@@ -35,7 +35,8 @@ TEST(OciConfig, EnvironmentAndRoot) {
 TEST(OciConfig, AMountAtTheLimitsFileIsSeen) {
   EXPECT_TRUE(Parse(R"({"root":{"path":"r"},"mounts":[{"destination":"/etc/gpuslice//limits","source":"/s/l"}]})")
                   .limits_mounted);
-  EXPECT_FALSE(Parse(R"({"root":{"path":"r"},"mounts":[{"destination":"/etc/gpuslice","source":"/s"}]})").limits_mounted);
+  EXPECT_FALSE(
+      Parse(R"({"root":{"path":"r"},"mounts":[{"destination":"/etc/gpuslice","source":"/s"}]})").limits_mounted);
 }
 
 TEST(OciConfig, MarkersAreDevNullMountsDirectlyUnderTheMarkerDirectory) {

@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "src/common/file.h"
-#include "src/container/edits_plan.h"
 #include "src/container/device_request.h"
+#include "src/container/edits_plan.h"
 #include "src/container/library_dirs.h"
 #include "src/container/rootfs.h"
 #include "src/model/env_limits.h"
@@ -233,10 +233,9 @@ Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible,
     eo.cards_host_dir = o.state_dir + "/cards";
     GS_RETURN_IF_ERROR(o.prepare_cards(eo.cards_host_dir, selected));
   }
-  const std::string limits =
-      model::LimitsFileText(alloc, eo.region_container_dir + "/region", eo.cards_host_dir.empty() ? "" : eo.cards_container_dir,
-                            "written by gpuslice hook for container " + c.id +
-                                " from its environment; authoritative, mounted read-only");
+  const std::string limits = model::LimitsFileText(
+      alloc, eo.region_container_dir + "/region", eo.cards_host_dir.empty() ? "" : eo.cards_container_dir,
+      "written by gpuslice hook for container " + c.id + " from its environment; authoritative, mounted read-only");
   GS_ASSIGN_OR_RETURN(std::string dir, MakeContainerSlice(ContainersDir(o), c.id, c.pid, limits, o.shared_dir_bytes));
   eo.limits_file_host_path = dir + "/limits";
   eo.region_host_dir = dir + "/shared";

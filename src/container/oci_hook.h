@@ -42,7 +42,7 @@ struct HookOptions {
   // Where the enforcer is installed, the node's cards directory (<state_dir>/cards, shared
   // with the node agent's containers) and the containers' slices (ContainersDir).
   std::string state_dir = "/var/lib/gpuslice";
-  std::string enforcer;  // libgpuslice.so to install (empty: none, and no slice)
+  std::string enforcer;                                // libgpuslice.so to install (empty: none, and no slice)
   uint64_t shared_dir_bytes = kDefaultSharedDirBytes;  // each container's region tmpfs
   // Makes `dir` and one card file per GPU in it (node::PrepareCardFiles); empty: the
   // containers get no cards directory and do not take turns on a card.

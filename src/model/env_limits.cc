@@ -70,8 +70,8 @@ StatusOr<Allocation> AllocationFromEnvironment(const std::vector<std::string>& e
       }
     }
   }
-  if (auto it = vars.find(contract::kCorePolicy); it != vars.end() &&
-                                                  !contract::ParseCorePolicy(it->second.c_str(), &a.core_policy))
+  if (auto it = vars.find(contract::kCorePolicy);
+      it != vars.end() && !contract::ParseCorePolicy(it->second.c_str(), &a.core_policy))
     return Bad(it->first, it->second, "is not default, force or disable");
   if (auto it = vars.find(contract::kPriority); it != vars.end()) {
     uint64_t p = 0;

@@ -11,10 +11,10 @@ namespace {
 const std::vector<DeviceGrant> kTwoCards = {{"GPU-aaaa", 0, 0, 0}, {"GPU-bbbb", 3, 0, 0}};
 
 TEST(EnvLimits, HamiVariablesBecomeTheLimitsFileTheEnforcerReads) {
-  auto a = AllocationFromEnvironment({"PATH=/bin", "CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_1=512m",
-                                      "CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=force",
-                                      "CUDA_TASK_PRIORITY=3", "CUDA_OVERSUBSCRIBE=true"},
-                                     kTwoCards, 1);
+  auto a = AllocationFromEnvironment(
+      {"PATH=/bin", "CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_1=512m", "CUDA_DEVICE_SM_LIMIT=30",
+       "GPU_CORE_UTILIZATION_POLICY=force", "CUDA_TASK_PRIORITY=3", "CUDA_OVERSUBSCRIBE=true"},
+      kTwoCards, 1);
   ASSERT_TRUE(a.ok()) << a.status().message();
   ASSERT_EQ(a->devices.size(), 2u);
   EXPECT_EQ(a->devices[0].memory_limit, 2ull << 30);
