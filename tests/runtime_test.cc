@@ -53,10 +53,11 @@ void BusyboxRootfs(const std::string& r) {
 
 // A glibc root: busybox plus cuda_probe and the shared libraries it needs, copied from
 // the host (real ld.so, which honours /etc/ld.so.preload). libcuda comes from CDI.
-void GlibcRootfs(const std::string& r) {
-  BusyboxRootfs(r);
-  fs::copy_file(ProbeBin(), r + "/bin/cuda_probe", fs::copy_options::overwrite_existing);
-  Result ldd = RunProcess({"ldd", ProbeBin()});
+// Copies the program `bin` into root r as `dest`, with every library ldd finds for it at
+// its host path (libcuda is the node's: it comes from CDI or the hook).
+void CopyProgram(const std::string& r, const std::string& bin, const std::string& dest) {
+  fs::copy_file(bin, r + dest, fs::copy_options::overwrite_existing);
+  Result ldd = RunProcess({"ldd", bin});
   std::istringstream in(ldd.out);
   for (std::string line; std::getline(in, line);) {
     auto slash = line.find('/');
@@ -65,6 +66,11 @@ void GlibcRootfs(const std::string& r) {
     fs::create_directories(r + fs::path(path).parent_path().string());
     fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
   }
+}
+
+void GlibcRootfs(const std::string& r) {
+  BusyboxRootfs(r);
+  CopyProgram(r, ProbeBin(), "/bin/cuda_probe");
 }
 
 // A Debian bookworm image (debootstrap --variant=minbase), built once per machine into
@@ -318,16 +324,7 @@ class RuncSliceTest : public ::testing::Test {
   // A glibc root with cuda_probe and gpuslice (for `burn`), with the libraries they need.
   static void ProgramsRootfs(const std::string& r) {
     GlibcRootfs(r);
-    fs::copy_file(GpusliceBin(), r + "/bin/gpuslice", fs::copy_options::overwrite_existing);
-    Result ldd = RunProcess({"ldd", GpusliceBin()});
-    std::istringstream in(ldd.out);
-    for (std::string line; std::getline(in, line);) {
-      auto slash = line.find('/');
-      if (slash == std::string::npos || line.find("libcuda") != std::string::npos) continue;
-      std::string path = line.substr(slash, line.find(' ', slash) - slash);
-      fs::create_directories(r + fs::path(path).parent_path().string());
-      fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
-    }
+    CopyProgram(r, GpusliceBin(), "/bin/gpuslice");
   }
   // A bundle running `sh -c script` with `env` added to the process.
   std::string Bundle(const std::string& name, const std::string& script, const std::vector<std::string>& env,
