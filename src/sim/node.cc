@@ -63,27 +63,17 @@ bool Node::ForgetProcess(pid_t pid, uint64_t start_time) {
 
 int Node::SweepDeadProcesses() {
   int swept = 0;
-  static thread_local TenantId dead[kMaxProcesses];
   LockState(state_);
   for (auto& slot : state_->procs) {
     uint32_t pid = slot.pid.load();
     if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), slot.start_time)) continue;
-    dead[swept++] = {static_cast<pid_t>(pid), slot.start_time};
+    ++swept;
     FreeSlotLocked(&slot);
   }
   UnlockState(state_);
-  for (int i = 0; i < swept; ++i)
-    for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), dead[i]);
-  // Tenants of processes that never held a slot (or whose slot went first) go too.
-  for (int d = 0; d < kMaxDevices; ++d) {
-    Timeline* tl = timeline(d);
-    for (const Tenant& tn : tl->tenants) {
-      uint32_t pid = __atomic_load_n(&tn.pid, __ATOMIC_RELAXED);
-      uint64_t start = __atomic_load_n(&tn.start_time, __ATOMIC_RELAXED);
-      if (pid != 0 && !__atomic_load_n(&tn.gone, __ATOMIC_RELAXED) && !ProcessIsAlive(static_cast<pid_t>(pid), start))
-        DropTenant(tl, {static_cast<pid_t>(pid), start});
-    }
-  }
+  // Every dead process's work goes, whether or not it still held a slot.
+  for (int d = 0; d < kMaxDevices; ++d)
+    DropTenantsWhere(timeline(d), [](pid_t pid, uint64_t start) { return !ProcessIsAlive(pid, start); });
   return swept;
 }
 

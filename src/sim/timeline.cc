@@ -231,6 +231,16 @@ void DropTenant(Timeline* tl, TenantId who) {
   }
 }
 
+void DropTenantsWhere(Timeline* tl, bool (*gone)(pid_t pid, uint64_t start_time)) {
+  Locked lock(tl);
+  for (int i = 0; i < kTimelineTenants; ++i) {
+    Tenant& tn = tl->tenants[i];
+    if (tn.pid == 0 || tn.gone || !gone(static_cast<pid_t>(tn.pid), tn.start_time)) continue;
+    Drop(tl, i);
+    tn.gone = 1;
+  }
+}
+
 unsigned DeviceUtilization(Timeline* tl, const TimelineConfig& cfg, int64_t now) {
   Locked lock(tl);
   Advance(tl, cfg, now);

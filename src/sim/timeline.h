@@ -114,6 +114,8 @@ int64_t DoneAt(Timeline* tl, TenantId who, int64_t mark);
 // The tenant's process is gone: its queued work is dropped (the driver tears it down) and
 // its slot is reused once its samples have aged out of NVML's history.
 void DropTenant(Timeline* tl, TenantId who);
+// DropTenant for every tenant not yet gone for which `gone(pid, start_time)` is true.
+void DropTenantsWhere(Timeline* tl, bool (*gone)(pid_t pid, uint64_t start_time));
 
 // NVML views at `now`. Device utilisation: percent of the last visible period in which a
 // kernel ran. Samples: one per tenant with resident work per visible period stamped after
