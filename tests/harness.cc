@@ -33,6 +33,9 @@ std::string GpusliceBin() {
 std::string ProbeBin() {
   return BuildDir() + "/tests/cuda_probe";
 }
+std::string HostileBin() {
+  return BuildDir() + "/tests/hostile_program";
+}
 std::string EnforcerLib() {
   return BuildDir() + "/enforcer/libgpuslice.so";
 }

@@ -26,6 +26,7 @@ std::string BuildDir();
 std::string SourceDir();
 std::string GpusliceBin();
 std::string ProbeBin();
+std::string HostileBin();  // tests/programs/hostile_program.cc
 std::string EnforcerLib();
 
 struct Result {

@@ -31,10 +31,6 @@ constexpr const char* kH100 = "context_memory: 518Mi\ngpus: [H100-80GB]\n";
 constexpr int kFillUnder2g = 1472;  // (2048 - 518) MiB in 64 MiB pieces
 constexpr int kFillUnder4g = 3520;  // (4096 - 518) MiB in 64 MiB pieces
 
-std::string HostileBin() {
-  return BuildDir() + "/tests/hostile_program";
-}
-
 int Filled(const Result& r, size_t i = 0) {
   auto f = Lines(r.out, "fill ");
   return i < f.size() ? std::stoi(f[i].substr(5)) : -1;
@@ -353,6 +349,35 @@ TEST(HostileCard, ShrunkCardFileDoesNotKillAnotherTenant) {
   EXPECT_EQ(r.code, 0) << "the victim died: " << r.out << r.err;
   EXPECT_NE(r.err.find("was shrunk under us"), std::string::npos) << r.err;
   EXPECT_NEAR(BurnUtil(r.out), 30, 5) << r.out;
+}
+
+// Another program of this user makes the card file of the node's H100 before any run and
+// takes every entry of it with made-up tenants that look alive and never compute. Two runs
+// at 30 % and 70 % (policy default) each compute in the entry `gpuslice run` handed it and
+// get their shares; without it they would find the card full and time-slice 50/50.
+TEST(HostileCard, AFilledCardFileLeavesTwoRunsTheirShares) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result smi = RunProcess({GpusliceBin(), "smi"}, node.env());
+  std::string uuid = smi.out.substr(smi.out.find("GPU-"));
+  uuid = uuid.substr(0, uuid.find_first_of(" \n"));
+  std::filesystem::create_directories(node.root() + "/runs/cards");
+  Process filler({HostileBin(), "card", node.root() + "/runs/cards/" + uuid, "20000", "fill"}, node.env());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto burn = [&](const char* cores) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GpusliceBin(), "run", "--cores", cores, "--policy", "default", "--", GpusliceBin(),
+                                 "burn", "--memory", "0", "--util", "100", "--seconds", "6"},
+        node.env());
+  };
+  auto a = burn("30"), b = burn("70");
+  Result ra = a->Wait(), rb = b->Wait();
+  filler.Signal(SIGKILL);
+  std::cout << "two runs on a filled card: " << BurnUtil(ra.out) << " / " << BurnUtil(rb.out) << "\n";
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  EXPECT_EQ(ra.err.find("NOT enforced"), std::string::npos) << ra.err;
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
 }
 
 }  // namespace

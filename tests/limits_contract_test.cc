@@ -25,7 +25,7 @@ enforcer::Config Read(const std::string& file_text, std::vector<const char*> env
 
 model::Allocation TwoCards() {
   model::Allocation a;
-  a.devices = {{"GPU-aaaa", 0, 3000ull << 20, 30}, {"GPU-bbbb", 3, 5ull << 30, 0}};
+  a.devices = {{"GPU-aaaa", 0, 3000ull << 20, 30, 7}, {"GPU-bbbb", 3, 5ull << 30, 0}};
   a.oversubscribe = true;
   a.priority = 0;
   a.core_policy = contract::CorePolicy::kForce;
@@ -46,6 +46,8 @@ TEST(LimitsContract, WhatTheAgentWritesIsWhatTheEnforcerReads) {
   EXPECT_EQ(c.sm_limit[1], 0u);
   EXPECT_STREQ(c.device_uuid[0], "GPU-aaaa");
   EXPECT_STREQ(c.device_uuid[1], "GPU-bbbb");
+  EXPECT_EQ(c.card_entry[0], 7 + 1);  // the card entry the host handed out
+  EXPECT_EQ(c.card_entry[1], 0);      // none: no share on that card
   EXPECT_STREQ(c.region_path, "/var/run/gpuslice/region");
   EXPECT_STREQ(c.cards_dir, "/var/run/gpuslice-cards");
   EXPECT_TRUE(c.oversubscribe);

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -36,10 +37,6 @@
 
 namespace gs::testing {
 namespace {
-
-std::string HostileBin() {
-  return BuildDir() + "/tests/hostile_program";
-}
 
 // The host path of the directory a container may write (mounted at /var/run/gpuslice).
 std::string SharedDir(const v1beta1::ContainerAllocateResponse& resp) {
@@ -663,7 +660,9 @@ TEST_F(NodeAgentTest, HigherPriorityContainerTakesComputeFromALowerOne) {
 // Containers the agent allocates on one GPU share its card region: with shares of 30 %
 // and 60 % (policy default, both computing flat out) they take turns in proportion,
 // 33/67 of the card. Without the shared cards directory each container coordinates only
-// its own processes and the card time-slices 50/50.
+// its own processes and the card time-slices 50/50. Before they start, another tenant of
+// the card has taken every entry of its card file with made-up tenants that look alive:
+// each container still computes in the entry the agent handed it in its limits file.
 TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory) {
   if (geteuid() != 0 || !CanUnsharePidNamespace()) {
     std::cout << "NOTE: needs root and unshare --pid: containers taking turns were NOT tested\n";
@@ -684,6 +683,9 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   EXPECT_EQ(st.st_mode & 07777, 0755u);
   ASSERT_EQ(stat((cards + "/" + gpu0).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0666u);
+  Process filler({HostileBin(), "card", cards + "/" + gpu0, "20000", "fill"}, node_->env());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::set<std::string> entries;
   auto start = [&](const std::string& id, const std::string& tighter_share) {
     v1beta1::ContainerAllocateResponse resp;
     EXPECT_TRUE(kubelet_->Allocate({id}, &resp).ok());
@@ -696,6 +698,9 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
     EXPECT_TRUE(limits.ok()) << limits.status().message();
     if (limits.ok()) {
       EXPECT_NE(limits->find("\nGPUSLICE_CARDS_DIR=/var/run/gpuslice-cards\n"), std::string::npos) << *limits;
+      auto entry = limits->find("\nGPUSLICE_CARD_ENTRY_0=");
+      EXPECT_NE(entry, std::string::npos) << *limits;
+      if (entry != std::string::npos) entries.insert(limits->substr(entry, limits->find('\n', entry + 1) - entry));
     }
     Env e = ContainerEnv(resp);
     EXPECT_EQ(e["CUDA_DEVICE_SM_LIMIT_0"], "60");
@@ -706,6 +711,7 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   };
   auto a = start(gpu0 + "::0", "30");
   auto b = start(gpu0 + "::1", "");
+  EXPECT_EQ(entries.size(), 2u) << "the two containers were not handed entries of their own";
   // The metrics read each container's GPU time from the card region: two scrapes 2 s apart
   // while both compute.
   ASSERT_TRUE(a->WaitForOutput("t=1s")) << a->out();

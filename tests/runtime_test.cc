@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "src/common/file.h"
+#include "src/region/card.h"
 #include "tests/harness.h"
 
 namespace fs = std::filesystem;
@@ -373,6 +376,33 @@ class RuncSliceTest : public ::testing::Test {
         left.push_back(e.path().string());
     return left;
   }
+  // Two containers on the first card, 30 % and 70 % under policy default, both saturating.
+  void ExpectSharesOfTwoContainers() {
+    ASSERT_EQ(uuids_.size(), 2u);
+    const std::string burn = "/bin/gpuslice burn --memory 0 --util 100 --seconds 6";
+    std::string a = Bundle("a", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=30"}, true, true);
+    std::string b = Bundle("b", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=70"}, true, true);
+    auto pa = Start(a, Id("a"));
+    auto pb = Start(b, Id("b"));
+    Result ra = pa->Wait(), rb = pb->Wait();
+    ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+    ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+    std::cout << "shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
+    EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+    EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
+    EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
+  }
+  // Every tenant entry of the card file at `path` is taken.
+  static bool CardIsFull(const std::string& path) {
+    auto bytes = ReadFile(path);
+    if (!bytes.ok() || bytes->size() < sizeof(region::Card)) return false;
+    for (int i = 0; i < region::kCardTenants; ++i) {
+      uint64_t id = 0;
+      memcpy(&id, bytes->data() + offsetof(region::Card, tenants) + i * sizeof(region::CardTenant), sizeof(id));
+      if (id == 0) return false;
+    }
+    return true;
+  }
   std::unique_ptr<SimNode> node_;
   std::string state_;
   std::vector<std::string> uuids_, started_;
@@ -417,19 +447,22 @@ TEST_F(RuncSliceTest, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
 // they take turns through the node's cards directory.
 TEST_F(RuncSliceTest, TwoContainersOnOneCardGetTheirComputeShares) {
   REQUIRE_ROOT_AND("runc");
-  ASSERT_EQ(uuids_.size(), 2u);
-  const std::string burn = "/bin/gpuslice burn --memory 0 --util 100 --seconds 6";
-  std::string a = Bundle("a", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=30"}, true, true);
-  std::string b = Bundle("b", burn, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_SM_LIMIT=70"}, true, true);
-  auto pa = Start(a, Id("a"));
-  auto pb = Start(b, Id("b"));
-  Result ra = pa->Wait(), rb = pb->Wait();
-  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
-  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
-  std::cout << "shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
-  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
-  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
-  EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
+  ExpectSharesOfTwoContainers();
+}
+
+// The same after another tenant of the card made its card file and took every entry of it
+// with made-up tenants that look alive and never compute: each container still has the
+// entry its hook handed it, so both get their shares.
+TEST_F(RuncSliceTest, ACardFileFilledByAnotherTenantTakesNoShareAway) {
+  REQUIRE_ROOT_AND("runc");
+  fs::create_directories(state_ + "/cards");
+  fs::permissions(state_ + "/cards", fs::perms(0755));
+  const std::string card = state_ + "/cards/" + uuids_.at(0);
+  Process filler({HostileBin(), "card", card, "20000", "fill"}, node_->env());
+  for (int i = 0; i < 2000 && !CardIsFull(card); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(CardIsFull(card)) << "the filler did not fill " << card;
+  ExpectSharesOfTwoContainers();
+  filler.Signal(SIGKILL);
 }
 
 // A limit that cannot be parsed refuses the container, naming the variable, and leaves

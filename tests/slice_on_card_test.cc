@@ -25,10 +25,6 @@ constexpr const char* kH100 = "context_memory: 518Mi\ngpus: [H100-80GB]\n";
 constexpr uint64_t kSlice = 2 * kGiB;
 constexpr uint64_t kGranularity = 2 * kMiB;
 
-std::string HostileBin() {
-  return BuildDir() + "/tests/hostile_program";
-}
-
 // Runs the container's processes (all with the enforcer, one 2 GiB slice, one region)
 // while an observer without the enforcer watches the card; returns what the card held at
 // most for them, and their outputs.

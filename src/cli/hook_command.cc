@@ -13,6 +13,7 @@
 #include "src/container/container_slice.h"
 #include "src/container/device_request.h"
 #include "src/container/oci_hook.h"
+#include "src/node/card_entries.h"
 #include "src/node/card_files.h"
 
 namespace gs::cli {
@@ -97,6 +98,9 @@ int HookCommand(const std::vector<std::string>& args) {
   if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
   if (decision->devices.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
   o.prepare_cards = node::PrepareCardFiles;
+  o.take_card_entries = [](const std::string& cards_dir, const std::string& owner, model::Allocation* a) {
+    return node::TakeCardEntries(cards_dir, owner, static_cast<int64_t>(time(nullptr)), a);
+  };
   Status s = container::GiveDevices(*c, decision->devices, o, [&]() -> StatusOr<std::vector<model::Gpu>> {
     GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(o.driver_root));
     return std::move(node.gpus);

@@ -18,6 +18,7 @@
 #include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/model/container_edits.h"
+#include "src/node/card_entries.h"
 #include "src/region/region.h"
 
 namespace gs::cli {
@@ -46,7 +47,8 @@ void WriteSummary(const std::string& region_path, const model::Allocation& a, co
 }
 
 // Runs of one user share a directory, so their supervisors can arbitrate priorities
-// among them: <dir>/run-XXXXXX/region, and <dir>/cards for the card regions. Each
+// among them: <dir>/run-XXXXXX/region, <dir>/cards for the card regions and
+// <dir>/card-entries for the runs' entries in them (src/node/card_entries.h). Each
 // supervisor holds an flock on its directory's `lock` for its lifetime; a directory whose
 // lock can be taken belongs to a supervisor that is gone (killed before cleaning up) and is
 // removed by the next run. A lock, unlike a pid, means the same in every PID namespace:
@@ -74,7 +76,7 @@ StatusOr<std::string> MakeRunDir(const std::string& runs) {
     return FailedPrecondition(runs + " is not a directory of this user (set GPUSLICE_RUN_DIR)");
   chmod(runs.c_str(), 0700);
   for (const auto& e : std::filesystem::directory_iterator(runs, ec))
-    if (e.path().filename() != "cards" && e.is_directory(ec) && RunDirIsStale(e.path().string()))
+    if (e.path().filename().string().rfind("run-", 0) == 0 && e.is_directory(ec) && RunDirIsStale(e.path().string()))
       std::filesystem::remove_all(e.path(), ec);
   std::string dir = runs + "/run-XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) return Internal("cannot create a directory in " + runs + ": " + strerror(errno));
@@ -155,6 +157,12 @@ int RunCommand(const std::vector<std::string>& args) {
   // the program may reorder or widen CUDA_VISIBLE_DEVICES, the card keeps its limits and
   // no other card is usable.
   o.limits_file_host_path = dir + "/limits";
+  // An entry of its own on each card region (the run directory is its owner), so no
+  // program that fills a card file can leave this run without its share.
+  if (Status s = node::TakeCardEntries(o.cards_host_dir, dir, static_cast<int64_t>(time(nullptr)), &a); !s.ok()) {
+    std::cerr << "gpuslice run: " << s.message() << "\n";
+    return 1;
+  }
   {
     std::ofstream f(o.limits_file_host_path);
     f << model::LimitsFileText(a, dir + "/region", o.cards_host_dir, "written by gpuslice run");

@@ -38,6 +38,10 @@ inline constexpr const char* kSmLimit = "CUDA_DEVICE_SM_LIMIT";          // + op
 // The UUID ("GPU-...") of the i-th granted device: binds CUDA_DEVICE_*_LIMIT_<i> to that
 // card whatever order the process sees its devices in (CUDA_VISIBLE_DEVICES may reorder).
 inline constexpr const char* kDeviceUuid = "GPUSLICE_DEVICE_UUID";  // always with _<i>
+// The tenant entry (0..63) of the i-th granted device's card region that the host handed
+// this container (src/node/card_entries.h); read only from a limits file. Absent: the
+// enforcer claims a free entry of the card itself.
+inline constexpr const char* kCardEntry = "GPUSLICE_CARD_ENTRY";  // always with _<i>
 inline constexpr const char* kRegionPath = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
 inline constexpr const char* kOversubscribe = "CUDA_OVERSUBSCRIBE";
 inline constexpr const char* kCorePolicy = "GPU_CORE_UTILIZATION_POLICY";

@@ -79,7 +79,7 @@ void RemoveContainerSlice(const std::string& dir) {
 }
 
 StatusOr<std::string> MakeContainerSlice(const std::string& containers_dir, const std::string& id, pid_t pid,
-                                         const std::string& limits_text, uint64_t shared_bytes) {
+                                         const LimitsTextFor& limits_text, uint64_t shared_bytes) {
   if (!UsableContainerId(id))
     return InvalidArgument("the container id \"" + id.substr(0, 80) +
                            "\" cannot name its slice's directory (1-128 of A-Z a-z 0-9 _ . + -)");
@@ -101,7 +101,9 @@ StatusOr<std::string> MakeContainerSlice(const std::string& containers_dir, cons
   if (start == 0) return fail(FailedPrecondition("the container's process " + std::to_string(pid) + " is gone"));
   if (Status s = WriteNewFile(dir + "/owner", std::to_string(pid) + " " + std::to_string(start) + "\n", 0644); !s.ok())
     return fail(s);
-  if (Status s = WriteNewFile(dir + "/limits", limits_text, 0644); !s.ok()) return fail(s);
+  StatusOr<std::string> limits = limits_text(dir);
+  if (!limits.ok()) return fail(limits.status());
+  if (Status s = WriteNewFile(dir + "/limits", *limits, 0644); !s.ok()) return fail(s);
   const std::string shared = dir + "/shared";
   if (mkdir(shared.c_str(), 0777) != 0) return fail(Errno("cannot create", shared));
   chmod(shared.c_str(), 0777);  // the container's first process, any user, creates the region

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "src/common/status.h"
@@ -31,13 +32,17 @@ inline constexpr uint64_t kDefaultSharedDirBytes = 4 << 20;
 // "..", not starting with '.' (runc's own rule, without the dot at the start).
 bool UsableContainerId(const std::string& id);
 
+// What goes into a slice's limits file, asked once its directory exists (things handed to
+// the container on the host, such as card entries, are owned by that directory).
+using LimitsTextFor = std::function<StatusOr<std::string>(const std::string& dir)>;
+
 // Makes <containers_dir>/<id> for the container whose init process is `pid`, with
-// `limits_text` in its limits file and a fresh, mounted `shared/`. A directory left by an
-// earlier container of the same id whose process is gone is replaced; one whose process
-// still runs is refused. Fails closed (the tmpfs cannot be mounted, the process is gone)
-// with nothing left behind. Returns the directory.
+// `limits_text(dir)` in its limits file and a fresh, mounted `shared/`. A directory left by
+// an earlier container of the same id whose process is gone is replaced; one whose process
+// still runs is refused. Fails closed (the tmpfs cannot be mounted, the process is gone,
+// the limits cannot be made) with nothing left behind. Returns the directory.
 StatusOr<std::string> MakeContainerSlice(const std::string& containers_dir, const std::string& id, pid_t pid,
-                                         const std::string& limits_text, uint64_t shared_bytes);
+                                         const LimitsTextFor& limits_text, uint64_t shared_bytes);
 
 // Unmounts `shared/` (detached: a container still running keeps its own mount) and
 // removes the directory.

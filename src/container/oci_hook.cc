@@ -233,9 +233,13 @@ Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible,
     eo.cards_host_dir = o.state_dir + "/cards";
     GS_RETURN_IF_ERROR(o.prepare_cards(eo.cards_host_dir, selected));
   }
-  const std::string limits = model::LimitsFileText(
-      alloc, eo.region_container_dir + "/region", eo.cards_host_dir.empty() ? "" : eo.cards_container_dir,
-      "written by gpuslice hook for container " + c.id + " from its environment; authoritative, mounted read-only");
+  auto limits = [&](const std::string& dir) -> StatusOr<std::string> {
+    if (o.take_card_entries && !eo.cards_host_dir.empty())
+      GS_RETURN_IF_ERROR(o.take_card_entries(eo.cards_host_dir, dir, &alloc));
+    return model::LimitsFileText(
+        alloc, eo.region_container_dir + "/region", eo.cards_host_dir.empty() ? "" : eo.cards_container_dir,
+        "written by gpuslice hook for container " + c.id + " from its environment; authoritative, mounted read-only");
+  };
   GS_ASSIGN_OR_RETURN(std::string dir, MakeContainerSlice(ContainersDir(o), c.id, c.pid, limits, o.shared_dir_bytes));
   eo.limits_file_host_path = dir + "/limits";
   eo.region_host_dir = dir + "/shared";

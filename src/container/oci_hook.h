@@ -47,6 +47,10 @@ struct HookOptions {
   // Makes `dir` and one card file per GPU in it (node::PrepareCardFiles); empty: the
   // containers get no cards directory and do not take turns on a card.
   std::function<Status(const std::string& dir, const std::vector<model::Gpu>& gpus)> prepare_cards;
+  // Hands the container whose slice directory is `owner` an entry on the card region of
+  // each of its shared devices (node::TakeCardEntries); empty: its enforcers claim entries
+  // from the card files themselves.
+  std::function<Status(const std::string& cards_dir, const std::string& owner, model::Allocation* a)> take_card_entries;
 };
 
 // The best CUDA_TASK_PRIORITY a container gets through the hook, as through the node

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "src/common/quantity.h"
+#include "src/region/card.h"
 
 namespace gs::enforcer {
 namespace {
@@ -66,6 +67,21 @@ void ReadSource(const char* const* vars, Config* c, uint64_t* mem, bool* mem_set
       sm[i] = all_sm;
       sm_set[i] = true;
     }
+  }
+}
+
+// GPUSLICE_CARD_ENTRY_<i> of a file the host wrote (the limits file, `gpuslice run`'s).
+void ReadCardEntries(const char* const* file_vars, Config* c) {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    char key[64];
+    snprintf(key, sizeof(key), "%s_%d", contract::kCardEntry, i);
+    const char* v = FindVar(file_vars, key);
+    if (v == nullptr) continue;
+    uint64_t e = 0;
+    if (ParseUnsigned(v, &e) && e < static_cast<uint64_t>(region::kCardTenants))
+      c->card_entry[i] = static_cast<uint8_t>(e + 1);
+    else
+      AddError(c, "%s=%s is not a card entry (0..63); claiming one from the card", key, v);
   }
 }
 
@@ -181,6 +197,7 @@ void BuildConfig(const char* const* file_vars, const char* const* env, Config* c
     snprintf(key, sizeof(key), "%s_%d", contract::kDeviceUuid, i);
     if (const char* v = FindVar(file_vars, key)) snprintf(c->device_uuid[i], sizeof(c->device_uuid[i]), "%s", v);
   }
+  if (file_vars) ReadCardEntries(file_vars, c);
   // The context charge: the file (or the default) sets it, the environment may raise it.
   auto read_overhead = [&](const char* const* vars, uint64_t* out) {
     const char* v = FindVar(vars, contract::kContextOverhead);
@@ -212,6 +229,7 @@ void ApplyRunLimits(const char* const* run_vars, Config* c) {
     snprintf(key, sizeof(key), "%s_%d", contract::kDeviceUuid, i);
     if (const char* v = FindVar(run_vars, key)) snprintf(c->device_uuid[i], sizeof(c->device_uuid[i]), "%s", v);
   }
+  ReadCardEntries(run_vars, c);
 }
 
 }  // namespace gs::enforcer

@@ -50,6 +50,10 @@ struct Config {
   // (ApplyRunLimits), never the environment: binds the i-th limits to that card; all empty
   // when no file names cards.
   char device_uuid[kMaxDevices][96] = {};
+  // GPUSLICE_CARD_ENTRY_<i> + 1 from the limits file or `gpuslice run`'s, never the
+  // environment: the tenant entry of the i-th device's card region the host handed this
+  // container (src/node/card_entries.h); 0 = none (CardEntry in limits.h).
+  uint8_t card_entry[kMaxDevices] = {};
   // GPUSLICE_CONTEXT_OVERHEAD: what a CUDA context is charged when the driver's real
   // footprint cannot be measured (docs/enforcer.md, "Memory"), and, when set, the least it
   // is charged even when measured. With the limits file the environment may only raise it.

@@ -103,6 +103,26 @@ TEST(EnforcerConfig, RunLimitsFileBindsCardsAndOnlyTightens) {
   EXPECT_EQ(under.memory_limit[0], 8ull << 30);
 }
 
+// The card entry the host handed the container comes from a file the host wrote (the
+// limits file, `gpuslice run`'s), never from the environment; one out of range is an
+// error and no entry (the enforcer then claims one from the card).
+TEST(EnforcerConfig, CardEntriesComeOnlyFromAFileTheHostWrote) {
+  Config file = Build({"GPUSLICE_CARD_ENTRY_0=9"}, {"GPUSLICE_CARD_ENTRY_0=3", "GPUSLICE_CARD_ENTRY_2=63"}, true);
+  EXPECT_EQ(file.card_entry[0], 3 + 1);
+  EXPECT_EQ(file.card_entry[1], 0);
+  EXPECT_EQ(file.card_entry[2], 63 + 1);
+  Config env = Build({"GPUSLICE_CARD_ENTRY_0=9"});
+  EXPECT_EQ(env.card_entry[0], 0);
+  const char* run[] = {"GPUSLICE_CARD_ENTRY_0=5", nullptr};
+  ApplyRunLimits(run, &env);
+  EXPECT_EQ(env.card_entry[0], 5 + 1);
+  for (const char* bad : {"GPUSLICE_CARD_ENTRY_0=64", "GPUSLICE_CARD_ENTRY_0=-1", "GPUSLICE_CARD_ENTRY_0=x"}) {
+    Config c = Build({}, {bad}, true);
+    EXPECT_EQ(c.card_entry[0], 0) << bad;
+    EXPECT_NE(std::string(c.errors).find("is not a card entry (0..63)"), std::string::npos) << bad << ": " << c.errors;
+  }
+}
+
 TEST(EnforcerConfig, GarbageNeverLoosens) {
   Config c = Build({"CUDA_DEVICE_MEMORY_LIMIT=lots", "CUDA_DEVICE_SM_LIMIT=half", "GPU_CORE_UTILIZATION_POLICY=max"});
   EXPECT_EQ(c.memory_limit[0], 1u);  // denied, not unlimited

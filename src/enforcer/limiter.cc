@@ -207,8 +207,13 @@ bool Join(int dev) {
       L.card = rg::OpenCard(nullptr, msg, sizeof(msg));
     }
     if (L.card) {
-      L.tenant = rg::JoinCard(L.card, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
-                              g_state.cfg.priority, MonotonicNowNs());
+      // The entry the host handed the container when it made its slice, else one claimed
+      // from the card (which a tenant that fills the card can deny).
+      bool force = g_state.cfg.core_policy == CorePolicy::kForce;
+      L.tenant = CardEntry(dev) >= 0
+                     ? rg::TakeCardEntry(L.card, CardEntry(dev), TenantId(dev), SmShare(dev), force,
+                                         g_state.cfg.priority, MonotonicNowNs())
+                     : rg::JoinCard(L.card, TenantId(dev), SmShare(dev), force, g_state.cfg.priority, MonotonicNowNs());
       if (L.tenant < 0) GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
       if (shared && L.tenant >= 0)
         GuardCard(dev, L.card, L.tenant, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
@@ -391,8 +396,10 @@ bool StartGrant(int dev, Local& L, int64_t now) {
 }
 
 // Our entry as this process trusts it: re-published when it waits, so that another tenant
-// rewriting it (a worse priority, a smaller share) is undone while we compete.
+// rewriting it (a worse priority, a smaller share) is undone while we compete. An entry
+// the host handed us is ours whatever id another wrote into it.
 void Republish(int dev, rg::CardTenant& t) {
+  if (CardEntry(dev) >= 0) t.id.store(TenantId(dev), std::memory_order_relaxed);
   t.share.store(std::clamp(SmShare(dev), 1u, 100u), std::memory_order_relaxed);
   t.force.store(g_state.cfg.core_policy == CorePolicy::kForce ? 1 : 0, std::memory_order_relaxed);
   t.priority.store(g_state.cfg.priority, std::memory_order_relaxed);

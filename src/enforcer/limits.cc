@@ -16,6 +16,10 @@ unsigned SmShare(int dev) {
   return dev >= 0 && dev < kMaxDevices ? g_state.cfg.sm_limit[dev] : 0;
 }
 
+int CardEntry(int dev) {
+  return dev >= 0 && dev < kMaxDevices ? static_cast<int>(g_state.cfg.card_entry[dev]) - 1 : -1;
+}
+
 bool AnyMemoryLimit() {
   static const bool any = [] {
     for (uint64_t l : g_state.cfg.memory_limit)

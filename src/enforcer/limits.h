@@ -23,6 +23,8 @@ namespace gs::enforcer {
 uint64_t MemoryLimit(int dev);
 // Compute share of this device in percent; 0 = none.
 unsigned SmShare(int dev);
+// The tenant entry of this device's card region the host handed the container; -1 = none.
+int CardEntry(int dev);
 // Whether any device has a memory limit: then a call whose device cannot be told is
 // refused instead of running uncounted.
 bool AnyMemoryLimit();

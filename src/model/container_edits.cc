@@ -23,6 +23,8 @@ std::map<std::string, std::string> LimitVariables(const Allocation& a, const std
     // Binds these limits to the card itself, not to its position: a container that
     // reorders CUDA_VISIBLE_DEVICES cannot move a card under another card's limits.
     if (!d.uuid.empty()) env[std::string(contract::kDeviceUuid) + "_" + std::to_string(i)] = d.uuid;
+    if (d.card_entry >= 0)
+      env[std::string(contract::kCardEntry) + "_" + std::to_string(i)] = std::to_string(d.card_entry);
   }
   if (!region_path.empty()) env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_path;
   if (!cards_dir.empty()) env["GPUSLICE_CARDS_DIR"] = cards_dir;

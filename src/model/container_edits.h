@@ -24,6 +24,9 @@ struct DeviceGrant {
   unsigned minor = 0;         // /dev/nvidia<minor>
   uint64_t memory_limit = 0;  // bytes; 0 = whole card
   unsigned sm_share = 0;      // percent; 0 or >= 100 = no compute limit
+  // The container's tenant entry on this card's region (GPUSLICE_CARD_ENTRY_<i>); -1 =
+  // none handed out (the enforcer claims one itself).
+  int card_entry = -1;
 };
 
 using contract::CorePolicy;  // src/common/contract.h: one definition for writer and enforcer

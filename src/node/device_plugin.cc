@@ -11,6 +11,7 @@
 
 #include "src/common/raw_log.h"
 #include "src/model/container_edits.h"
+#include "src/node/card_entries.h"
 
 namespace gs::node {
 namespace {
@@ -141,6 +142,10 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   o.region_host_dir = book_->SharedDir(rec.id);
   o.cards_host_dir = book_->CardsDir();
   o.dev_root = model::DevRoot(cfg_.driver_root);
+  if (Status s = TakeCardEntries(o.cards_host_dir, dir, rec.created_unix, &*alloc); !s.ok()) {
+    dirs_->Discard(rec.id);
+    return s;
+  }
   std::string limits =
       model::LimitsFileText(*alloc, o.region_container_dir + "/region", o.cards_container_dir,
                             "written by gpuslice node for allocation " + rec.id + "; authoritative, mounted read-only");

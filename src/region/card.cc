@@ -82,28 +82,47 @@ void CloseCard(Card* c) {
   if (c) munmap(c, sizeof(Card));
 }
 
-int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now) {
-  int found = -1;
-  for (int i = 0; i < kCardTenants && found < 0; ++i)
-    if (c->tenants[i].id.load() == id) found = i;
-  for (int i = 0; i < kCardTenants && found < 0; ++i) {
-    CardTenant& t = c->tenants[i];
-    uint64_t cur = t.id.load();
-    if (cur != 0 && Fresh(t.seen_ns.load(), now, kTenantFreshNs)) continue;
-    if (!t.id.compare_exchange_strong(cur, id)) continue;
-    t.credit_ns.store(0);
-    t.credit_at_ns.store(now);
-    t.wants_ns.store(0);
-    t.used_ns.store(0);
-    found = i;
-  }
-  if (found < 0) return -1;
-  CardTenant& t = c->tenants[found];
+namespace {
+
+void ResetEntry(CardTenant& t, int64_t now) {
+  t.credit_ns.store(0);
+  t.credit_at_ns.store(now);
+  t.wants_ns.store(0);
+  t.used_ns.store(0);
+}
+
+void Publish(CardTenant& t, unsigned share, bool force, int priority, int64_t now) {
   t.share.store(std::clamp(share, 1u, 100u));
   t.force.store(force ? 1 : 0);
   t.priority.store(priority);
   t.seen_ns.store(now);
+}
+
+}  // namespace
+
+int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now) {
+  int found = -1;
+  for (int i = 0; i < kCardTenants && found < 0; ++i)
+    if (c->tenants[i].id.load() == id) found = i;
+  for (int i = kCardTenants - 1; i >= 0 && found < 0; --i) {
+    CardTenant& t = c->tenants[i];
+    uint64_t cur = t.id.load();
+    if (cur != 0 && Fresh(t.seen_ns.load(), now, kTenantFreshNs)) continue;
+    if (!t.id.compare_exchange_strong(cur, id)) continue;
+    ResetEntry(t, now);
+    found = i;
+  }
+  if (found < 0) return -1;
+  Publish(c->tenants[found], share, force, priority, now);
   return found;
+}
+
+int TakeCardEntry(Card* c, int entry, uint64_t id, unsigned share, bool force, int priority, int64_t now) {
+  if (entry < 0 || entry >= kCardTenants) return -1;
+  CardTenant& t = c->tenants[entry];
+  if (t.id.exchange(id) != id) ResetEntry(t, now);
+  Publish(t, share, force, priority, now);
+  return entry;
 }
 
 unsigned BelievedShare(const CardTenant& t) {

@@ -101,9 +101,15 @@ void CloseCard(Card* c);
 // Writes an empty card (no tenant, nobody holding it) over c. Async-signal-safe.
 void InitCard(Card* c);
 
-// Finds the tenant with this id or claims a free (or long unseen) entry; -1 when full.
-// Publishes share, policy and priority for it.
+// Finds the tenant with this id or claims a free (or long unseen) entry, searching from the
+// last entry down (the host hands entries out from the first up: TakeCardEntry); -1 when
+// full. Publishes share, policy and priority for it.
 int JoinCard(Card* c, uint64_t id, unsigned share, bool force, int priority, int64_t now);
+// Takes entry `entry` for tenant `id` whatever it holds: the host handed it to this
+// container (src/node/card_entries.h), so whoever else wrote there lost it. What another
+// id left in it (credit, wish, GPU time used) is reset; our own is kept. Publishes share,
+// policy and priority. Returns entry, or -1 when it is out of range.
+int TakeCardEntry(Card* c, int entry, uint64_t id, unsigned share, bool force, int priority, int64_t now);
 
 // Every tenant can write the whole card, so what the functions below read of a tenant's
 // entry is a claim, believed only within bounds: a share is taken as 1..100, a credit as

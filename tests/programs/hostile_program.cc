@@ -70,6 +70,9 @@
 //                                 priority 999; its own credit huge, its wish fresh
 //                       garbage   a holder that is no tenant, no deadline, its own entry's
 //                                 share 0 and credit stamps at the ends of int64
+//                       fill      every free entry taken by a made-up tenant that looks
+//                                 alive (fresh heartbeat) and never asks for the card; the
+//                                 card file is made if it does not exist yet
 //                     prints "card <rewrites>"
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
@@ -188,13 +191,24 @@ int64_t Now() {
 // Forges the card at PATH for `ms` milliseconds (see the header); the number of rewrites.
 long ForgeCard(const char* path, long ms, const std::string& attacks) {
   namespace rg = gs::region;
-  int fd = open(path, O_RDWR);
-  if (fd < 0) return -1;
-  void* p = mmap(nullptr, sizeof(rg::Card), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return -1;
-  auto* c = static_cast<rg::Card*>(p);
   auto has = [&](const char* a) { return ("," + attacks + ",").find("," + std::string(a) + ",") != std::string::npos; };
+  void* p = MAP_FAILED;
+  if (has("fill")) {  // made as the first tenant makes it, before any honest tenant joins
+    char msg[512];
+    rg::Card* made = rg::OpenCard(path, msg, sizeof(msg));
+    if (made == nullptr) {
+      fprintf(stderr, "%s\n", msg);
+      return -1;
+    }
+    p = made;
+  } else {
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return -1;
+    p = mmap(nullptr, sizeof(rg::Card), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return -1;
+  }
+  auto* c = static_cast<rg::Card*>(p);
   // An entry of its own: the last free one.
   int mine = rg::kCardTenants - 1;
   for (int i = rg::kCardTenants - 1; i >= 0; --i)
@@ -251,6 +265,18 @@ long ForgeCard(const char* path, long ms, const std::string& attacks) {
       me.wants_ns.store(INT64_MAX);
       me.priority.store(INT32_MIN);
     }
+    if (has("fill"))
+      for (int i = 0; i < rg::kCardTenants; ++i) {
+        rg::CardTenant& t = c->tenants[i];
+        const uint64_t made_up = 0x66696c6c00000000ULL + static_cast<uint64_t>(i);  // "fill"
+        uint64_t cur = 0;
+        if (t.id.compare_exchange_strong(cur, made_up)) {
+          t.share.store(1);
+          t.priority.store(rg::kWorstPriority);
+          t.wants_ns.store(0);
+        }
+        if (t.id.load() == made_up) t.seen_ns.store(now);
+      }
     usleep(1000);
   }
   munmap(p, sizeof(rg::Card));

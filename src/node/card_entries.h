@@ -1,0 +1,50 @@
+// Which tenant entry of each card region (src/region/card.h) a container owns, decided on
+// the host by whatever makes the container's slice (the node agent, the OCI hook,
+// `gpuslice run`) and handed to the container's enforcer in its read-only limits file
+// (GPUSLICE_CARD_ENTRY_<i>).
+//
+// Why: every tenant of a card can write the whole card file, so entries a container claims
+// for itself can all be taken by one that never computes, and the next container would
+// find no entry and run without its share. An entry handed out here is the container's
+// whatever the card file says; the enforcer takes it over and keeps re-publishing it.
+//
+// The roster: one file per card, <cards dir>/../card-entries/<uuid> (a directory no
+// container sees), each line "<entry> <unix seconds when handed out> <owner>", where the owner is the
+// directory whose life is the container's slice (the directory holding its limits file
+// and region), which exists before the entry is asked for. An assignment stands while its
+// owner exists; then the entry is free again. Nothing needs to release an entry: removing
+// the slice's directory does. Writers serialise on an flock of
+// <roster dir>/.lock and replace a roster file by rename, so a crash leaves the old or the
+// new roster, never a torn one.
+//
+// Thread-safe across processes (flock). Cost: an open, a lock and a small read and write
+// per card.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+#include "src/model/container_edits.h"
+
+namespace gs::node {
+
+// The roster directory of a cards directory: a sibling, never mounted into containers.
+std::string CardEntriesDir(const std::string& cards_dir);
+
+// One entry on each card of `uuids` for `owner` (an existing directory), in the same order: the one it already has,
+// else the lowest free one; -1 where every entry of a card is taken (its enforcer then
+// claims one from the card file itself, from the top down). Errors name the path.
+StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const std::vector<std::string>& uuids,
+                                             const std::string& owner, int64_t now_seconds);
+
+// Hands `owner` an entry on the card of each device of `a` that has a compute share (the
+// only ones whose enforcer takes turns) and records it in the device's card_entry.
+Status TakeCardEntries(const std::string& cards_dir, const std::string& owner, int64_t now_seconds,
+                       model::Allocation* a);
+
+// The entries `owner` holds on card `uuid` (tests, diagnostics); stale ones excluded.
+std::vector<int> CardEntriesOf(const std::string& cards_dir, const std::string& uuid, const std::string& owner);
+
+}  // namespace gs::node

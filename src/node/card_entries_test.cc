@@ -1,0 +1,129 @@
+// The card entries roster: each container's slice gets an entry of its own on each card,
+// keeps it while its directory exists, and gives it back when the directory goes;
+// concurrent assigners (the agent, hooks, runs) never hand one entry out twice.
+#include "src/node/card_entries.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/region/card.h"
+#include "tests/temp_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace gs::node {
+namespace {
+
+class CardEntriesTest : public ::testing::Test {
+ protected:
+  std::string Owner(const std::string& name) {
+    std::string d = dir_.path() + "/owners/" + name;
+    fs::create_directories(d);
+    return d;
+  }
+  std::vector<int> Assign(const std::string& owner, std::vector<std::string> uuids = {"GPU-a"}, int64_t now = 1000) {
+    auto e = AssignCardEntries(cards_, uuids, owner, now);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    return e.ok() ? *e : std::vector<int>{};
+  }
+  testing::TempDir dir_;
+  std::string cards_ = dir_.path() + "/cards";
+};
+
+TEST_F(CardEntriesTest, RosterIsASiblingOfTheCardsDirectory) {
+  EXPECT_EQ(CardEntriesDir("/var/lib/gpuslice/cards"), "/var/lib/gpuslice/card-entries");
+  EXPECT_EQ(CardEntriesDir("/var/lib/gpuslice/cards/"), "/var/lib/gpuslice/card-entries");
+  EXPECT_EQ(CardEntriesDir("/cards"), "/card-entries");
+}
+
+TEST_F(CardEntriesTest, EachOwnerGetsItsOwnEntryAndKeepsIt) {
+  std::string a = Owner("a"), b = Owner("b");
+  EXPECT_EQ(Assign(a, {"GPU-a", "GPU-b"}), (std::vector<int>{0, 0}));
+  EXPECT_EQ(Assign(b, {"GPU-a"}), std::vector<int>{1});
+  EXPECT_EQ(Assign(a, {"GPU-b", "GPU-a"}), (std::vector<int>{0, 0}));  // asked again: the same
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", b), std::vector<int>{1});
+}
+
+TEST_F(CardEntriesTest, AnEntryComesBackWhenItsOwnerIsGone) {
+  std::string a = Owner("a"), b = Owner("b");
+  Assign(a);
+  Assign(b);
+  fs::remove_all(a);
+  EXPECT_TRUE(CardEntriesOf(cards_, "GPU-a", a).empty());
+  EXPECT_EQ(Assign(Owner("c")), std::vector<int>{0});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", b), std::vector<int>{1});
+  // A directory of the same path made again (a container id reused) is a new owner of it.
+  EXPECT_EQ(Assign(Owner("a")), std::vector<int>{2});
+}
+
+TEST_F(CardEntriesTest, AFullCardGivesNoEntryAndLosesNone) {
+  for (int i = 0; i < region::kCardTenants; ++i) ASSERT_EQ(Assign(Owner("o" + std::to_string(i))), std::vector<int>{i});
+  EXPECT_EQ(Assign(Owner("late")), std::vector<int>{-1});
+  for (int i = 0; i < region::kCardTenants; ++i)
+    EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", Owner("o" + std::to_string(i))), std::vector<int>{i});
+}
+
+TEST_F(CardEntriesTest, ABrokenRosterLineOnlyFreesItsEntry) {
+  std::string a = Owner("a");
+  Assign(a);
+  std::ofstream(CardEntriesDir(cards_) + "/GPU-a", std::ios::app)
+      << "garbage\n7 1000 relative/owner\n99 1000 /abs\n0 1000 " << Owner("twice") << "\n-1 5 /x\n";
+  EXPECT_EQ(Assign(Owner("b")), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+}
+
+TEST_F(CardEntriesTest, BadOwnerOrUuidIsRefusedByName) {
+  auto r = AssignCardEntries(cards_, {"GPU-a"}, "relative", 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'relative' is not an absolute path"), std::string::npos);
+  r = AssignCardEntries(cards_, {"GPU-a"}, dir_.path() + "/never-made", 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("never-made is not a directory"), std::string::npos);
+  r = AssignCardEntries(cards_, {"../x"}, Owner("a"), 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GPU UUID '../x'"), std::string::npos);
+}
+
+// Processes assigning at once (hooks of containers started together, the agent) never
+// hand one entry to two owners.
+TEST_F(CardEntriesTest, ConcurrentAssignersNeverShareAnEntry) {
+  constexpr int kProcs = 4, kEach = 12;
+  for (int p = 0; p < kProcs; ++p)
+    for (int i = 0; i < kEach; ++i) Owner("p" + std::to_string(p) + "-" + std::to_string(i));
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < kEach; ++i) {
+        auto e = AssignCardEntries(cards_, {"GPU-a"},
+                                   dir_.path() + "/owners/p" + std::to_string(p) + "-" + std::to_string(i), 1000);
+        if (!e.ok() || (*e)[0] < 0) _exit(1);
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::set<int> seen;
+  for (int p = 0; p < kProcs; ++p)
+    for (int i = 0; i < kEach; ++i) {
+      auto e = CardEntriesOf(cards_, "GPU-a", Owner("p" + std::to_string(p) + "-" + std::to_string(i)));
+      ASSERT_EQ(e.size(), 1u);
+      EXPECT_TRUE(seen.insert(e[0]).second) << "entry " << e[0] << " given twice";
+    }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kProcs * kEach));
+}
+
+}  // namespace
+}  // namespace gs::node
