@@ -93,7 +93,13 @@ int RunCommand(const std::vector<std::string>& args) {
   uint64_t memory = 0;
   bool oversubscribe = false;
   std::string policy = "force", driver_root = "/", summary_json;
-  FlagSet flags("run", "Runs a program with a GPU slice: gpuslice run [flags] -- CMD [ARGS...]");
+  FlagSet flags("run",
+                "Runs a program with a GPU slice: gpuslice run [flags] -- CMD [ARGS...]\n\n"
+                "The slice is held by the enforcer preloaded into the program (LD_PRELOAD): for trusted\n"
+                "programs on one machine. A program that drops LD_PRELOAD, is linked statically or reaches\n"
+                "the driver another way is NOT held, and nothing outside it watches the card for a run.\n"
+                "Untrusted programs belong in a container under the node agent, whose watchdog stops\n"
+                "them (docs/enforcer.md, \"Threat model\").");
   flags.Int("device", &device, "GPU index (as nvidia-smi numbers them)", 0, 63);
   flags.Bytes("memory", &memory, "device memory limit (e.g. 4g); default: no limit");
   flags.Int("cores", &cores, "compute (SM) share in percent; 0 = no limit", 0, 100);
