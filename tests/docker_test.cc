@@ -1,0 +1,406 @@
+// docker's --gpus route end to end, on a simulated node: a private dockerd (Debian's
+// docker.io) finds on its PATH the nvidia-container-runtime-hook that `gpuslice runtime
+// configure --runtime docker --mode hook --write` installed, and every `docker run --gpus`
+// container gets its cards and a container-wide slice from its own `-e` limits. One daemon
+// per test process (SetUpTestSuite; tests/CMakeLists.txt runs each group of tests as one
+// process). Needs root, dockerd and docker: without them every test is skipped with the
+// reason, and the process exits 77, which ctest reports as skipped.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/common/file.h"
+#include "tests/container_roots.h"
+#include "tests/harness.h"
+
+namespace fs = std::filesystem;
+
+namespace gs::testing {
+namespace {
+
+constexpr char kImage[] = "local/img:1";
+
+// Whether the child `pid` has exited (a zombie, or gone).
+bool Exited(pid_t pid) {
+  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return true;
+  auto paren = stat->rfind(')');
+  return paren == std::string::npos || stat->substr(paren + 2, 1) == "Z";
+}
+
+class DockerGpus : public ::testing::Test {
+ public:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+
+ protected:
+  void SetUp() override {
+    if (!skip_.empty()) {
+      std::cout << "NOTE: " << skip_ << ": this test did NOT run\n";
+      GTEST_SKIP() << skip_;
+    }
+    ASSERT_TRUE(broken_.empty()) << broken_;
+  }
+  static Result Docker(const std::vector<std::string>& args, int timeout_s = 120) {
+    std::vector<std::string> argv = {"docker"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, client_env_, timeout_s);
+  }
+  // `docker run --rm --network none [gpus...] [-e env...] IMAGE argv...`
+  static std::vector<std::string> RunArgs(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
+                                          const std::vector<std::string>& argv) {
+    std::vector<std::string> a = {"docker", "run", "--rm", "--network", "none"};
+    a.insert(a.end(), gpus.begin(), gpus.end());
+    for (const auto& e : env) a.insert(a.end(), {"-e", e});
+    a.push_back(kImage);
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+  }
+  static Result Run(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
+                    const std::vector<std::string>& argv) {
+    return RunProcess(RunArgs(gpus, env, argv), client_env_, 180);
+  }
+  static std::unique_ptr<Process> Start(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
+                                        const std::vector<std::string>& argv) {
+    return std::make_unique<Process>(RunArgs(gpus, env, argv), client_env_);
+  }
+  // The containers' slice directories the hook has made and not yet removed.
+  static std::set<std::string> SliceDirs() {
+    std::set<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(state_ + "/oci-containers", ec))
+      out.insert(e.path().filename().string());
+    return out;
+  }
+  // What the hook left on the host: slice directories, mounts under the state directory,
+  // and files in the cards directory other than the cards.
+  static std::vector<std::string> LeftOnTheHost() {
+    std::vector<std::string> left;
+    for (const auto& d : SliceDirs()) left.push_back(state_ + "/oci-containers/" + d);
+    std::ifstream mi("/proc/self/mountinfo");
+    for (std::string line; std::getline(mi, line);)
+      if (line.find(state_) != std::string::npos) left.push_back("mount: " + line);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(state_ + "/cards", ec))
+      if (std::find(uuids_.begin(), uuids_.end(), e.path().filename().string()) == uuids_.end())
+        left.push_back(e.path().string());
+    return left;
+  }
+  // `gpuslice hook reclaim`: removes the slices of containers that are gone.
+  static Result Reclaim() { return RunProcess({GpusliceBin(), "hook", "--state-dir", state_, "reclaim"}); }
+  static std::string HookLog() {
+    auto text = ReadFile(dir_ + "/hook.log");
+    return text.ok() ? *text : "";
+  }
+  static std::string DaemonLog() {
+    auto text = ReadFile(dir_ + "/dockerd.log");
+    return text.ok() ? text->substr(text->size() > 3000 ? text->size() - 3000 : 0) : "";
+  }
+
+  static std::unique_ptr<SimNode> node_;
+  static std::unique_ptr<Process> daemon_;
+  static std::string dir_, state_, skip_, broken_;
+  static std::vector<std::string> uuids_;
+  static Env client_env_;
+};
+
+std::unique_ptr<SimNode> DockerGpus::node_;
+std::unique_ptr<Process> DockerGpus::daemon_;
+std::string DockerGpus::dir_, DockerGpus::state_, DockerGpus::skip_, DockerGpus::broken_;
+std::vector<std::string> DockerGpus::uuids_;
+Env DockerGpus::client_env_;
+
+void DockerGpus::SetUpTestSuite() {
+  if (geteuid() != 0) {
+    skip_ = "needs root (a private dockerd)";
+    return;
+  }
+  if (!Have("dockerd") || !Have("docker")) {
+    skip_ = "needs dockerd and docker (make test installs Debian's docker.io)";
+    return;
+  }
+  node_ = std::make_unique<SimNode>("context_memory: 0\ngpus: 2xT4\n");
+  dir_ = node_->root() + "/docker";
+  state_ = node_->root() + "/gs-state";
+  fs::create_directories(dir_);
+  Result smi = RunProcess({GpusliceBin(), "smi"}, node_->env());
+  std::istringstream words(smi.out);
+  for (std::string w; words >> w;)
+    if (w.rfind("GPU-", 0) == 0) uuids_.push_back(w);
+  if (uuids_.size() != 2) {
+    broken_ = "the simulated node has no two cards: " + smi.out + smi.err;
+    return;
+  }
+
+  // The hook, installed as a user installs it, in a directory only this daemon's PATH has.
+  const std::string hook_dir = dir_ + "/hookbin";
+  Result conf = RunProcess({GpusliceBin(), "runtime",     "configure",  "--runtime",   "docker",
+                            "--mode",      "hook",        "--write",    "--hook-dir",  hook_dir,
+                            "--gpuslice",  GpusliceBin(), "--enforcer", EnforcerLib(), "--driver-root",
+                            node_->root(), "--state-dir", state_,       "--hook-log",  dir_ + "/hook.log"});
+  if (conf.code != 0) {
+    broken_ = "gpuslice runtime configure failed: " + conf.out + conf.err;
+    return;
+  }
+
+  // A daemon of its own: storage, state, socket, containerd namespace; no networking.
+  std::ofstream(dir_ + "/daemon.json") << R"({"iptables": false, "ip-forward": false, "bridge": "none",
+ "storage-driver": "vfs", "exec-opts": ["native.cgroupdriver=cgroupfs"]})";
+  const std::string ns = "gs-docker-test-" + std::to_string(getpid());
+  const std::string sock = "unix://" + dir_ + "/docker.sock";
+  daemon_ = std::make_unique<Process>(
+      std::vector<std::string>{"sh", "-c",
+                               "exec dockerd --config-file " + dir_ + "/daemon.json --data-root " + dir_ +
+                                   "/root --exec-root " + dir_ + "/exec -H " + sock + " --pidfile " + dir_ +
+                                   "/docker.pid --containerd-namespace " + ns + " --containerd-plugins-namespace " +
+                                   ns + "-p >" + dir_ + "/dockerd.log 2>&1"},
+      Env{{"PATH", hook_dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}});
+  client_env_ = {{"DOCKER_HOST", sock}, {"DOCKER_CONFIG", dir_ + "/client"}};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    if (Docker({"info", "--format", "{{.ServerVersion}}"}, 10).code == 0) break;
+    // The daemon exited: it cannot run here (say why).
+    if (Exited(daemon_->pid()) || std::chrono::steady_clock::now() > deadline) {
+      skip_ = "dockerd did not start: " + DaemonLog();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the socket for readiness
+  }
+
+  // The image: cuda_probe and gpuslice with their libraries, and NVIDIA_VISIBLE_DEVICES=all
+  // as every CUDA base image sets it.
+  const std::string rootfs = dir_ + "/rootfs";
+  GlibcRootfs(rootfs);
+  CopyProgram(rootfs, GpusliceBin(), "/bin/gpuslice", true);
+  for (const char* a : {"tr", "sort", "sleep", "usleep", "touch", "wc"}) {
+    std::error_code ec;
+    fs::create_symlink("busybox", rootfs + "/bin/" + a, ec);
+  }
+  Result import = RunProcess({"sh", "-c",
+                              "tar -C " + rootfs + " -c . | docker import --change 'ENV PATH=/bin' --change " +
+                                  "'ENV NVIDIA_VISIBLE_DEVICES=all' - " + kImage},
+                             client_env_, 180);
+  if (import.code != 0) broken_ = "docker import failed: " + import.out + import.err;
+}
+
+void DockerGpus::TearDownTestSuite() {
+  if (daemon_) {
+    Result ids = Docker({"ps", "-aq"});
+    std::istringstream in(ids.out);
+    for (std::string id; in >> id;) Docker({"rm", "-f", id});
+    daemon_->Signal(SIGTERM);
+    if (!daemon_->WaitForOutput("\x01", 30000)) daemon_->Signal(SIGKILL);  // returns false once it exited too
+    daemon_->Wait();
+    // The containerd dockerd started stops with it; one left behind (dockerd killed) goes by
+    // its own pid file.
+    auto pid = ReadFile(dir_ + "/exec/containerd/containerd.pid");
+    if (pid.ok() && !pid->empty() && std::stoi(*pid) > 1) kill(std::stoi(*pid), SIGKILL);
+    daemon_.reset();
+  }
+  node_.reset();  // stops the simulator, detaches every mount under its root and removes it
+}
+
+// Lines of a container's output, one string.
+std::string FirstLine(const std::string& out) {
+  return out.substr(0, out.find('\n'));
+}
+
+// docker's forms of --gpus give exactly their cards, each with the enforcer and a slice,
+// whatever the image's NVIDIA_VISIBLE_DEVICES says; a container without --gpus gets none.
+TEST_F(DockerGpus, EachGpusFormGivesItsCardsAndTheEnforcerAndNoGpusGivesNothing) {
+  const std::string look =
+      "ls /dev | grep 'nvidia[0-9]' | tr '\\n' ' '; echo; cat /etc/ld.so.preload; "
+      "grep -o 'GPU-[0-9a-f-]*' /etc/gpuslice/limits | sort | tr '\\n' ' '; echo; /bin/cuda_probe maps init";
+  struct Case {
+    std::string gpus, nodes, uuids;
+  };
+  const Case cases[] = {
+      {"all", "nvidia0 nvidia1 ", uuids_[0] + " " + uuids_[1] + " "},
+      {"1", "nvidia0 ", uuids_[0] + " "},
+      {"\"device=1\"", "nvidia1 ", uuids_[1] + " "},
+      {"\"device=" + uuids_[0] + "\"", "nvidia0 ", uuids_[0] + " "},
+      {"\"device=0,1\"", "nvidia0 nvidia1 ", uuids_[0] + " " + uuids_[1] + " "},
+  };
+  for (const auto& c : cases) {
+    Result r = Run({"--gpus", c.gpus}, {}, {"sh", "-c", look});
+    ASSERT_EQ(r.code, 0) << "--gpus " << c.gpus << ": " << r.out << r.err << HookLog();
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    ASSERT_GE(lines.size(), 5u) << r.out;
+    EXPECT_EQ(lines[0], c.nodes) << "--gpus " << c.gpus;
+    EXPECT_NE(lines[1].find("libgpuslice.so"), std::string::npos) << "--gpus " << c.gpus << ": " << lines[1];
+    // The slice's limits file names exactly the container's cards.
+    std::vector<std::string> want;
+    std::istringstream wanted(c.uuids);
+    for (std::string u; wanted >> u;) want.push_back(u);
+    std::sort(want.begin(), want.end());
+    std::string want_line;
+    for (const auto& u : want) want_line += u + " ";
+    EXPECT_EQ(lines[2], want_line) << "--gpus " << c.gpus;
+    EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded") << "--gpus " << c.gpus;
+    EXPECT_EQ(Lines(r.out, "init")[0], "init ok") << "--gpus " << c.gpus << ": " << r.out << r.err;
+  }
+  // No --gpus: docker adds no hook; the image's variable alone gives nothing.
+  Result none = Run({}, {},
+                    {"sh", "-c",
+                     "ls /dev | grep -c nvidia; ls /etc/ld.so.preload /etc/gpuslice 2>&1 | "
+                     "grep -c 'No such'; ls -R /lib /usr/lib 2>/dev/null | grep -c libcuda"});
+  EXPECT_EQ(none.out, "0\n2\n0\n") << none.out << none.err;
+}
+
+// Six processes of one container race for memory under `-e CUDA_DEVICE_MEMORY_LIMIT=2g`:
+// together they hold at most the slice, watched from outside.
+TEST_F(DockerGpus, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
+  const std::string script =
+      "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m alloc mem 512m "
+      "sleep 1500 & done; wait";
+  Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
+  ASSERT_TRUE(observer.WaitForOutput("watching"));
+  Result r = Run({"--gpus", "\"device=" + uuids_[0] + "\""}, {"CUDA_DEVICE_MEMORY_LIMIT=2g"}, {"sh", "-c", script});
+  observer.Signal(SIGTERM);
+  auto f = Fields(observer.Wait().out, "cardwatch");
+  ASSERT_EQ(r.code, 0) << r.out << r.err << HookLog();
+  ASSERT_EQ(f.size(), 3u);
+  size_t contexts = Lines(r.out, "init ok").size(), ok = Lines(r.out, "alloc ok").size();
+  std::cout << "docker, six processes under 2g: " << contexts << " contexts and " << ok
+            << " allocations of 512 MiB succeeded, the card held at most " << U(f[1]) / kMiB << " MiB (" << U(f[2])
+            << " samples)\n";
+  ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
+  // The enforcer charges a context 518 MiB (the simulated card nothing): the race decides
+  // how the slice is split between contexts and allocations, never how much is used, and a
+  // refusal leaves less room than the smallest request.
+  const uint64_t charged = contexts * 518 * kMiB + ok * 512 * kMiB;
+  EXPECT_LE(charged, 2 * kGiB) << r.out << r.err;
+  EXPECT_GT(charged, 2 * kGiB - 518 * kMiB) << "a process was refused while its slice had room\n" << r.out << r.err;
+  EXPECT_LE(U(f[1]), 2 * kGiB + 2 * kMiB);
+}
+
+// Containers that start `gpuslice burn` as PID 1 once all of them are running (a file the
+// test creates in a directory they share), so that the shares are measured together.
+class Burners {
+ public:
+  Burners(const std::string& dir) : dir_(dir) { fs::create_directories(dir_); }
+  std::vector<std::string> Argv(const std::string& name) const {
+    return {"sh", "-c",
+            "touch /sync/ready-" + name +
+                "; until [ -e /sync/go ]; do usleep 10000; done; exec /bin/gpuslice burn --memory 0 --util 100 "
+                "--seconds 6"};
+  }
+  std::vector<std::string> Mount() const { return {"-v", dir_ + ":/sync"}; }
+  // Waits until every container is ready, then lets them go.
+  bool Go(const std::vector<std::string>& names) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (const auto& n : names)
+      while (!fs::exists(dir_ + "/ready-" + n)) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for the file
+      }
+    std::ofstream(dir_ + "/go") << "go\n";
+    return true;
+  }
+
+ private:
+  std::string dir_;
+};
+
+// Two containers on one card asking for 30 % and 70 % (policy default), both saturating:
+// they take turns through the node's cards directory.
+TEST_F(DockerGpus, TwoContainersOnOneCardGetTheirComputeShares) {
+  Burners burners(dir_ + "/sync-two");
+  std::vector<std::string> gpus = {"--gpus", "\"device=0\""};
+  auto mount = burners.Mount();
+  gpus.insert(gpus.end(), mount.begin(), mount.end());
+  auto a = Start(gpus, {"CUDA_DEVICE_SM_LIMIT=30"}, burners.Argv("a"));
+  auto b = Start(gpus, {"CUDA_DEVICE_SM_LIMIT=70"}, burners.Argv("b"));
+  ASSERT_TRUE(burners.Go({"a", "b"})) << HookLog() << DaemonLog();
+  Result ra = a->Wait(), rb = b->Wait();
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  std::cout << "docker, shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
+  EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
+}
+
+// Alone on a card, `force` holds a share even though nobody else wants the card.
+TEST_F(DockerGpus, ForcePolicyHoldsAShareAloneOnTheCard) {
+  Result r = Run({"--gpus", "\"device=1\""}, {"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=force"},
+                 {"/bin/gpuslice", "burn", "--memory", "0", "--util", "100", "--seconds", "5"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err << HookLog();
+  std::cout << "docker, 30 % forced, alone: " << BurnUtil(r.out) << "%\n";
+  EXPECT_NEAR(BurnUtil(r.out), 30, 5) << r.out;
+}
+
+// A limit that does not parse refuses the container with a message naming the variable,
+// and leaves nothing on the host (nor a container in docker).
+TEST_F(DockerGpus, ALimitThatDoesNotParseRefusesTheContainerAndLeavesNothing) {
+  ASSERT_EQ(Reclaim().code, 0);
+  ASSERT_TRUE(LeftOnTheHost().empty());
+  Result r = Run({"--gpus", "1"}, {"CUDA_DEVICE_MEMORY_LIMIT=lots"}, {"echo", "started"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.out.find("started"), std::string::npos) << r.out;
+  // dockerd quotes the hook's stderr in its error.
+  EXPECT_NE(r.err.find("gpuslice hook: container "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT=\"lots\" is not a size"), std::string::npos) << r.err;
+  EXPECT_NE(HookLog().find("CUDA_DEVICE_MEMORY_LIMIT=\"lots\" is not a size"), std::string::npos) << HookLog();
+  auto left = LeftOnTheHost();
+  EXPECT_TRUE(left.empty()) << left.size() << " left, first " << (left.empty() ? "" : left[0]);
+  EXPECT_EQ(Docker({"ps", "-aq"}).out, "");
+}
+
+// docker runs no poststop hook for --gpus: a container's slice directory outlives it until
+// the next hook run, which removes it, or `gpuslice hook reclaim`; a running container's
+// stays.
+TEST_F(DockerGpus, SlicesOfContainersThatAreGoneAreReclaimed) {
+  ASSERT_EQ(Reclaim().code, 0);
+  ASSERT_TRUE(LeftOnTheHost().empty());
+  auto id_of = [&](const std::string& cidfile) {
+    auto text = ReadFile(cidfile);
+    return text.ok() ? *text : std::string("(no " + cidfile + ")");
+  };
+  const std::vector<std::string> sliced = {"sh", "-c", "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice"};
+  Result first = Run({"--gpus", "1", "--cidfile", dir_ + "/first.cid"}, {"CUDA_DEVICE_MEMORY_LIMIT=1g"}, sliced);
+  ASSERT_EQ(first.code, 0) << first.out << first.err << HookLog();
+  EXPECT_EQ(SliceDirs(), std::set<std::string>{id_of(dir_ + "/first.cid")});  // gone, its directory stays
+
+  Result second = Run({"--gpus", "1", "--cidfile", dir_ + "/second.cid"}, {"CUDA_DEVICE_MEMORY_LIMIT=1g"}, sliced);
+  ASSERT_EQ(second.code, 0) << second.out << second.err << HookLog();
+  EXPECT_EQ(SliceDirs(), std::set<std::string>{id_of(dir_ + "/second.cid")});  // its hook run removed the first's
+
+  Result running = Docker({"run", "-d", "--network", "none", "--gpus", "1", kImage, "sleep", "600"});
+  ASSERT_EQ(running.code, 0) << running.out << running.err << HookLog();
+  const std::string id = FirstLine(running.out);
+  EXPECT_EQ(SliceDirs(), std::set<std::string>{id});
+  Result reclaimed = Reclaim();
+  EXPECT_EQ(reclaimed.out, "reclaimed 0 slice directories of containers that are gone\n") << reclaimed.err;
+  EXPECT_EQ(SliceDirs(), std::set<std::string>{id});  // still running: kept
+  ASSERT_EQ(Docker({"rm", "-f", id}).code, 0);
+  reclaimed = Reclaim();
+  EXPECT_EQ(reclaimed.out, "reclaimed 1 slice directories of containers that are gone\n") << reclaimed.err;
+  auto left = LeftOnTheHost();
+  EXPECT_TRUE(left.empty()) << left.size() << " left, first " << (left.empty() ? "" : left[0]);
+}
+
+}  // namespace
+}  // namespace gs::testing
+
+// Exits 77 when tests were skipped and none failed: ctest (SKIP_RETURN_CODE) then reports
+// the group as skipped, never as passed.
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  if (rc == 0 && ::testing::UnitTest::GetInstance()->skipped_test_count() > 0) return 77;
+  return rc;
+}
