@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -332,6 +333,70 @@ TEST_F(DockerGpus, TwoContainersOnOneCardGetTheirComputeShares) {
   EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
   EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
   EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
+}
+
+// Three containers at 20, 30 and 50 % on one card.
+TEST_F(DockerGpus, ThreeContainersOnOneCardGetTheirComputeShares) {
+  Burners burners(dir_ + "/sync-three");
+  std::vector<std::string> gpus = {"--gpus", "\"device=" + uuids_[1] + "\""};
+  auto mount = burners.Mount();
+  gpus.insert(gpus.end(), mount.begin(), mount.end());
+  const int shares[] = {20, 30, 50};
+  std::vector<std::unique_ptr<Process>> containers;
+  for (int s : shares)
+    containers.push_back(Start(gpus, {"CUDA_DEVICE_SM_LIMIT=" + std::to_string(s)}, burners.Argv(std::to_string(s))));
+  ASSERT_TRUE(burners.Go({"20", "30", "50"})) << HookLog() << DaemonLog();
+  double sum = 0;
+  std::cout << "docker, shares 20, 30 and 50:";
+  for (size_t i = 0; i < containers.size(); ++i) {
+    Result r = containers[i]->Wait();
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::cout << " " << BurnUtil(r.out) << "%";
+    EXPECT_NEAR(BurnUtil(r.out), shares[i], 5) << r.out << r.err;
+    sum += BurnUtil(r.out);
+  }
+  std::cout << "\n";
+  EXPECT_GE(sum, 90);
+}
+
+// docker-compose (1.29) asks for GPUs through deploy.resources.reservations.devices, by
+// device id or by count, with the limits in `environment:`.
+TEST_F(DockerGpus, ComposeServicesOnOneCardGetTheirComputeShares) {
+  if (!Have("docker-compose")) {
+    std::cout << "NOTE: needs docker-compose (make test installs Debian's): this test did NOT run\n";
+    GTEST_SKIP() << "needs docker-compose";
+  }
+  Burners burners(dir_ + "/sync-compose");
+  auto service = [&](const std::string& name, const std::string& share, const std::string& devices) {
+    std::string argv;
+    for (const auto& a : burners.Argv(name)) argv += (argv.empty() ? "" : ", ") + nlohmann::json(a).dump();
+    return "  " + name + ":\n    image: " + kImage + "\n    network_mode: none\n    command: [" + argv +
+           "]\n    environment:\n      CUDA_DEVICE_SM_LIMIT: \"" + share + "\"\n    volumes:\n      - " + dir_ +
+           "/sync-compose:/sync\n    deploy:\n      resources:\n        reservations:\n          devices:\n"
+           "            - driver: nvidia\n              " +
+           devices + "\n              capabilities: [gpu]\n";
+  };
+  const std::string file = dir_ + "/compose.yaml";
+  // `count: 1` is card 0, as `docker run --gpus 1`.
+  std::ofstream(file) << "version: \"3.8\"\nservices:\n"
+                      << service("low", "30", "device_ids: [\"0\"]") << service("high", "70", "count: 1");
+  const std::vector<std::string> compose = {"docker-compose", "-f", file, "-p", "gs" + std::to_string(getpid())};
+  auto with = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = compose;
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  };
+  Process up(with({"up", "--no-color"}), client_env_);
+  ASSERT_TRUE(burners.Go({"low", "high"})) << HookLog() << DaemonLog();
+  Result ru = up.Wait();
+  Result low = RunProcess(with({"logs", "--no-color", "low"}), client_env_);
+  Result high = RunProcess(with({"logs", "--no-color", "high"}), client_env_);
+  RunProcess(with({"down"}), client_env_);
+  ASSERT_EQ(ru.code, 0) << ru.out << ru.err;
+  std::cout << "compose, shares 30 and 70: " << BurnUtil(low.out) << "% and " << BurnUtil(high.out) << "%\n";
+  EXPECT_NEAR(BurnUtil(low.out), 30, 5) << low.out << ru.out << ru.err;
+  EXPECT_NEAR(BurnUtil(high.out), 70, 5) << high.out << ru.out << ru.err;
+  EXPECT_GE(BurnUtil(low.out) + BurnUtil(high.out), 90);
 }
 
 // Alone on a card, `force` holds a share even though nobody else wants the card.
