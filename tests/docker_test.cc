@@ -24,6 +24,7 @@
 #include "src/common/file.h"
 #include "tests/container_roots.h"
 #include "tests/harness.h"
+#include "tests/private_dockerd.h"
 
 namespace fs = std::filesystem;
 
@@ -31,14 +32,6 @@ namespace gs::testing {
 namespace {
 
 constexpr char kImage[] = "local/img:1";
-
-// Whether the child `pid` has exited (a zombie, or gone).
-bool Exited(pid_t pid) {
-  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return true;
-  auto paren = stat->rfind(')');
-  return paren == std::string::npos || stat->substr(paren + 2, 1) == "Z";
-}
 
 class DockerGpus : public ::testing::Test {
  public:
@@ -53,11 +46,7 @@ class DockerGpus : public ::testing::Test {
     }
     ASSERT_TRUE(broken_.empty()) << broken_;
   }
-  static Result Docker(const std::vector<std::string>& args, int timeout_s = 120) {
-    std::vector<std::string> argv = {"docker"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, client_env_, timeout_s);
-  }
+  static Result Docker(const std::vector<std::string>& args) { return dockerd_->Docker(args); }
   // `docker run --rm --network none [gpus...] [-e env...] IMAGE argv...`
   static std::vector<std::string> RunArgs(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
                                           const std::vector<std::string>& argv) {
@@ -70,11 +59,11 @@ class DockerGpus : public ::testing::Test {
   }
   static Result Run(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
                     const std::vector<std::string>& argv) {
-    return RunProcess(RunArgs(gpus, env, argv), client_env_, 180);
+    return RunProcess(RunArgs(gpus, env, argv), dockerd_->client_env(), 180);
   }
   static std::unique_ptr<Process> Start(const std::vector<std::string>& gpus, const std::vector<std::string>& env,
                                         const std::vector<std::string>& argv) {
-    return std::make_unique<Process>(RunArgs(gpus, env, argv), client_env_);
+    return std::make_unique<Process>(RunArgs(gpus, env, argv), dockerd_->client_env());
   }
   // The containers' slice directories the hook has made and not yet removed.
   static std::set<std::string> SliceDirs() {
@@ -104,37 +93,25 @@ class DockerGpus : public ::testing::Test {
     auto text = ReadFile(dir_ + "/hook.log");
     return text.ok() ? *text : "";
   }
-  static std::string DaemonLog() {
-    auto text = ReadFile(dir_ + "/dockerd.log");
-    return text.ok() ? text->substr(text->size() > 3000 ? text->size() - 3000 : 0) : "";
-  }
+  static std::string DaemonLog() { return dockerd_->LogTail(); }
 
   static std::unique_ptr<SimNode> node_;
-  static std::unique_ptr<Process> daemon_;
+  static std::unique_ptr<PrivateDockerd> dockerd_;
   static std::string dir_, state_, skip_, broken_;
   static std::vector<std::string> uuids_;
-  static Env client_env_;
 };
 
 std::unique_ptr<SimNode> DockerGpus::node_;
-std::unique_ptr<Process> DockerGpus::daemon_;
+std::unique_ptr<PrivateDockerd> DockerGpus::dockerd_;
 std::string DockerGpus::dir_, DockerGpus::state_, DockerGpus::skip_, DockerGpus::broken_;
 std::vector<std::string> DockerGpus::uuids_;
-Env DockerGpus::client_env_;
 
 void DockerGpus::SetUpTestSuite() {
-  if (geteuid() != 0) {
-    skip_ = "needs root (a private dockerd)";
-    return;
-  }
-  if (!Have("dockerd") || !Have("docker")) {
-    skip_ = "needs dockerd and docker (make test installs Debian's docker.io)";
-    return;
-  }
+  skip_ = PrivateDockerdUnavailable();
+  if (!skip_.empty()) return;
   node_ = std::make_unique<SimNode>("context_memory: 0\ngpus: 2xT4\n");
   dir_ = node_->root() + "/docker";
   state_ = node_->root() + "/gs-state";
-  fs::create_directories(dir_);
   Result smi = RunProcess({GpusliceBin(), "smi"}, node_->env());
   std::istringstream words(smi.out);
   for (std::string w; words >> w;)
@@ -143,7 +120,6 @@ void DockerGpus::SetUpTestSuite() {
     broken_ = "the simulated node has no two cards: " + smi.out + smi.err;
     return;
   }
-
   // The hook, installed as a user installs it, in a directory only this daemon's PATH has.
   const std::string hook_dir = dir_ + "/hookbin";
   Result conf = RunProcess({GpusliceBin(), "runtime",     "configure",  "--runtime",   "docker",
@@ -154,62 +130,19 @@ void DockerGpus::SetUpTestSuite() {
     broken_ = "gpuslice runtime configure failed: " + conf.out + conf.err;
     return;
   }
-
-  // A daemon of its own: storage, state, socket, containerd namespace; no networking.
-  std::ofstream(dir_ + "/daemon.json") << R"({"iptables": false, "ip-forward": false, "bridge": "none",
- "storage-driver": "vfs", "exec-opts": ["native.cgroupdriver=cgroupfs"]})";
-  const std::string ns = "gs-docker-test-" + std::to_string(getpid());
-  const std::string sock = "unix://" + dir_ + "/docker.sock";
-  daemon_ = std::make_unique<Process>(
-      std::vector<std::string>{"sh", "-c",
-                               "exec dockerd --config-file " + dir_ + "/daemon.json --data-root " + dir_ +
-                                   "/root --exec-root " + dir_ + "/exec -H " + sock + " --pidfile " + dir_ +
-                                   "/docker.pid --containerd-namespace " + ns + " --containerd-plugins-namespace " +
-                                   ns + "-p >" + dir_ + "/dockerd.log 2>&1"},
-      Env{{"PATH", hook_dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}});
-  client_env_ = {{"DOCKER_HOST", sock}, {"DOCKER_CONFIG", dir_ + "/client"}};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    if (Docker({"info", "--format", "{{.ServerVersion}}"}, 10).code == 0) break;
-    // The daemon exited: it cannot run here (say why).
-    if (Exited(daemon_->pid()) || std::chrono::steady_clock::now() > deadline) {
-      skip_ = "dockerd did not start: " + DaemonLog();
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the socket for readiness
+  dockerd_ = std::make_unique<PrivateDockerd>(dir_, hook_dir);
+  if (!dockerd_->error().empty()) {
+    skip_ = dockerd_->error();  // it cannot run here: said loudly by every test
+    return;
   }
-
-  // The image: cuda_probe and gpuslice with their libraries, and NVIDIA_VISIBLE_DEVICES=all
-  // as every CUDA base image sets it.
-  const std::string rootfs = dir_ + "/rootfs";
-  GlibcRootfs(rootfs);
-  CopyProgram(rootfs, GpusliceBin(), "/bin/gpuslice", true);
-  for (const char* a : {"tr", "sort", "sleep", "usleep", "touch", "wc"}) {
-    std::error_code ec;
-    fs::create_symlink("busybox", rootfs + "/bin/" + a, ec);
-  }
-  Result import = RunProcess({"sh", "-c",
-                              "tar -C " + rootfs + " -c . | docker import --change 'ENV PATH=/bin' --change " +
-                                  "'ENV NVIDIA_VISIBLE_DEVICES=all' - " + kImage},
-                             client_env_, 180);
-  if (import.code != 0) broken_ = "docker import failed: " + import.out + import.err;
+  // The image: NVIDIA_VISIBLE_DEVICES=all, as every CUDA base image sets it.
+  ProbeImageRootfs(dir_ + "/rootfs");
+  broken_ = dockerd_->Import(dir_ + "/rootfs", kImage, {"ENV PATH=/bin", "ENV NVIDIA_VISIBLE_DEVICES=all"});
 }
 
 void DockerGpus::TearDownTestSuite() {
-  if (daemon_) {
-    Result ids = Docker({"ps", "-aq"});
-    std::istringstream in(ids.out);
-    for (std::string id; in >> id;) Docker({"rm", "-f", id});
-    daemon_->Signal(SIGTERM);
-    if (!daemon_->WaitForOutput("\x01", 30000)) daemon_->Signal(SIGKILL);  // returns false once it exited too
-    daemon_->Wait();
-    // The containerd dockerd started stops with it; one left behind (dockerd killed) goes by
-    // its own pid file.
-    auto pid = ReadFile(dir_ + "/exec/containerd/containerd.pid");
-    if (pid.ok() && !pid->empty() && std::stoi(*pid) > 1) kill(std::stoi(*pid), SIGKILL);
-    daemon_.reset();
-  }
-  node_.reset();  // stops the simulator, detaches every mount under its root and removes it
+  dockerd_.reset();  // removes the containers, stops the daemon
+  node_.reset();     // stops the simulator, detaches every mount under its root and removes it
 }
 
 // Lines of a container's output, one string.
@@ -386,12 +319,12 @@ TEST_F(DockerGpus, ComposeServicesOnOneCardGetTheirComputeShares) {
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   };
-  Process up(with({"up", "--no-color"}), client_env_);
+  Process up(with({"up", "--no-color"}), dockerd_->client_env());
   ASSERT_TRUE(burners.Go({"low", "high"})) << HookLog() << DaemonLog();
   Result ru = up.Wait();
-  Result low = RunProcess(with({"logs", "--no-color", "low"}), client_env_);
-  Result high = RunProcess(with({"logs", "--no-color", "high"}), client_env_);
-  RunProcess(with({"down"}), client_env_);
+  Result low = RunProcess(with({"logs", "--no-color", "low"}), dockerd_->client_env());
+  Result high = RunProcess(with({"logs", "--no-color", "high"}), dockerd_->client_env());
+  RunProcess(with({"down"}), dockerd_->client_env());
   ASSERT_EQ(ru.code, 0) << ru.out << ru.err;
   std::cout << "compose, shares 30 and 70: " << BurnUtil(low.out) << "% and " << BurnUtil(high.out) << "%\n";
   EXPECT_NEAR(BurnUtil(low.out), 30, 5) << low.out << ru.out << ru.err;
