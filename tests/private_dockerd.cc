@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 namespace gs::testing {
 namespace {
 
+constexpr char kTrustKey[] = "/etc/docker/key.json";
+
 // Whether the child `pid` has exited (a zombie, or gone).
 bool Exited(pid_t pid) {
   auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
@@ -35,6 +37,7 @@ std::string PrivateDockerdUnavailable() {
 
 PrivateDockerd::PrivateDockerd(const std::string& dir, const std::string& path_first) : dir_(dir) {
   fs::create_directories(dir_);
+  made_trust_key_ = !fs::exists(kTrustKey);
   std::ofstream(dir_ + "/daemon.json") << R"({"iptables": false, "ip-forward": false, "bridge": "none",
  "storage-driver": "vfs", "exec-opts": ["native.cgroupdriver=cgroupfs"]})";
   const std::string ns = "gs-test-" + std::to_string(getpid());
@@ -70,6 +73,8 @@ PrivateDockerd::~PrivateDockerd() {
   // its own pid file.
   auto pid = ReadFile(dir_ + "/exec/containerd/containerd.pid");
   if (pid.ok() && !pid->empty() && std::stoi(*pid) > 1 && !Exited(std::stoi(*pid))) kill(std::stoi(*pid), SIGKILL);
+  // dockerd 20.10 writes its trust key there whatever its other paths (no flag moves it).
+  if (made_trust_key_) fs::remove(kTrustKey);
 }
 
 Result PrivateDockerd::Docker(const std::vector<std::string>& args, int timeout_s) const {

@@ -3,7 +3,8 @@
 // no networking (containers run with --network none), the cgroupfs driver. Its PATH
 // starts with a directory of the caller's: where `gpuslice runtime configure --runtime
 // docker --mode hook` put nvidia-container-runtime-hook, which dockerd looks for at start.
-// Root only.
+// Root only. Outside its directory it leaves only the empty /run/docker/plugins that every
+// dockerd makes.
 #pragma once
 
 #include <memory>
@@ -38,6 +39,7 @@ class PrivateDockerd {
 
  private:
   std::string dir_, error_;
+  bool made_trust_key_ = false;  // /etc/docker/key.json was absent: removed again
   Env client_env_;
   std::unique_ptr<Process> daemon_;
 };
