@@ -391,6 +391,44 @@ TEST_F(DockerGpus, SlicesOfContainersThatAreGoneAreReclaimed) {
   EXPECT_TRUE(left.empty()) << left.size() << " left, first " << (left.empty() ? "" : left[0]);
 }
 
+// `docker exec` runs a process in the container's mounts: it is held to the same slice as
+// the container's own processes.
+TEST_F(DockerGpus, DockerExecProcessesShareTheContainersSlice) {
+  Result started = Docker({"run", "-d", "--network", "none", "--gpus", "1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=3g", kImage,
+                           "/bin/cuda_probe", "init", "alloc", "mem", "1g", "sleep", "600000"});
+  ASSERT_EQ(started.code, 0) << started.out << started.err << HookLog();
+  const std::string id = FirstLine(started.out);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  Result logs;
+  while ((logs = Docker({"logs", id})).out.find("alloc ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling for the first process's allocation
+  EXPECT_EQ(Lines(logs.out, "alloc")[0], "alloc ok") << logs.out << logs.err;
+  // 518 MiB per context: 1542 MiB held, a second context fits, a second 1 GiB does not.
+  Result exec = Docker({"exec", id, "/bin/cuda_probe", "init", "alloc", "mem", "1g", "alloc", "mem", "512m"});
+  Docker({"rm", "-f", id});
+  EXPECT_EQ(Lines(exec.out, "init")[0], "init ok") << exec.out << exec.err;
+  ASSERT_EQ(Lines(exec.out, "alloc").size(), 2u) << exec.out << exec.err;
+  EXPECT_EQ(Lines(exec.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << exec.out;
+  EXPECT_EQ(Lines(exec.out, "alloc")[1], "alloc ok") << exec.out;
+}
+
+// A stopped container started again (`docker start`, restart policies) gets its slice
+// again: the hook replaces the directory its earlier run left.
+TEST_F(DockerGpus, AContainerStartedAgainGetsItsSliceAgain) {
+  Result created = Docker({"create", "--network", "none", "--gpus", "1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=1g", kImage,
+                           "/bin/cuda_probe", "init", "meminfo"});
+  ASSERT_EQ(created.code, 0) << created.out << created.err;
+  const std::string id = FirstLine(created.out);
+  for (int run = 0; run < 2; ++run) {
+    Result r = Docker({"start", "-a", id});
+    ASSERT_EQ(r.code, 0) << "run " << run << ": " << r.out << r.err << HookLog();
+    EXPECT_EQ(Lines(r.out, "init")[0], "init ok") << r.out;
+    EXPECT_EQ(std::stoull(Fields(r.out, "meminfo").at(2)), 1ull << 30) << "run " << run << ": " << r.out;
+  }
+  Docker({"rm", "-f", id});
+}
+
 }  // namespace
 }  // namespace gs::testing
 
