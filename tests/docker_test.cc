@@ -145,7 +145,7 @@ void DockerGpus::TearDownTestSuite() {
   node_.reset();     // stops the simulator, detaches every mount under its root and removes it
 }
 
-// Lines of a container's output, one string.
+// The first line of `out` (a container id that docker printed).
 std::string FirstLine(const std::string& out) {
   return out.substr(0, out.find('\n'));
 }
