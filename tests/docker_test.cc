@@ -194,6 +194,17 @@ TEST_F(DockerGpus, EachGpusFormGivesItsCardsAndTheEnforcerAndNoGpusGivesNothing)
   EXPECT_EQ(none.out, "0\n2\n0\n") << none.out << none.err;
 }
 
+// `--gpus all,capabilities=utility` (a monitoring container): the cards and the management
+// library, no compute: no libcuda, no nvidia-uvm.
+TEST_F(DockerGpus, UtilityCapabilityGivesTheManagementLibraryWithoutCompute) {
+  Result r = Run({"--gpus", "all,capabilities=utility"}, {},
+                 {"sh", "-c",
+                  "ls /dev | grep nvidia | sort | tr '\\n' ' '; echo; ls /lib/x86_64-linux-gnu | grep "
+                  "'libnvidia-ml\\|libcuda' | sort | tr '\\n' ' '"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err << HookLog();
+  EXPECT_EQ(r.out, "nvidia0 nvidia1 nvidiactl \nlibnvidia-ml.so libnvidia-ml.so.1 ") << r.err;
+}
+
 // Six processes of one container race for memory under `-e CUDA_DEVICE_MEMORY_LIMIT=2g`:
 // together they hold at most the slice, watched from outside.
 TEST_F(DockerGpus, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
