@@ -81,6 +81,13 @@ bench: build
 	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/node_allocate_bench
 	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/container_startup_bench
 
+# What gpuslice's hook adds to `docker run` (bench/docker_start.cc): a private dockerd on a
+# simulated node, root only; GS_DOCKER_RUNS runs of each kind (default 20). Prints figures.
+.PHONY: bench-docker
+bench-docker: build
+	@scripts/install-deps.sh test
+	@GS_BUILD_DIR=$(CURDIR)/$(BUILD) $(BUILD)/bench/docker_start_bench
+
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 

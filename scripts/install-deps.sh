@@ -3,7 +3,8 @@
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 #   scripts/install-deps.sh build     compilers, libraries, test tools
 #   scripts/install-deps.sh test      + what the tests drive: prometheus (promtool, a real scrape),
-#                                      runc, podman and busybox (the container tests)
+#                                      runc, podman, docker.io, docker-compose and busybox (the
+#                                      container tests)
 #   scripts/install-deps.sh e2e       + what `make e2e` needs: Go (to build Kubernetes v1.20.2 from
 #                                      Debian's source package), etcd, containerd, runc, image tools
 #   scripts/install-deps.sh fuzz      + clang and libFuzzer (`make fuzz`)
@@ -14,7 +15,7 @@ build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-d
   libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcpp-httplib-dev strace python3 libcurl4-openssl-dev openssl)
 test_pkgs=(prometheus runc podman buildah conmon busybox-static debootstrap uidmap catatonit fuse-overlayfs slirp4netns
-  containernetworking-plugins golang-github-containers-common)
+  containernetworking-plugins golang-github-containers-common docker.io docker-compose)
 e2e_pkgs=(golang-go golang-github-modern-go-reflect2-dev rsync etcd-server containerd runc
   containernetworking-plugins busybox-static umoci skopeo openssl curl)
 

@@ -21,6 +21,7 @@
 
 #include "src/common/file.h"
 #include "src/region/card.h"
+#include "tests/container_roots.h"
 #include "tests/harness.h"
 
 namespace fs = std::filesystem;
@@ -30,10 +31,6 @@ namespace {
 
 using PodmanEnv = Env;
 
-bool Have(const char* tool) {
-  return system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0;
-}
-
 #define REQUIRE_ROOT_AND(tool)                                                                                \
   do {                                                                                                        \
     if (geteuid() != 0 || !Have(tool)) {                                                                      \
@@ -41,40 +38,6 @@ bool Have(const char* tool) {
       GTEST_SKIP() << "needs root and " tool;                                                                 \
     }                                                                                                         \
   } while (0)
-
-// A busybox root file system (static: no dynamic loader).
-void BusyboxRootfs(const std::string& r) {
-  for (const char* d : {"bin", "etc", "dev", "proc", "sys", "tmp"}) fs::create_directories(r + "/" + d);
-  fs::copy_file("/bin/busybox", r + "/bin/busybox", fs::copy_options::overwrite_existing);
-  for (const char* a : {"sh", "ls", "cat", "env", "grep", "test", "readlink", "echo"}) {
-    std::error_code ec;
-    fs::create_symlink("busybox", r + "/bin/" + a, ec);
-  }
-  std::ofstream(r + "/etc/passwd") << "root:x:0:0:root:/:/bin/sh\n";
-  std::ofstream(r + "/etc/group") << "root:x:0:\n";
-}
-
-// A glibc root: busybox plus cuda_probe and the shared libraries it needs, copied from
-// the host (real ld.so, which honours /etc/ld.so.preload). libcuda comes from CDI.
-// Copies the program `bin` into root r as `dest`, with every library ldd finds for it at
-// its host path (libcuda is the node's: it comes from CDI or the hook).
-void CopyProgram(const std::string& r, const std::string& bin, const std::string& dest) {
-  fs::copy_file(bin, r + dest, fs::copy_options::overwrite_existing);
-  Result ldd = RunProcess({"ldd", bin});
-  std::istringstream in(ldd.out);
-  for (std::string line; std::getline(in, line);) {
-    auto slash = line.find('/');
-    if (slash == std::string::npos || line.find("libcuda") != std::string::npos) continue;
-    std::string path = line.substr(slash, line.find(' ', slash) - slash);
-    fs::create_directories(r + fs::path(path).parent_path().string());
-    fs::copy_file(fs::canonical(path), r + path, fs::copy_options::overwrite_existing);
-  }
-}
-
-void GlibcRootfs(const std::string& r) {
-  BusyboxRootfs(r);
-  CopyProgram(r, ProbeBin(), "/bin/cuda_probe");
-}
 
 // A Debian bookworm image (debootstrap --variant=minbase), built once per machine into
 // ~/.cache/gpuslice and copied for each container; cuda_probe is added to it. Falls back

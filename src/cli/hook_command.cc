@@ -55,7 +55,9 @@ int HookCommand(const std::vector<std::string>& args) {
   std::string log_path;
   FlagSet flags("hook",
                 "OCI hook: reads the container state on stdin. As prestart/createRuntime (no argument) it gives a "
-                "container its GPUs and slice; as `gpuslice hook [flags] poststop` it removes the container's slice.");
+                "container its GPUs and slice (also as `gpuslice hook [flags] prestart`); as `gpuslice hook [flags] "
+                "poststop` it removes the container's slice; `gpuslice hook [flags] reclaim` only removes the slices "
+                "of containers that are gone.");
   flags.String("driver-root", &o.driver_root, "root of the driver installation");
   flags.String("state-dir", &o.state_dir,
                "where the enforcer is installed, the node's cards directory and the containers' slices are");
@@ -70,18 +72,25 @@ int HookCommand(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
-  const bool poststop = rest.size() == 1 && rest[0] == "poststop";
-  if (!rest.empty() && !poststop) {
-    Fail(InvalidArgument("unexpected argument '" + rest[0] + "' (the only one is poststop)"));
+  // The stage: none or `prestart` (docker runs nvidia-container-runtime-hook so), `poststop`,
+  // or `reclaim` (no container: only the clean-up below, for operators and timers).
+  const std::string stage = rest.empty() ? "prestart" : rest[0];
+  if (rest.size() > 1 || (stage != "prestart" && stage != "poststop" && stage != "reclaim")) {
+    Fail(InvalidArgument("unexpected argument '" + rest.back() + "' (one of prestart, poststop, reclaim)"));
     return 2;
   }
+  const bool poststop = stage == "poststop";
   if (o.shared_dir_bytes < (1u << 20)) {
     Fail(InvalidArgument("--shared-dir-size: at least 1Mi (the region needs ~290 KiB)"));
     return 2;
   }
   // Every run reclaims the slices of containers that are gone (runtimes that run no
   // poststop hook, containers killed with their runtime).
-  container::ReclaimContainerSlices(container::ContainersDir(o));
+  const int reclaimed = container::ReclaimContainerSlices(container::ContainersDir(o));
+  if (stage == "reclaim") {
+    std::cout << "reclaimed " << reclaimed << " slice directories of containers that are gone\n";
+    return 0;
+  }
   if (poststop) {
     auto id = container::ReadHookContainerId(std::cin);
     if (!id.ok()) return Fail(id.status());

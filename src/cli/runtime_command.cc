@@ -10,7 +10,8 @@ namespace gs::cli {
 int RuntimeCommand(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "configure") {
     std::cerr << "usage: gpuslice runtime configure --runtime " << container::RuntimeNames("|", "|")
-              << " [--mode cdi|hook] [--write]\n";
+              << " [--mode cdi|hook] [--write]"
+                 " [--hook-dir DIR] [--force]\n";
     return 2;
   }
   container::RuntimeConfigRequest r;
@@ -28,6 +29,10 @@ int RuntimeCommand(const std::vector<std::string>& args) {
   f.Bool("accept-env-when-unprivileged", &r.accept_env_when_unprivileged,
          "the hook gives GPUs to unprivileged containers that only set NVIDIA_VISIBLE_DEVICES (--mode hook; "
          "single-tenant hosts only)");
+  f.String("hook-dir", &r.hook_dir,
+           "--runtime docker --mode hook: the directory on dockerd's PATH for nvidia-container-runtime-hook");
+  f.Bool("force", &r.force,
+         "--runtime docker --mode hook: replace an nvidia-container-runtime-hook that is not gpuslice's");
   std::vector<std::string> rest;
   if (Status s = f.Parse(std::vector<std::string>(args.begin() + 1, args.end()), &rest); !s.ok()) {
     std::cerr << "gpuslice runtime: " << s.message() << "\n";
@@ -39,9 +44,14 @@ int RuntimeCommand(const std::vector<std::string>& args) {
     std::cerr << "gpuslice runtime: " << change.status().message() << "\n";
     return 2;
   }
+  // docker runs the first nvidia-container-runtime-hook on its PATH: say which others exist.
+  std::string others;
+  if (change->merge == container::ConfigMerge::kDockerHook)
+    for (const auto& p : container::OtherDockerHooks(r.root, change->path))
+      others += "# note: " + r.root + p + " exists too; dockerd runs whichever comes first on its PATH\n";
   if (!write) {
     if (!change->path.empty()) std::cout << "# " << change->path << "\n" << change->content << "\n";
-    std::cout << "# " << change->note << "\n";
+    std::cout << "# " << change->note << "\n" << others;
     return 0;
   }
   if (Status s = container::ApplyRuntimeConfig(r, *change); !s.ok()) {
@@ -49,7 +59,8 @@ int RuntimeCommand(const std::vector<std::string>& args) {
     return 1;
   }
   std::cout << (change->path.empty() ? "nothing to change" : "updated " + r.root + change->path) << "\n# "
-            << change->note << "\n";
+            << change->note << "\n"
+            << others;
   return 0;
 }
 

@@ -26,6 +26,11 @@ struct RuntimeConfigRequest {
   // unprivileged containers by NVIDIA_VISIBLE_DEVICES alone (docs/containers.md).
   std::string hook_log;
   bool accept_env_when_unprivileged = false;
+  // docker --mode hook: the directory on dockerd's PATH that gets the executable
+  // nvidia-container-runtime-hook, and whether a file there that is not gpuslice's may be
+  // replaced.
+  std::string hook_dir = "/usr/local/bin";
+  bool force = false;
 };
 
 // How a change goes into its file.
@@ -33,6 +38,7 @@ enum class ConfigMerge {
   kReplace,          // a file gpuslice owns: written whole
   kJsonFeaturesCdi,  // docker's daemon.json: "features": {"cdi": true} set, the rest kept
   kTomlAppend,       // containerd's config.toml: appended once, never against what it sets
+  kDockerHook,       // an executable gpuslice owns only when it carries kDockerHookMarker
 };
 
 struct ConfigChange {
@@ -47,5 +53,25 @@ std::string RuntimeNames(const std::string& separator = ", ", const std::string&
 
 StatusOr<ConfigChange> PlanRuntimeConfig(const RuntimeConfigRequest& r);
 Status ApplyRuntimeConfig(const RuntimeConfigRequest& r, const ConfigChange& c);
+
+// docker's --gpus route: dockerd registers its "nvidia" device driver at start only when an
+// executable of this name is on its PATH, and runs it as `<name> prestart` with the
+// container's state on stdin. gpuslice's is a shell script that runs `gpuslice hook`; its
+// second line is the marker that tells it from another program of the same name (the NVIDIA
+// Container Toolkit's).
+inline constexpr char kDockerHookName[] = "nvidia-container-runtime-hook";
+inline constexpr char kDockerHookMarker[] = "# gpuslice-docker-hook: written by gpuslice runtime configure";
+
+enum class HookFileOwner { kAbsent, kOurs, kForeign };
+
+// Who owns `path`: absent; gpuslice's (a regular file whose second line is
+// kDockerHookMarker); anything else, a symbolic link included, is foreign. Never follows a
+// link.
+HookFileOwner ClassifyHookFile(const std::string& path);
+
+// Other executables named kDockerHookName in the directories of dockerd's usual PATH
+// (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin) under `root`, besides
+// `ours`: the one dockerd runs is the first on its PATH.
+std::vector<std::string> OtherDockerHooks(const std::string& root, const std::string& ours);
 
 }  // namespace gs::container
