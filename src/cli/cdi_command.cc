@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "src/cli/node_gpus.h"
+#include "src/cli/paths.h"
 #include "src/common/flags.h"
 #include "src/container/cdi.h"
 
@@ -15,13 +16,22 @@ int Fail(const std::string& m) {
 }
 
 StatusOr<nlohmann::json> NodeSpec(const std::string& driver_root, const std::string& kind, const std::string& caps,
-                                  const std::string& enforcer, const std::string& state_dir) {
+                                  const std::string& enforcer, const std::string& state_dir, bool slices) {
   container::CdiOptions o;
   o.kind = kind;
   o.plan.driver_root = driver_root;
   GS_ASSIGN_OR_RETURN(o.plan.capabilities, container::ParseCapabilities(caps));
   if (!enforcer.empty()) {
     GS_ASSIGN_OR_RETURN(o.plan.enforcer, container::InstallEnforcer(enforcer, state_dir));
+    if (slices) {
+      o.slice_hooks.gpuslice = SelfExecutable();
+      if (o.slice_hooks.gpuslice.empty() || o.slice_hooks.gpuslice[0] != '/')
+        return FailedPrecondition(
+            "cannot tell where this gpuslice binary is, which the slice hooks run "
+            "(--slices=false: no slices)");
+      o.slice_hooks.driver_root = driver_root;
+      o.slice_hooks.state_dir = state_dir;
+    }
   }
   GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(driver_root));
   return container::GenerateCdiSpec(o, node.gpus);
@@ -30,6 +40,7 @@ StatusOr<nlohmann::json> NodeSpec(const std::string& driver_root, const std::str
 int Generate(const std::vector<std::string>& args) {
   std::string driver_root = "/", output, format = "json", kind = "gpuslice.io/gpu", state_dir = "/var/lib/gpuslice",
               enforcer, caps = "utility,compute";
+  bool slices = true;
   FlagSet f("cdi generate", "Writes a CDI spec for this node's GPUs (by index, by UUID, and all).");
   f.String("driver-root", &driver_root, "root of the driver installation", "NVIDIA_DRIVER_ROOT");
   f.String("output", &output, "file, or directory (then <dir>/gpuslice.<format>); default stdout");
@@ -38,11 +49,15 @@ int Generate(const std::vector<std::string>& args) {
   f.String("capabilities", &caps, "driver capabilities to inject (NVIDIA_DRIVER_CAPABILITIES syntax)");
   f.String("state-dir", &state_dir, "where the enforcer is installed for containers");
   f.String("enforcer", &enforcer, "libgpuslice.so to inject (empty: no enforcer)", "GPUSLICE_ENFORCER");
+  f.Bool("slices", &slices,
+         "with the enforcer: hooks that give each container a slice of its own from its environment "
+         "(CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_SM_LIMIT, ...), shared by all its processes, and turns on "
+         "each card with the other containers; they run this gpuslice binary");
   std::vector<std::string> rest;
   if (Status s = f.Parse(args, &rest); !s.ok()) return Fail(s.message());
   if (f.help_requested()) return std::cout << f.Usage(), 0;
   if (format != "json" && format != "yaml") return Fail("--format must be json or yaml, not '" + format + "'");
-  auto spec = NodeSpec(driver_root, kind, caps, enforcer, state_dir);
+  auto spec = NodeSpec(driver_root, kind, caps, enforcer, state_dir, slices);
   if (!spec.ok()) return Fail(spec.status().message());
   std::string text = format == "json" ? spec->dump(2) + "\n" : container::ToYaml(*spec);
   if (output.empty()) {

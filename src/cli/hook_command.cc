@@ -57,7 +57,8 @@ int HookCommand(const std::vector<std::string>& args) {
                 "OCI hook: reads the container state on stdin. As prestart/createRuntime (no argument) it gives a "
                 "container its GPUs and slice (also as `gpuslice hook [flags] prestart`); as `gpuslice hook [flags] "
                 "poststop` it removes the container's slice; `gpuslice hook [flags] reclaim` only removes the slices "
-                "of containers that are gone.");
+                "of containers that are gone; `gpuslice hook [flags] slice` (the createRuntime hook of gpuslice's CDI "
+                "spec) only makes the slice of the GPUs the runtime gave the container.");
   flags.String("driver-root", &o.driver_root, "root of the driver installation");
   flags.String("state-dir", &o.state_dir,
                "where the enforcer is installed, the node's cards directory and the containers' slices are");
@@ -73,10 +74,11 @@ int HookCommand(const std::vector<std::string>& args) {
   }
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
   // The stage: none or `prestart` (docker runs nvidia-container-runtime-hook so), `poststop`,
-  // or `reclaim` (no container: only the clean-up below, for operators and timers).
+  // `reclaim` (no container: only the clean-up below, for operators and timers) or `slice`
+  // (CDI gave the devices; only the slice is made).
   const std::string stage = rest.empty() ? "prestart" : rest[0];
-  if (rest.size() > 1 || (stage != "prestart" && stage != "poststop" && stage != "reclaim")) {
-    Fail(InvalidArgument("unexpected argument '" + rest.back() + "' (one of prestart, poststop, reclaim)"));
+  if (rest.size() > 1 || (stage != "prestart" && stage != "poststop" && stage != "reclaim" && stage != "slice")) {
+    Fail(InvalidArgument("unexpected argument '" + rest.back() + "' (one of prestart, poststop, reclaim, slice)"));
     return 2;
   }
   const bool poststop = stage == "poststop";
@@ -99,6 +101,19 @@ int HookCommand(const std::vector<std::string>& args) {
   }
   auto c = container::ReadHookContainer(std::cin);
   if (!c.ok()) return Fail(c.status());
+  o.prepare_cards = node::PrepareCardFiles;
+  o.take_card_entries = [](const std::string& cards_dir, const std::string& owner, model::Allocation* a) {
+    return node::TakeCardEntries(cards_dir, owner, static_cast<int64_t>(time(nullptr)), a);
+  };
+  auto node_gpus = [&]() -> StatusOr<std::vector<model::Gpu>> {
+    GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(o.driver_root));
+    return std::move(node.gpus);
+  };
+  if (stage == "slice") {
+    Status s = container::GiveSlice(*c, o, node_gpus);
+    if (!s.ok()) Log(log_path, c->id, s.message());
+    return s.ok() ? 0 : 1;
+  }
   auto decision = container::DecideDevices(c->config, policy);
   if (!decision.ok()) {
     Log(log_path, c->id, decision.status().message());
@@ -106,14 +121,7 @@ int HookCommand(const std::vector<std::string>& args) {
   }
   if (!decision->ignored.empty()) Log(log_path, c->id, decision->ignored);
   if (decision->devices.kind == model::Visibility::kVoid) return 0;  // not a GPU container, or refused: untouched
-  o.prepare_cards = node::PrepareCardFiles;
-  o.take_card_entries = [](const std::string& cards_dir, const std::string& owner, model::Allocation* a) {
-    return node::TakeCardEntries(cards_dir, owner, static_cast<int64_t>(time(nullptr)), a);
-  };
-  Status s = container::GiveDevices(*c, decision->devices, o, [&]() -> StatusOr<std::vector<model::Gpu>> {
-    GS_ASSIGN_OR_RETURN(NodeGpus node, OpenNodeGpus(o.driver_root));
-    return std::move(node.gpus);
-  });
+  Status s = container::GiveDevices(*c, decision->devices, o, node_gpus);
   if (!s.ok()) Log(log_path, c->id, s.message());
   return s.ok() ? 0 : 1;
 }

@@ -100,9 +100,21 @@ StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<
   common["mounts"] = nlohmann::json::array();
   for (const auto& m : edits.mounts) common["mounts"].push_back(Mount(m));
   for (const auto& [k, v] : edits.env) common["env"].push_back(k + "=" + v);
-  // No hooks: libraries go to the loader's default directories of both image families and
-  // the enforcer is named by absolute path, so nothing needs to run in the container (and
-  // no hook can inherit an image's env).
+  // Libraries go to the loader's default directories of both image families and the
+  // enforcer is named by absolute path, so nothing needs to run in the container. The only
+  // hooks run on the host: the container's slice is made once the runtime has created it
+  // (its device nodes tell which GPUs it got, its env what it asks for) and removed after it.
+  if (!o.slice_hooks.gpuslice.empty()) {
+    std::vector<std::string> args = {o.slice_hooks.gpuslice,    "hook",        "--driver-root",
+                                     o.slice_hooks.driver_root, "--state-dir", o.slice_hooks.state_dir};
+    const nlohmann::json env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    auto hook = [&](const char* name, const char* stage) {
+      std::vector<std::string> a = args;
+      a.push_back(stage);
+      return nlohmann::json{{"hookName", name}, {"path", o.slice_hooks.gpuslice}, {"args", a}, {"env", env}};
+    };
+    common["hooks"] = {hook("createRuntime", "slice"), hook("poststop", "poststop")};
+  }
   spec["containerEdits"] = common;
   spec["cdiVersion"] = MinimumCdiVersion(spec);
   return spec;

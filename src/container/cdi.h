@@ -1,7 +1,7 @@
 // CDI specs for gpuslice: one device per GPU by index and by UUID, and "all"; common
-// edits for the control nodes, the driver files of the chosen capabilities, the enforcer
-// and /etc/ld.so.preload. The spec declares the lowest cdiVersion its fields need, so
-// podman 4.3 (which accepts up to 0.5.0) and current runtimes both load it. Used by
+// edits for the control nodes, the driver files of the chosen capabilities, the enforcer,
+// /etc/ld.so.preload and, where asked, the hooks that make each container's slice. The spec declares the lowest
+// cdiVersion its fields need, so podman 4.3 (which accepts up to 0.5.0) and current runtimes both load it. Used by
 // `gpuslice cdi` (src/cli/cdi_command.cc) and the node agent, which keeps a spec current.
 #pragma once
 
@@ -14,9 +14,20 @@
 
 namespace gs::container {
 
+// The hooks that give each container of the CDI route a slice of its own (a createRuntime
+// hook `gpuslice hook ... slice` and a poststop hook that removes it): the gpuslice binary
+// on the host and the flags the hook needs. Empty `gpuslice`: no hooks (the node agent's
+// spec, whose pods get their slices at Allocate).
+struct CdiSliceHooks {
+  std::string gpuslice;  // absolute
+  std::string driver_root = "/";
+  std::string state_dir = "/var/lib/gpuslice";
+};
+
 struct CdiOptions {
   std::string kind = "gpuslice.io/gpu";
   PlanOptions plan;
+  CdiSliceHooks slice_hooks;
 };
 
 StatusOr<nlohmann::json> GenerateCdiSpec(const CdiOptions& o, const std::vector<model::Gpu>& gpus);

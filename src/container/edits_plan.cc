@@ -19,7 +19,7 @@ Status FillDeviceNumbers(model::DeviceNode* node) {
     return Status::Ok();
   }
   const std::string name = node->container_path.substr(node->container_path.rfind('/') + 1);
-  node->major = name.rfind("nvidia-uvm", 0) == 0 ? 510 : 195;
+  node->major = name.rfind("nvidia-uvm", 0) == 0 ? 510 : model::kNvidiaMajor;
   node->minor = name == "nvidiactl"          ? 255
                 : name == "nvidia-uvm-tools" ? 1
                 : name == "nvidia-uvm"       ? 0

@@ -62,6 +62,30 @@ bool Privileged(const nlohmann::json& process) {
   return caps.is_object() && caps.contains("bounding") && HasSysAdmin(caps["bounding"]);
 }
 
+// The minors of the GPU device nodes the runtime gives the container ("linux"."devices":
+// /dev/nvidia<N>, a character device of the NVIDIA major), in config order, without
+// duplicates; what CDI or --device put there.
+std::vector<unsigned> GpuMinors(const nlohmann::json& linux_section) {
+  std::vector<unsigned> out;
+  if (!linux_section.is_object() || !linux_section.contains("devices") || !linux_section["devices"].is_array())
+    return out;
+  for (const auto& d : linux_section["devices"]) {
+    if (!d.is_object() || !d.contains("path") || !d["path"].is_string()) continue;
+    const std::string path = d["path"].get<std::string>();
+    const std::string prefix = "/dev/nvidia";
+    if (path.size() <= prefix.size() || path.size() > prefix.size() + 3 ||
+        path.compare(0, prefix.size(), prefix) != 0 ||
+        path.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      continue;
+    if (d.contains("type") && d["type"] != "c") continue;
+    if (d.contains("major") && (!d["major"].is_number_integer() || d["major"].get<int64_t>() != model::kNvidiaMajor))
+      continue;
+    unsigned minor = static_cast<unsigned>(std::stoul(path.substr(prefix.size())));
+    if (std::find(out.begin(), out.end(), minor) == out.end()) out.push_back(minor);
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<ContainerConfig> ParseContainerConfig(const std::string& text, const std::string& bundle) {
@@ -92,6 +116,7 @@ StatusOr<ContainerConfig> ParseContainerConfig(const std::string& text, const st
       }
       c.privileged = Privileged(process);
     }
+    if (cfg.contains("linux")) c.gpu_minors = GpuMinors(cfg["linux"]);
     if (cfg.contains("mounts")) {
       c.marker_devices = MarkerDevices(cfg["mounts"]);
       c.limits_mounted = Mounts(cfg["mounts"], contract::kLimitsFile);

@@ -27,6 +27,9 @@ struct ContainerConfig {
   // Something is already mounted at the enforcer's limits file (the node agent's slice,
   // through the kubelet): the hook leaves the container's limits to it.
   bool limits_mounted = false;
+  // Minors of the GPU device nodes (/dev/nvidia<N>) in "linux"."devices": the GPUs a CDI
+  // runtime gave the container.
+  std::vector<unsigned> gpu_minors;
 };
 
 // `bundle` is the absolute bundle path a relative root is taken from. Errors name the

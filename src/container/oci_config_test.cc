@@ -30,6 +30,24 @@ TEST(OciConfig, EnvironmentAndRoot) {
   EXPECT_EQ(Parse(R"({"root":{"path":"/abs"}})").rootfs, "/abs");
 }
 
+// The GPUs a CDI runtime gave the container are its /dev/nvidia<N> character devices of
+// the NVIDIA major; control nodes, other majors and look-alike names are not GPUs.
+TEST(OciConfig, GpuDeviceNodesGiveTheirMinors) {
+  ContainerConfig c = Parse(R"({"root":{"path":"r"},"linux":{"devices":[
+      {"path":"/dev/nvidiactl","type":"c","major":195,"minor":255},
+      {"path":"/dev/nvidia1","type":"c","major":195,"minor":1},
+      {"path":"/dev/nvidia-uvm","type":"c","major":510,"minor":0},
+      {"path":"/dev/nvidia0","type":"c","major":195,"minor":0},
+      {"path":"/dev/nvidia1","type":"c","major":195,"minor":1},
+      {"path":"/dev/nvidia7","type":"c","major":10,"minor":7},
+      {"path":"/dev/nvidia2","type":"b","major":195,"minor":2},
+      {"path":"/dev/nvidia3x","type":"c","major":195,"minor":3},
+      {"path":"/dev/nvidia4"},
+      "junk", {"type":"c"}]}})");
+  EXPECT_EQ(c.gpu_minors, (std::vector<unsigned>{1, 0, 4}));
+  EXPECT_TRUE(Parse(R"({"root":{"path":"r"},"linux":{"devices":{}}})").gpu_minors.empty());
+}
+
 // The node agent's slice comes through the kubelet as a mount at the limits file: the
 // hook then makes none of its own.
 TEST(OciConfig, AMountAtTheLimitsFileIsSeen) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -196,42 +197,27 @@ Status ApplyInChild(const HookContainer& c, const model::ContainerEdits& edits, 
   return Internal(message.empty() ? "the process that edits the container failed" : message);
 }
 
-}  // namespace
+// The container's slice from its own environment, for the GPUs it gets: refused (a limit
+// that does not parse, an id that cannot name a directory) before anything changes.
+StatusOr<model::Allocation> SliceOf(const HookContainer& c, const std::vector<model::Gpu>& gpus) {
+  std::vector<model::DeviceGrant> cards;
+  for (const auto& g : gpus) cards.push_back({g.uuid, g.minor, 0, 0});
+  GS_ASSIGN_OR_RETURN(model::Allocation alloc,
+                      model::AllocationFromEnvironment(c.config.env, cards, kHookBestPriority));
+  if (!UsableContainerId(c.id))
+    return InvalidArgument("the container id \"" + Printable(c.id, 80) +
+                           "\" cannot name its slice's directory (1-128 of A-Z a-z 0-9 _ . + -)");
+  return alloc;
+}
 
-Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible, const HookOptions& o,
-                   const GpuLister& node_gpus) {
-  GS_ASSIGN_OR_RETURN(auto caps, ParseCapabilities(c.config.capabilities));
-  std::vector<model::Gpu> selected;
-  if (visible.kind != model::Visibility::kNone) {
-    GS_ASSIGN_OR_RETURN(auto gpus, node_gpus());
-    GS_ASSIGN_OR_RETURN(selected, model::SelectGpus(visible, gpus));
-  }
-  // The container's slice, worked out (and refused) before anything changes.
-  const bool slice = !o.enforcer.empty() && !selected.empty() && !c.config.limits_mounted;
-  model::Allocation alloc;
-  if (slice) {
-    std::vector<model::DeviceGrant> cards;
-    for (const auto& g : selected) cards.push_back({g.uuid, g.minor, 0, 0});
-    GS_ASSIGN_OR_RETURN(alloc, model::AllocationFromEnvironment(c.config.env, cards, kHookBestPriority));
-    if (!UsableContainerId(c.id))
-      return InvalidArgument("the container id \"" + Printable(c.id, 80) +
-                             "\" cannot name its slice's directory (1-128 of A-Z a-z 0-9 _ . + -)");
-  }
-  PlanOptions plan_options;
-  plan_options.driver_root = o.driver_root;
-  plan_options.capabilities = caps;
-  if (!o.enforcer.empty()) {
-    GS_ASSIGN_OR_RETURN(plan_options.enforcer, InstallEnforcer(o.enforcer, o.state_dir));
-  }
-  GS_ASSIGN_OR_RETURN(model::ContainerEdits edits, PlanEdits(plan_options, selected));
-  if (!slice) {
-    GS_RETURN_IF_ERROR(ApplyInChild(c, edits, {}));
-    return AllowDevices(c.pid, edits.devices);
-  }
+// Makes the container's slice directory for `alloc` and applies `edits` with the slice's
+// mounts added; on failure nothing half-made stays on the host.
+Status ApplyWithSlice(const HookContainer& c, const HookOptions& o, const std::vector<model::Gpu>& gpus,
+                      model::Allocation alloc, model::ContainerEdits edits) {
   model::EditOptions eo;  // the container paths are model::EditOptions' own
   if (o.prepare_cards) {
     eo.cards_host_dir = o.state_dir + "/cards";
-    GS_RETURN_IF_ERROR(o.prepare_cards(eo.cards_host_dir, selected));
+    GS_RETURN_IF_ERROR(o.prepare_cards(eo.cards_host_dir, gpus));
   }
   auto limits = [&](const std::string& dir) -> StatusOr<std::string> {
     if (o.take_card_entries && !eo.cards_host_dir.empty())
@@ -254,6 +240,50 @@ Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible,
   if (s.ok()) s = AllowDevices(c.pid, edits.devices);
   if (!s.ok()) RemoveContainerSlice(dir);  // nothing half-made stays on the host
   return s;
+}
+
+}  // namespace
+
+Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible, const HookOptions& o,
+                   const GpuLister& node_gpus) {
+  GS_ASSIGN_OR_RETURN(auto caps, ParseCapabilities(c.config.capabilities));
+  std::vector<model::Gpu> selected;
+  if (visible.kind != model::Visibility::kNone) {
+    GS_ASSIGN_OR_RETURN(auto gpus, node_gpus());
+    GS_ASSIGN_OR_RETURN(selected, model::SelectGpus(visible, gpus));
+  }
+  const bool slice = !o.enforcer.empty() && !selected.empty() && !c.config.limits_mounted;
+  model::Allocation alloc;
+  if (slice) {
+    GS_ASSIGN_OR_RETURN(alloc, SliceOf(c, selected));  // refused before anything changes
+  }
+  PlanOptions plan_options;
+  plan_options.driver_root = o.driver_root;
+  plan_options.capabilities = caps;
+  if (!o.enforcer.empty()) {
+    GS_ASSIGN_OR_RETURN(plan_options.enforcer, InstallEnforcer(o.enforcer, o.state_dir));
+  }
+  GS_ASSIGN_OR_RETURN(model::ContainerEdits edits, PlanEdits(plan_options, selected));
+  if (!slice) {
+    GS_RETURN_IF_ERROR(ApplyInChild(c, edits, {}));
+    return AllowDevices(c.pid, edits.devices);
+  }
+  return ApplyWithSlice(c, o, selected, std::move(alloc), std::move(edits));
+}
+
+Status GiveSlice(const HookContainer& c, const HookOptions& o, const GpuLister& node_gpus) {
+  if (c.config.gpu_minors.empty() || c.config.limits_mounted) return Status::Ok();
+  GS_ASSIGN_OR_RETURN(auto gpus, node_gpus());
+  std::vector<model::Gpu> selected;
+  for (unsigned minor : c.config.gpu_minors) {
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const model::Gpu& x) { return x.minor == minor; });
+    if (g == gpus.end())
+      return FailedPrecondition("the container was given /dev/nvidia" + std::to_string(minor) +
+                                ", which is no GPU of this node");
+    selected.push_back(*g);
+  }
+  GS_ASSIGN_OR_RETURN(model::Allocation alloc, SliceOf(c, selected));
+  return ApplyWithSlice(c, o, selected, std::move(alloc), model::ContainerEdits{});
 }
 
 }  // namespace gs::container

@@ -78,4 +78,11 @@ using GpuLister = std::function<StatusOr<std::vector<model::Gpu>>()>;
 Status GiveDevices(const HookContainer& c, const model::VisibleDevices& visible, const HookOptions& o,
                    const GpuLister& node_gpus);
 
+// The CDI route: the runtime already gave the container its device nodes, driver files
+// and the enforcer from a CDI spec, whose createRuntime hook calls this. Makes the
+// container's slice (as GiveDevices does) for the GPUs whose /dev/nvidia<N> nodes are in
+// its config, unless it has none or something already mounts its limits file (the node
+// agent's slice). A node the container got that is no GPU of this node is refused.
+Status GiveSlice(const HookContainer& c, const HookOptions& o, const GpuLister& node_gpus);
+
 }  // namespace gs::container

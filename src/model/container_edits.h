@@ -50,6 +50,10 @@ struct Mount {
   bool library = false;
 };
 
+// The character-device major of the NVIDIA GPU and control nodes (/dev/nvidia<N>,
+// /dev/nvidiactl); nvidia-uvm's is assigned at load time.
+inline constexpr unsigned kNvidiaMajor = 195;
+
 struct DeviceNode {
   std::string container_path, host_path;
   std::string permissions = "rw";
