@@ -595,6 +595,9 @@ TEST(PodmanHook, HooksDirFromRuntimeConfigureInjectsTheSlice) {
   EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded");
   EXPECT_EQ(std::stoull(Fields(r.out, "meminfo")[2]), 3ull << 30);
   EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  // The same hooks.d file runs at poststop: the container's slice is gone with it.
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(node.root() + "/gs-state/oci-containers", ec)) << "the poststop hook left the slice";
 
   // The same image's variable without the allocation: no GPU, no driver, and it starts.
   std::string fresh = node.root() + "/podman/rootfs-unallocated";  // no mount points from the run above

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
+#include <sstream>
 
 #include "src/cli/node_gpus.h"
 #include "src/common/flags.h"
@@ -73,10 +74,19 @@ int HookCommand(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
-  // The stage: none or `prestart` (docker runs nvidia-container-runtime-hook so), `poststop`,
+  // The stage: `prestart` (docker runs nvidia-container-runtime-hook so), `poststop`,
   // `reclaim` (no container: only the clean-up below, for operators and timers) or `slice`
-  // (CDI gave the devices; only the slice is made).
-  const std::string stage = rest.empty() ? "prestart" : rest[0];
+  // (CDI gave the devices; only the slice is made). None: the state's "status" tells
+  // (a hooks.d file runs one command line at prestart and poststop).
+  std::string state;
+  if (rest.empty()) {
+    state.resize(container::kMaxState + 1);
+    std::cin.read(state.data(), static_cast<std::streamsize>(state.size()));
+    state.resize(static_cast<size_t>(std::cin.gcount()));
+  }
+  std::istringstream state_in(state);
+  std::istream& in = rest.empty() ? static_cast<std::istream&>(state_in) : std::cin;
+  const std::string stage = !rest.empty() ? rest[0] : container::StateIsStopped(state) ? "poststop" : "prestart";
   if (rest.size() > 1 || (stage != "prestart" && stage != "poststop" && stage != "reclaim" && stage != "slice")) {
     Fail(InvalidArgument("unexpected argument '" + rest.back() + "' (one of prestart, poststop, reclaim, slice)"));
     return 2;
@@ -94,12 +104,12 @@ int HookCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (poststop) {
-    auto id = container::ReadHookContainerId(std::cin);
+    auto id = container::ReadHookContainerId(in);
     if (!id.ok()) return Fail(id.status());
     container::RemoveStoppedContainerSlice(container::ContainersDir(o), *id);
     return 0;
   }
-  auto c = container::ReadHookContainer(std::cin);
+  auto c = container::ReadHookContainer(in);
   if (!c.ok()) return Fail(c.status());
   o.prepare_cards = node::PrepareCardFiles;
   o.take_card_entries = [](const std::string& cards_dir, const std::string& owner, model::Allocation* a) {

@@ -25,7 +25,7 @@
 namespace gs::container {
 namespace {
 
-constexpr size_t kMaxState = 1 << 20, kMaxConfig = 16 << 20;
+constexpr size_t kMaxConfig = 16 << 20;
 // open_tree(2) and move_mount(2) flags (linux/mount.h, which clashes with sys/mount.h).
 constexpr unsigned kOpenTreeClone = 1, kMoveMountFEmptyPath = 0x4, kMoveMountTEmptyPath = 0x40;
 
@@ -58,6 +58,11 @@ StatusOr<HookContainer> ReadHookContainer(std::istream& state_in) {
   if (!cfg.ok()) return cfg.status();
   c.config = std::move(*cfg);
   return c;
+}
+
+bool StateIsStopped(const std::string& state_text) {
+  auto st = nlohmann::json::parse(state_text, nullptr, /*allow_exceptions=*/false);
+  return st.is_object() && st.contains("status") && st["status"] == "stopped";
 }
 
 StatusOr<std::string> ReadHookContainerId(std::istream& state_in) {

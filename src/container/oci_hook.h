@@ -29,9 +29,16 @@ struct HookContainer {
   ContainerConfig config;
 };
 
+// The most a container state on stdin may hold.
+inline constexpr size_t kMaxState = 1 << 20;
+
 // The container state on `state_in` (at most 1 MiB; "pid" and an absolute "bundle") and
 // the bundle's config.json (at most 16 MiB). Errors name what is malformed.
 StatusOr<HookContainer> ReadHookContainer(std::istream& state_in);
+
+// Whether the state text says the container has stopped ("status": "stopped", as runtimes
+// pass it to poststop hooks); false for anything else, malformed text included.
+bool StateIsStopped(const std::string& state_text);
 
 // The container's "id" from the state on `state_in` (poststop: the process is gone, and
 // runtimes may leave out its pid).

@@ -30,7 +30,8 @@ std::string HookJson(const RuntimeConfigRequest& r) {
                            // Explicit and minimal: the container image's environment never reaches the hook.
                            {"env", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}}},
                          {"when", {{"always", true}}},  // containers without NVIDIA_VISIBLE_DEVICES are left alone
-                         {"stages", {"prestart"}}};
+                         // One command line for both: the hook tells poststop by the state's status.
+                         {"stages", {"prestart", "poststop"}}};
   return hook.dump(2) + "\n";
 }
 
