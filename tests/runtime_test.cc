@@ -671,32 +671,54 @@ TEST(PodmanBothRoutes, DriverFromALib64HostLoadsInADebianImage) {
   EXPECT_FALSE(fs::exists(conf + "/hook-rootfs/usr/lib64/libcuda.so.1"));
 }
 
-// The CDI route's slices: `gpuslice cdi generate` adds a createRuntime hook that makes the
-// container's slice from its environment once podman has given it its GPUs, and a poststop
-// hook that removes it. Containers are run by podman from a CDI spec, on a simulated
+// Slices through podman by both of its routes. "cdi": `gpuslice cdi generate` adds a
+// createRuntime hook that makes the container's slice from its environment once podman has
+// given it its GPUs, and a poststop hook that removes it. "hooks.d": the hook file
+// `gpuslice runtime configure --runtime podman --mode hook --accept-env-when-unprivileged`
+// writes, with NVIDIA_VISIBLE_DEVICES as `docker run --gpus` sets it. On a simulated
 // 2 x T4 node whose contexts cost nothing on the card.
-class PodmanCdiSlice : public ::testing::Test {
+class PodmanSlice : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (geteuid() != 0 || !Have("podman")) return;
     node_ = std::make_unique<SimNode>("context_memory: 0\ngpus: 2xT4\n");
     state_ = node_->root() + "/gs-state";
-    spec_ = "/var/run/cdi/gpuslice-slice-" + std::to_string(getpid()) + ".json";
-    fs::create_directories("/var/run/cdi");
-    kind_ = TestKind("slice");
-    Result gen = RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node_->root(), "--output", spec_,
-                             "--state-dir", state_, "--enforcer", EnforcerLib(), "--kind", kind_});
-    ASSERT_EQ(gen.code, 0) << gen.err;
     env_ = PodmanConfig(node_->root() + "/podman");
+    if (Cdi()) {
+      spec_ = "/var/run/cdi/gpuslice-slice-" + std::to_string(getpid()) + ".json";
+      fs::create_directories("/var/run/cdi");
+      kind_ = TestKind("slice");
+      Result gen = RunProcess({GpusliceBin(), "cdi", "generate", "--driver-root", node_->root(), "--output", spec_,
+                               "--state-dir", state_, "--enforcer", EnforcerLib(), "--kind", kind_});
+      ASSERT_EQ(gen.code, 0) << gen.err;
+    } else {
+      etc_ = node_->root() + "/etc-root";
+      Result conf =
+          RunProcess({GpusliceBin(), "runtime", "configure", "--runtime", "podman", "--mode", "hook", "--write",
+                      "--root", etc_, "--gpuslice", GpusliceBin(), "--enforcer", EnforcerLib(), "--driver-root",
+                      node_->root(), "--state-dir", state_, "--accept-env-when-unprivileged"});
+      ASSERT_EQ(conf.code, 0) << conf.err;
+      Result smi = RunProcess({GpusliceBin(), "smi"}, node_->env());
+      uuid_ = smi.out.substr(smi.out.find("GPU-"));
+      uuid_ = uuid_.substr(0, uuid_.find_first_of(" \n"));
+    }
   }
-  void TearDown() override { fs::remove(spec_); }
-  // `podman run` of `sh -c script` with the first GPU from the spec and `env` added.
+  void TearDown() override {
+    if (!spec_.empty()) fs::remove(spec_);
+  }
+  bool Cdi() const { return std::string(GetParam()) == "cdi"; }
+  // `podman run` of `sh -c script` with the first GPU and `env` added.
   std::unique_ptr<Process> Run(const std::string& name, const std::string& script,
                                const std::vector<std::string>& env) {
     std::string rootfs = node_->root() + "/podman/" + name;
     GlibcRootfs(rootfs);  // --rootfs writes mount-point stubs into it: one copy per container
     CopyProgram(rootfs, GpusliceBin(), "/bin/gpuslice");
-    std::vector<std::string> argv = {"podman", "run", "--rm", "--device", kind_ + "=0"};
+    std::vector<std::string> argv = {"podman", "run", "--rm"};
+    if (Cdi())
+      argv.insert(argv.end(), {"--device", kind_ + "=0"});
+    else
+      argv.insert(argv.end(),
+                  {"--hooks-dir", etc_ + "/usr/share/containers/oci/hooks.d", "-e", "NVIDIA_VISIBLE_DEVICES=" + uuid_});
     for (const auto& e : env) argv.insert(argv.end(), {"-e", e});
     argv.insert(argv.end(), {"--rootfs", rootfs, "/bin/sh", "-c", script});
     return std::make_unique<Process>(argv, env_);
@@ -708,14 +730,14 @@ class PodmanCdiSlice : public ::testing::Test {
     return left;
   }
   std::unique_ptr<SimNode> node_;
-  std::string state_, spec_, kind_;
+  std::string state_, spec_, kind_, etc_, uuid_;
   PodmanEnv env_;
 };
 
 // Six processes of one container race for memory under CUDA_DEVICE_MEMORY_LIMIT=2g: together
 // they hold at most the slice, watched from outside (without the slice each process had
 // its own 2 GiB), and the slice is gone with the container.
-TEST_F(PodmanCdiSlice, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
+TEST_P(PodmanSlice, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
   REQUIRE_ROOT_AND("podman");
   Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
   ASSERT_TRUE(observer.WaitForOutput("watching"));
@@ -729,7 +751,7 @@ TEST_F(PodmanCdiSlice, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   ASSERT_EQ(f.size(), 3u);
   size_t contexts = Lines(r.out, "init ok").size(), ok = Lines(r.out, "alloc ok").size();
-  std::cout << "podman + CDI, six processes under 2g: " << contexts << " contexts and " << ok
+  std::cout << "podman (" << GetParam() << "), six processes under 2g: " << contexts << " contexts and " << ok
             << " allocations of 512 MiB, the card held at most " << U(f[1]) / kMiB << " MiB\n";
   ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
   // As RuncSliceTest's: contexts charged 518 MiB each by the enforcer, the rest allocations.
@@ -741,8 +763,8 @@ TEST_F(PodmanCdiSlice, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
 }
 
 // Two containers on one card asking for 30 % and 70 % (policy default), both saturating:
-// they take turns through the node's cards directory, as with the hook.
-TEST_F(PodmanCdiSlice, TwoContainersOnOneCardGetTheirComputeShares) {
+// they take turns through the node's cards directory, as with runc.
+TEST_P(PodmanSlice, TwoContainersOnOneCardGetTheirComputeShares) {
   REQUIRE_ROOT_AND("podman");
   const std::string burn = "/bin/gpuslice burn --memory 0 --util 100 --seconds 6";
   auto a = Run("a", burn, {"CUDA_DEVICE_SM_LIMIT=30"});
@@ -750,11 +772,15 @@ TEST_F(PodmanCdiSlice, TwoContainersOnOneCardGetTheirComputeShares) {
   Result ra = a->Wait(), rb = b->Wait();
   ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
   ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
-  std::cout << "podman + CDI, shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out) << "%\n";
+  std::cout << "podman (" << GetParam() << "), shares 30 and 70: " << BurnUtil(ra.out) << "% and " << BurnUtil(rb.out)
+            << "%\n";
   EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
   EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
   EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
 }
+
+INSTANTIATE_TEST_SUITE_P(Routes, PodmanSlice, ::testing::Values("cdi", "hooks_d"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
   REQUIRE_ROOT_AND("podman");
