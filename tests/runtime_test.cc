@@ -448,14 +448,19 @@ TEST_F(RuncSliceTest, ALimitThatDoesNotParseRefusesTheContainerAndLeavesNothing)
 
 // Clean-up after many containers: with the poststop hook, and without it (docker's
 // --gpus route runs none) by the next hook run once the container's process is gone.
+// Each container has a compute share, so each is handed a card entry too: the roster ends
+// with at most the last container's line (an entry whose owner is gone is handed out again).
 TEST_F(RuncSliceTest, ManyContainerRunsLeaveNoDirectoryMountOrCardEntry) {
   REQUIRE_ROOT_AND("runc");
   ASSERT_EQ(uuids_.size(), 2u);
-  const int kRuns = 100;
-  std::string with = Bundle("with-poststop", "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice",
-                            {"NVIDIA_VISIBLE_DEVICES=" + uuids_[1], "CUDA_DEVICE_MEMORY_LIMIT=1g"}, false, true);
-  std::string without = Bundle("without-poststop", "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice",
-                               {"NVIDIA_VISIBLE_DEVICES=" + uuids_[1], "CUDA_DEVICE_MEMORY_LIMIT=1g"}, false, false);
+  const int kRuns = 1000;
+  const std::vector<std::string> env = {"NVIDIA_VISIBLE_DEVICES=" + uuids_[1], "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                                        "CUDA_DEVICE_SM_LIMIT=50"};
+  const std::string check =
+      "test -s /etc/gpuslice/limits && test -d /var/run/gpuslice && "
+      "grep -q '^GPUSLICE_CARD_ENTRY_0=' /etc/gpuslice/limits";
+  std::string with = Bundle("with-poststop", check, env, false, true);
+  std::string without = Bundle("without-poststop", check, env, false, false);
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kRuns; ++i) {
     std::string id = Id("run" + std::to_string(i));
@@ -472,6 +477,9 @@ TEST_F(RuncSliceTest, ManyContainerRunsLeaveNoDirectoryMountOrCardEntry) {
   ASSERT_EQ(Start(none, Id("last"))->Wait().code, 0);
   auto left = LeftOnTheHost();
   EXPECT_TRUE(left.empty()) << left.size() << " left, first " << (left.empty() ? "" : left[0]);
+  auto roster = ReadFile(state_ + "/card-entries/" + uuids_[1]);
+  ASSERT_TRUE(roster.ok()) << roster.status().message();
+  EXPECT_LE(std::count(roster->begin(), roster->end(), '\n'), 1) << *roster;
 }
 
 TEST(Hook, MalformedInputFailsClearlyBeforeAnythingChanges) {
