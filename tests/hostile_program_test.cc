@@ -204,6 +204,24 @@ TEST(HostileVmm, HandlesReleasedWhileMappedStayCharged) {
   ExpectWithinTwoGiB(w);
 }
 
+// A graph's memory nodes keep their memory while an executable graph made from it exists
+// (the simulator models it so): destroying the graph after instantiating it must not give
+// the charge back while the executable can still use that memory.
+TEST(HostileGraph, AGraphDestroyedAfterInstantiationStaysChargedUntilItsExecutableGoes) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node,
+                     {ProbeBin(), "init", "alloc", "graph", "1024m", "graphexec", "free", "alloc", "mem", "1024m",
+                      "sleep", "50", "execfree", "alloc", "mem", "1024m", "sleep", "50"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graphexec"), std::vector<std::string>{"graphexec ok"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 // The environment of a program that hides NVML from its own enforcer: a library path that
 // holds libcuda.so.1 only. Nothing is reconciled with the card then, the books alone hold
 // the limit.

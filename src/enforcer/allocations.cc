@@ -18,12 +18,47 @@ void Allocations::Accumulate(HandleKind kind, uint64_t handle, int device, uint6
 
 bool Allocations::Take(HandleKind kind, uint64_t handle, Charge* out) {
   std::lock_guard<std::mutex> lock(mu_);
+  return TakeLocked(kind, handle, out);
+}
+
+bool Allocations::TakeLocked(HandleKind kind, uint64_t handle, Charge* out) {
   auto& m = maps_[static_cast<int>(kind)];
   auto it = m.find(handle);
   if (it == m.end()) return false;
   *out = it->second;
   m.erase(it);
   return true;
+}
+
+void Allocations::GraphInstantiated(uint64_t exec, uint64_t graph) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = exec_graph_.emplace(exec, graph);
+  if (!fresh) {  // a handle value handed out again: the old executable is gone
+    if (--graph_execs_[it->second] <= 0) graph_execs_.erase(it->second);
+    it->second = graph;
+  }
+  ++graph_execs_[graph];
+}
+
+bool Allocations::GraphDestroyed(uint64_t graph, Charge* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (graph_execs_.count(graph) != 0) {
+    destroyed_graphs_.insert(graph);
+    return false;
+  }
+  return TakeLocked(HandleKind::kGraph, graph, out);
+}
+
+bool Allocations::GraphExecDestroyed(uint64_t exec, Charge* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = exec_graph_.find(exec);
+  if (it == exec_graph_.end()) return false;
+  const uint64_t graph = it->second;
+  exec_graph_.erase(it);
+  if (--graph_execs_[graph] > 0) return false;
+  graph_execs_.erase(graph);
+  if (destroyed_graphs_.erase(graph) == 0) return false;
+  return TakeLocked(HandleKind::kGraph, graph, out);
 }
 
 void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices) {
@@ -43,6 +78,9 @@ void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spill
 
 void Allocations::ForgetAll() {
   for (auto& m : maps_) m.clear();
+  exec_graph_.clear();
+  graph_execs_.clear();
+  destroyed_graphs_.clear();
 }
 
 uint64_t Allocations::Total(int device) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace gs::enforcer {
 
@@ -31,6 +32,16 @@ class Allocations {
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
   void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
+  // Executable graphs. A graph's memory nodes hold their memory while the graph or an
+  // executable made from it exists, so the graph's charge (kGraph) ends with the last of
+  // them: cuGraphDestroy of an instantiated graph returns nothing yet.
+  void GraphInstantiated(uint64_t exec, uint64_t graph);
+  // The graph is destroyed; true, with its charge in *out (taken), when no executable of
+  // it is left.
+  bool GraphDestroyed(uint64_t graph, Charge* out);
+  // An executable is destroyed; true, with its graph's charge in *out (taken), when that
+  // was the last one of a graph already destroyed.
+  bool GraphExecDestroyed(uint64_t exec, Charge* out);
   // Total bytes held by this process on a device (for tests and views).
   uint64_t Total(int device);
   // fork(): the child holds none of its parent's allocations. Lock in the parent before
@@ -40,8 +51,13 @@ class Allocations {
   void ForgetAll();
 
  private:
+  bool TakeLocked(HandleKind kind, uint64_t handle, Charge* out);
+
   std::mutex mu_;
   std::unordered_map<uint64_t, Charge> maps_[static_cast<int>(HandleKind::kCount)];
+  std::unordered_map<uint64_t, uint64_t> exec_graph_;  // executable -> its graph
+  std::unordered_map<uint64_t, int> graph_execs_;      // graph -> executables that exist
+  std::unordered_set<uint64_t> destroyed_graphs_;      // destroyed, their executables alive
 };
 
 Allocations& TheAllocations();

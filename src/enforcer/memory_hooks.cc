@@ -336,7 +336,7 @@ GS_HOOK(cuMipmappedArrayDestroy) CUresult gs_hook_cuMipmappedArrayDestroy(CUmipm
   return rc;
 }
 
-// ---- graph memory nodes: charged from creation until the graph is destroyed ----------------
+// ---- graph memory nodes: charged from creation until the graph and its executables are gone --
 
 GS_HOOK(cuGraphAddMemAllocNode)
 CUresult gs_hook_cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* deps,
@@ -356,7 +356,59 @@ CUresult gs_hook_cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph
 GS_HOOK(cuGraphDestroy) CUresult gs_hook_cuGraphDestroy(CUgraph hGraph) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuGraphDestroy(hGraph);
-  if (rc == CUDA_SUCCESS) Release(HandleKind::kGraph, reinterpret_cast<uint64_t>(hGraph));
+  Charge c;
+  if (rc == CUDA_SUCCESS && TheAllocations().GraphDestroyed(reinterpret_cast<uint64_t>(hGraph), &c))
+    Unreserve(c.device, c.bytes, c.spilled);
+  return rc;
+}
+
+// Driver entry points not every driver exports (the simulator has only some of them).
+#define GS_NEED_REAL(name)                                       \
+  do {                                                           \
+    GS_NEED_CUDA();                                              \
+    if (g_cuda.name == nullptr) return CUDA_ERROR_NOT_SUPPORTED; \
+  } while (0)
+
+namespace {
+CUresult Instantiated(CUresult rc, const CUgraphExec* exec, CUgraph graph) {
+  if (rc == CUDA_SUCCESS && exec != nullptr)
+    TheAllocations().GraphInstantiated(reinterpret_cast<uint64_t>(*exec), reinterpret_cast<uint64_t>(graph));
+  return rc;
+}
+}  // namespace
+
+GS_HOOK(cuGraphInstantiate)
+CUresult gs_hook_cuGraphInstantiate(CUgraphExec* e, CUgraph g, CUgraphNode* err_node, char* log, size_t log_size) {
+  GS_NEED_REAL(cuGraphInstantiate);
+  return Instantiated(g_cuda.cuGraphInstantiate(e, g, err_node, log, log_size), e, g);
+}
+GS_HOOK(cuGraphInstantiate_v2)
+CUresult gs_hook_cuGraphInstantiate_v2(CUgraphExec* e, CUgraph g, CUgraphNode* err_node, char* log, size_t log_size) {
+  GS_NEED_REAL(cuGraphInstantiate_v2);
+  return Instantiated(g_cuda.cuGraphInstantiate_v2(e, g, err_node, log, log_size), e, g);
+}
+GS_HOOK(cuGraphInstantiateWithFlags)
+CUresult gs_hook_cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long flags) {
+  GS_NEED_REAL(cuGraphInstantiateWithFlags);
+  return Instantiated(g_cuda.cuGraphInstantiateWithFlags(e, g, flags), e, g);
+}
+GS_HOOK(cuGraphInstantiateWithParams)
+CUresult gs_hook_cuGraphInstantiateWithParams(CUgraphExec* e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  GS_NEED_REAL(cuGraphInstantiateWithParams);
+  return Instantiated(g_cuda.cuGraphInstantiateWithParams(e, g, params), e, g);
+}
+GS_HOOK(cuGraphInstantiateWithParams_ptsz)
+CUresult gs_hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec* e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  GS_NEED_REAL(cuGraphInstantiateWithParams_ptsz);
+  return Instantiated(g_cuda.cuGraphInstantiateWithParams_ptsz(e, g, params), e, g);
+}
+
+GS_HOOK(cuGraphExecDestroy) CUresult gs_hook_cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  GS_NEED_REAL(cuGraphExecDestroy);
+  CUresult rc = g_cuda.cuGraphExecDestroy(hGraphExec);
+  Charge c;
+  if (rc == CUDA_SUCCESS && TheAllocations().GraphExecDestroyed(reinterpret_cast<uint64_t>(hGraphExec), &c))
+    Unreserve(c.device, c.bytes, c.spilled);
   return rc;
 }
 

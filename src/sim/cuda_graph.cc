@@ -29,6 +29,13 @@ void ReleaseGraphAllocation(Graph* g, CUdeviceptr p) {
   g->owned_allocations.erase(it);
   FreeAllocation(static_cast<uintptr_t>(p), false);
 }
+
+// Frees the graph and its memory once neither it nor an executable of it exists.
+void DeleteGraphIfUnused(Graph* g) {
+  if (!g->destroyed || g->execs > 0) return;
+  while (!g->owned_allocations.empty()) ReleaseGraphAllocation(g, g->owned_allocations.back());
+  delete g;
+}
 }  // namespace
 
 GS_SIM_CUDA(cuStreamBeginCapture_v2)(CUstream hStream, CUstreamCaptureMode) {
@@ -73,9 +80,9 @@ GS_SIM_CUDA(cuGraphCreate)(CUgraph* phGraph, unsigned int flags) {
 GS_SIM_CUDA(cuGraphDestroy)(CUgraph hGraph) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  while (!g->owned_allocations.empty()) ReleaseGraphAllocation(g, g->owned_allocations.back());
-  delete g;
+  if (g == nullptr || g->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  g->destroyed = true;
+  DeleteGraphIfUnused(g);
   return CUDA_SUCCESS;
 }
 
@@ -141,6 +148,7 @@ GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGrap
       if (CUresult rc = EnsureLoaded(n->fn); rc != CUDA_SUCCESS) return rc;
   auto* e = new GraphExec;
   e->graph = g;
+  ++g->execs;
   for (auto& n : g->nodes) e->nodes.push_back(*n);
   *phGraphExec = reinterpret_cast<CUgraphExec>(e);
   return CUDA_SUCCESS;
@@ -149,7 +157,11 @@ GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGrap
 GS_SIM_CUDA(cuGraphExecDestroy)(CUgraphExec hGraphExec) {
   GS_REQUIRE_INIT();
   if (hGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  delete reinterpret_cast<GraphExec*>(hGraphExec);
+  auto* e = reinterpret_cast<GraphExec*>(hGraphExec);
+  Graph* g = e->graph;
+  delete e;
+  --g->execs;
+  DeleteGraphIfUnused(g);
   return CUDA_SUCCESS;
 }
 

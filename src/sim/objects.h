@@ -111,10 +111,15 @@ struct GraphNode {
   unsigned elem = 1;
 };
 
+// A graph's memory nodes hold their memory while the graph or an executable graph made
+// from it exists: cuGraphDestroy of an instantiated graph leaves it to the executable,
+// which frees it (and the graph) when it is destroyed last (docs/simulator.md).
 struct Graph {
   int device = -1;
   std::vector<std::unique_ptr<GraphNode>> nodes;
   std::vector<CUdeviceptr> owned_allocations;  // graph memory not yet freed by a node
+  int execs = 0;                               // executable graphs made from it that exist
+  bool destroyed = false;                      // cuGraphDestroy was called while execs > 0
 };
 
 struct GraphExec {

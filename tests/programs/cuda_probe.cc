@@ -7,6 +7,8 @@
 //   alloc KIND SIZE                KIND: mem pitch managed async pool vmm vmmhost array
 //                                  array3d mipmap graph -> "alloc ok" / "alloc err NAME"
 //   free                           frees the newest allocation
+//   graphexec / execfree           instantiates the newest allocation's graph (kept) / destroys
+//                                  the newest executable graph -> "graphexec ok|ERR", "execfree ..."
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
@@ -94,6 +96,7 @@ struct Alloc {
   size_t size = 0, map_size = 0;
 };
 std::vector<Alloc> g_allocs;
+std::vector<CUgraphExec> g_execs;  // graphexec: executable graphs, newest last
 
 const char kSpinPtx[] =
     ".version 8.0\n.target sm_75\n.address_size 64\n"
@@ -205,6 +208,7 @@ void BindGetProc() {
   GET(cuStreamBeginCapture_v2, "cuStreamBeginCapture");
   GET(cuStreamEndCapture, "cuStreamEndCapture");
   GET(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  GET(cuGraphExecDestroy, "cuGraphExecDestroy");
   GET(cuGraphLaunch, "cuGraphLaunch");
   GET(cuStreamSynchronize, "cuStreamSynchronize");
   GET(cuDeviceGetAttribute, "cuDeviceGetAttribute");
@@ -482,6 +486,15 @@ int main(int argc, char** argv) {
     } else if (cmd == "free") {
       rc = DoFree();
       printf("free %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphexec") {
+      Alloc* a = Newest();
+      rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE
+                                               : c.cuGraphInstantiateWithFlags(&g_execs.emplace_back(), a->graph, 0);
+      printf("graphexec %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "execfree") {
+      rc = g_execs.empty() ? CUDA_ERROR_INVALID_VALUE : c.cuGraphExecDestroy(g_execs.back());
+      if (!g_execs.empty()) g_execs.pop_back();
+      printf("execfree %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "fill" || cmd == "check") {
       uint64_t size = Size(arg(1));
       uint32_t seed = static_cast<uint32_t>(atoi(arg(2)));
