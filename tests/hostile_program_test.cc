@@ -222,6 +222,35 @@ TEST(HostileGraph, AGraphDestroyedAfterInstantiationStaysChargedUntilItsExecutab
   ExpectWithinTwoGiB(w);
 }
 
+// A stream-ordered pool keeps what cuMemFreeAsync gives back on the card: until the next
+// synchronize (release threshold 0, the default), or up to its release threshold until a
+// trim. The freed memory stays charged while the pool holds it, and its next allocation
+// takes it without a new charge.
+TEST(HostilePool, MemoryAPoolKeepsStaysChargedUntilThePoolGivesItBack) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  // Default threshold: held until a synchronize.
+  OnCard w = Watched(node,
+                     {ProbeBin(), "init", "alloc", "async", "1024m", "free", "alloc", "mem", "1024m", "sleep", "50",
+                      "sync", "alloc", "mem", "1024m", "sleep", "50"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+  // A threshold above the slice: held through synchronizes until a trim; reused meanwhile.
+  w = Watched(node, {ProbeBin(), "init", "poolkeep", "4g",    "alloc", "async", "1024m", "free",  "sync",
+                     "alloc",    "mem",  "1024m",    "sleep", "50",    "alloc", "async", "1024m", "free",
+                     "pooltrim", "0",    "alloc",    "mem",   "1024m", "sleep", "50"},
+              env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 // The environment of a program that hides NVML from its own enforcer: a library path that
 // holds libcuda.so.1 only. Nothing is reconciled with the card then, the books alone hold
 // the limit.

@@ -70,7 +70,8 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
   SimNode node("context_memory: 0\ngpus: [A100-40GB]\n");
   for (const char* kind : {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap", "graph"}) {
-    Result r = RunProcess({ProbeBin(), "init", "alloc", kind, "64m", "nvml", "free", "nvml"}, node.env());
+    // A synchronize after the free: stream-ordered frees go back to the card then.
+    Result r = RunProcess({ProbeBin(), "init", "alloc", kind, "64m", "nvml", "free", "sync", "nvml"}, node.env());
     ASSERT_EQ(r.code, 0) << kind << ": " << r.err;
     ASSERT_EQ(Lines(r.out, "alloc")[0], "alloc ok") << kind << "\n" << r.out;
     auto nv = Lines(r.out, "nvml");
@@ -84,6 +85,24 @@ TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
   Result r = RunProcess({ProbeBin(), "init", "alloc", "vmmhost", "64m", "nvml"}, node.env());
   EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc ok");
   EXPECT_EQ(U(Fields(r.out, "nvml")[2]), 0u);
+}
+
+// Stream-ordered frees go into the pool, which keeps the memory on the card: until the next
+// synchronize (release threshold 0, the default), beyond it up to the threshold, until a
+// trim; an allocation takes what the pool holds free first.
+TEST(Simulator, APoolKeepsFreedMemoryUntilASynchronizeOrATrim) {
+  SimNode node("context_memory: 0\ngpus: [A100-40GB]\n");
+  Result r =
+      RunProcess({ProbeBin(), "init",  "alloc",    "async", "64m",  "free",     "nvml", "sync",  "nvml",  "poolkeep",
+                  "1g",       "alloc", "async",    "64m",   "free", "sync",     "nvml", "alloc", "async", "32m",
+                  "nvml",     "free",  "pooltrim", "16m",   "nvml", "pooltrim", "0",    "nvml"},
+                 node.env());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto nv = Lines(r.out, "nvml");
+  ASSERT_EQ(nv.size(), 6u) << r.out;
+  std::vector<uint64_t> mib;
+  for (const auto& line : nv) mib.push_back(U(Fields(line, "nvml")[2]) / kMiB);
+  EXPECT_EQ(mib, (std::vector<uint64_t>{64, 0, 64, 64, 16, 0})) << r.out;
 }
 
 TEST(Simulator, CopiesMoveRealBytes) {

@@ -1,5 +1,6 @@
 #include "src/enforcer/allocations.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace gs::enforcer {
@@ -95,6 +96,53 @@ uint64_t Allocations::Total(int device) {
 Allocations& TheAllocations() {
   static Allocations* a = new Allocations;  // never destroyed: hooks may run during exit
   return *a;
+}
+
+// ---- pools ----------------------------------------------------------------------------------
+
+void PoolBook::Freed(uint64_t pool, int dev, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Held& h = held_[pool];
+  h.device = dev;
+  h.bytes += bytes;
+}
+
+uint64_t PoolBook::Take(uint64_t pool, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(pool);
+  if (it == held_.end()) return 0;
+  uint64_t taken = std::min(bytes, it->second.bytes);
+  it->second.bytes -= taken;
+  if (it->second.bytes == 0) held_.erase(it);
+  return taken;
+}
+
+uint64_t PoolBook::Trimmed(uint64_t pool, uint64_t free_bytes, int* dev) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(pool);
+  if (it == held_.end() || it->second.bytes <= free_bytes) return 0;
+  uint64_t back = it->second.bytes - free_bytes;
+  *dev = it->second.device;
+  it->second.bytes = free_bytes;
+  if (free_bytes == 0) held_.erase(it);
+  return back;
+}
+
+int PoolBook::PoolsOn(int dev, uint64_t* out, int max) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& [pool, h] : held_)
+    if (h.device == dev && n < max) out[n++] = pool;
+  return n;
+}
+
+void PoolBook::ForgetAll() {
+  held_.clear();
+}
+
+PoolBook& ThePoolBook() {
+  static PoolBook* b = new PoolBook;  // never destroyed: hooks may run during exit
+  return *b;
 }
 
 // ---- VMM ------------------------------------------------------------------------------------

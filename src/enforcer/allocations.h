@@ -20,6 +20,7 @@ struct Charge {
   uint64_t bytes = 0;
   bool spilled = false;  // host-backed (virtual device memory)
   uint64_t context = 0;  // the CUcontext it lives in: destroying or resetting it frees it
+  uint64_t pool = 0;     // the stream-ordered pool it came from (PoolBook); 0 none
 };
 
 class Allocations {
@@ -61,6 +62,41 @@ class Allocations {
 };
 
 Allocations& TheAllocations();
+
+// What stream-ordered pools hold free. cuMemFreeAsync gives an allocation back to its pool,
+// which keeps the memory on the card until it gives it back to the driver: at a
+// synchronize, what it holds beyond its release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+// 0 by default); at cuMemPoolTrimTo; when it is destroyed (CUDA driver API, "Stream Ordered
+// Memory Allocator"). Its next allocations take that memory first. So the charge of a
+// freed pool allocation stays, held by the pool, until the driver says the pool holds less
+// free (reserved minus used memory: Trimmed); a new allocation from the pool is charged
+// only beyond what the pool holds. Thread-safe (one mutex; not on the launch path).
+class PoolBook {
+ public:
+  // `bytes` charged on device `dev` are now held free by `pool`.
+  void Freed(uint64_t pool, int dev, uint64_t bytes);
+  // Up to `bytes` of what `pool` holds, taken for an allocation from it; returns how many.
+  uint64_t Take(uint64_t pool, uint64_t bytes);
+  // The driver says `pool` holds `free_bytes` free (0: destroyed). What it held beyond that
+  // is returned, with its device in *dev.
+  uint64_t Trimmed(uint64_t pool, uint64_t free_bytes, int* dev);
+  // The pools holding something on `dev`, at most `max` into out; returns how many.
+  int PoolsOn(int dev, uint64_t* out, int max);
+  // fork(): as Allocations.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+  void ForgetAll();
+
+ private:
+  struct Held {
+    int device = -1;
+    uint64_t bytes = 0;
+  };
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Held> held_;
+};
+
+PoolBook& ThePoolBook();
 
 // Physical memory made by cuMemCreate. The driver keeps such an allocation while any
 // handle to it is unreleased or any address range maps it: cuMemRelease of a mapped handle

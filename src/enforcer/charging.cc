@@ -111,8 +111,10 @@ void BeforeFork() {
   TheVmmBook().mu().lock();
   g_reconcile_mu.lock();
   TheAllocations().LockForFork();
+  ThePoolBook().LockForFork();
 }
 void AfterForkInParent() {
+  ThePoolBook().UnlockAfterFork();
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
   TheVmmBook().mu().unlock();
@@ -120,10 +122,12 @@ void AfterForkInParent() {
 void AfterForkInChild() {
   // Nothing the parent holds is the child's: its books start empty, its slot is claimed
   // on its first charge (most children exec at once and never need one).
+  ThePoolBook().UnlockAfterFork();
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
   TheVmmBook().mu().unlock();
   TheAllocations().ForgetAll();
+  ThePoolBook().ForgetAll();
   TheVmmBook().ForgetAll();
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
@@ -176,6 +180,17 @@ bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own
   return true;
 }
 
+// What the pools on dev hold free, as the driver now says: charges they held beyond it go
+// back (a synchronize or a trim the enforcer does not see gave the memory back). True when
+// something went back.
+bool RefreshPools(int dev) {
+  uint64_t pools[64];
+  int n = ThePoolBook().PoolsOn(dev, pools, 64);
+  bool any = false;
+  for (int i = 0; i < n; ++i) any |= RefreshPool(pools[i]) > 0;
+  return any;
+}
+
 // `reconcile` = false for a charge NVML already shows (a context just created): asking
 // NVML first would count those bytes once as unseen and once as the charge.
 bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool reconcile) {
@@ -190,6 +205,8 @@ bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool
     Reconcile(dev, true);
     if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   }
+  // Pools may have given memory back since their charges were last looked at.
+  if (RefreshPools(dev) && TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   char want[32], used[32], lim[32];
   GS_LOG(
       kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
@@ -371,6 +388,25 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
 
 }  // namespace internal
 
+uint64_t RefreshPool(uint64_t pool) {
+  if (g_cuda.cuMemPoolGetAttribute == nullptr) return 0;
+  auto* p = reinterpret_cast<CUmemoryPool>(pool);
+  cuuint64_t reserved = 0, used = 0;
+  if (g_cuda.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS ||
+      g_cuda.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+    return 0;
+  int dev = -1;
+  uint64_t back = ThePoolBook().Trimmed(pool, reserved > used ? reserved - used : 0, &dev);
+  if (back) Unreserve(dev, back, false);
+  return back;
+}
+
+void PoolDestroyed(uint64_t pool) {
+  int dev = -1;
+  uint64_t back = ThePoolBook().Trimmed(pool, 0, &dev);
+  if (back) Unreserve(dev, back, false);
+}
+
 void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
@@ -386,6 +422,7 @@ void ContextGone(int dev, uint64_t ctx) {
       if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
     }
     Reconcile(dev, true);  // what the context's libraries held is gone with it
+    RefreshPools(dev);     // and what the device's pools held free
   }
 }
 

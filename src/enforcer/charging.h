@@ -89,6 +89,13 @@ CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record rec
 // Gives back what the handle was charged, if anything; returns its device (-1: nothing).
 int Release(HandleKind kind, uint64_t handle);
 
+// ---- stream-ordered pools (PoolBook, allocations.h) ------------------------------------------
+// Asks the driver what `pool` holds free and returns the charges it held beyond that;
+// returns how many bytes went back.
+uint64_t RefreshPool(uint64_t pool);
+// The pool is destroyed: what it held free goes back.
+void PoolDestroyed(uint64_t pool);
+
 // ---- contexts ----------------------------------------------------------------------------
 // A context's own footprint (docs/enforcer.md, "Memory"): what it is expected to take is
 // reserved before the driver is asked (the last footprint this process measured on the

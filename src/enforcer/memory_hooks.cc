@@ -154,33 +154,63 @@ int DeviceOfPool(CUmemoryPool pool) {
   return -1;
 }
 
+// The pool cuMemAllocAsync on stream s draws from: the current pool of its device.
+CUmemoryPool PoolOfStream(CUstream s) {
+  CUcontext ctx = nullptr;
+  bool pushed = s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_cuda.cuStreamGetCtx &&
+                g_cuda.cuStreamGetCtx(s, &ctx) == CUDA_SUCCESS && ctx &&
+                g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+  CUdevice ord = 0;
+  CUmemoryPool pool = nullptr;
+  if (g_cuda.cuCtxGetDevice(&ord) != CUDA_SUCCESS || g_cuda.cuDeviceGetMemPool(&pool, ord) != CUDA_SUCCESS)
+    pool = nullptr;
+  if (pushed) g_cuda.cuCtxPopCurrent_v2(&ctx);
+  return pool;
+}
+
 using AllocAsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUstream);
 using AllocFromPoolFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 using FreeAsyncFn = CUresult (*)(CUdeviceptr, CUstream);
 
+// An allocation from a pool: charged beyond what the pool holds free (already charged,
+// PoolBook), recorded whole under its pointer and pool.
+template <typename Call>
+CUresult AllocInPool(int dev, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes, const char* api, Call call) {
+  const uint64_t p = reinterpret_cast<uint64_t>(pool), want = Footprint(bytes);
+  const uint64_t reused = p ? ThePoolBook().Take(p, want) : 0;
+  CUresult rc = Charged(dev, want - reused, api, call, [&](Charge c) {
+    c.bytes = want;
+    c.pool = p;
+    TheAllocations().Add(HandleKind::kPointer, *dptr, c);
+  });
+  if (rc != CUDA_SUCCESS && reused) ThePoolBook().Freed(p, dev, reused);
+  return rc;
+}
+
 CUresult AllocAsync(AllocAsyncFn real, CUdeviceptr* dptr, size_t bytes, CUstream s) {
-  return Charged(
-      DeviceOfStream(s), Footprint(bytes), "cuMemAllocAsync", [&] { return real(dptr, bytes, s); },
-      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return AllocInPool(DeviceOfStream(s), PoolOfStream(s), dptr, bytes, "cuMemAllocAsync",
+                     [&] { return real(dptr, bytes, s); });
 }
 
 CUresult AllocFromPool(AllocFromPoolFn real, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   int dev = DeviceOfPool(pool);
   if (dev < 0) dev = DeviceOfStream(s);
-  return Charged(
-      dev, Footprint(bytes), "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); },
-      [&](Charge c) { TheAllocations().Add(HandleKind::kPointer, *dptr, c); });
+  return AllocInPool(dev, pool, dptr, bytes, "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); });
 }
 
+// The memory goes back to its pool, which keeps it on the card: its charge stays, held by
+// the pool (PoolBook).
 CUresult FreeAsync(FreeAsyncFn real, CUdeviceptr dptr, CUstream s) {
   Charge c;
   bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc = real(dptr, s);
   if (known) {
-    if (rc == CUDA_SUCCESS)
-      Unreserve(c.device, c.bytes, c.spilled);
-    else
+    if (rc != CUDA_SUCCESS)
       TheAllocations().Add(HandleKind::kPointer, dptr, c);
+    else if (c.pool)
+      ThePoolBook().Freed(c.pool, c.device, c.bytes);
+    else
+      Unreserve(c.device, c.bytes, c.spilled);
   }
   return rc;
 }
@@ -212,6 +242,19 @@ GS_HOOK(cuMemFreeAsync) CUresult gs_hook_cuMemFreeAsync(CUdeviceptr dptr, CUstre
 GS_HOOK(cuMemFreeAsync_ptsz) CUresult gs_hook_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   GS_NEED_CUDA();
   return FreeAsync(g_cuda.cuMemFreeAsync_ptsz, dptr, hStream);
+}
+
+GS_HOOK(cuMemPoolTrimTo) CUresult gs_hook_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuMemPoolTrimTo(pool, minBytesToKeep);
+  if (rc == CUDA_SUCCESS) RefreshPool(reinterpret_cast<uint64_t>(pool));
+  return rc;
+}
+GS_HOOK(cuMemPoolDestroy) CUresult gs_hook_cuMemPoolDestroy(CUmemoryPool pool) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuMemPoolDestroy(pool);
+  if (rc == CUDA_SUCCESS) PoolDestroyed(reinterpret_cast<uint64_t>(pool));
+  return rc;
 }
 
 // ---- virtual memory management ---------------------------------------------------------------

@@ -29,13 +29,8 @@ uint64_t StackBytes(int dev, size_t stack) {
   return RoundUp(per_thread * threads, kDriverPage);
 }
 
-// Gives back what a context holds when it goes away (destroyed, last primary reference
-// released, reset): the memory allocated in it, its stack reservation and its modules'
-// .global memory and code; its limits return to the defaults. Called with c->mu held.
-void ReleaseContextMemory(Context* c) {
-  if (c->stack_bytes) node()->Release(c->device, c->stack_bytes);
-  c->stack_bytes = 0;
-  ResetLimits(c);
+// The memory allocated in a context and its modules' .global memory and code, given back.
+void ReleaseContextAllocations(Context* c) {
   std::lock_guard<std::mutex> lock(g_driver->mu);
   for (auto it = g_driver->allocations.begin(); it != g_driver->allocations.end();) {
     const Allocation& a = it->second;
@@ -58,6 +53,26 @@ void ReleaseContextMemory(Context* c) {
     m->ctx = nullptr;  // the handle stays, as dead as on a real driver
   }
   c->modules.clear();
+}
+
+// Gives back what a context holds when it goes away (destroyed, last primary reference
+// released, reset): the memory allocated in it, its stack reservation and its modules'
+// .global memory and code; its limits return to the defaults. Called with c->mu held.
+void ReleaseContextMemory(Context* c) {
+  if (c->stack_bytes) node()->Release(c->device, c->stack_bytes);
+  c->stack_bytes = 0;
+  ResetLimits(c);
+  ReleaseContextAllocations(c);
+  // What the device's pools hold free goes back with the context (the simulator's process
+  // has one context per device at a time; its next one starts with empty pools).
+  TrimPool(&g_driver->default_pool[c->device], 0);
+  std::vector<MemPool*> pools;
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    for (MemPool* p : g_driver->created_pools)
+      if (p->device == c->device) pools.push_back(p);
+  }
+  for (MemPool* p : pools) TrimPool(p, 0);
 }
 
 CUresult ChargeContext(Context* ctx) {
@@ -180,6 +195,7 @@ GS_SIM_CUDA(cuCtxSynchronize)(void) {
   Context* c = CurrentContext();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   WaitContext(c);
+  TrimPoolsAtSync(c->device);
   return CUDA_SUCCESS;
 }
 

@@ -27,23 +27,63 @@ CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CU
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (node()->IsLost(dev)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
-  if (!node()->Reserve(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  // A pool serves what it holds free first; only the rest is new memory on the card.
+  uint64_t reused = 0;
+  if (pool) {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    reused = std::min<uint64_t>(bytes, pool->reserved_now - pool->used_now);
+    pool->used_now += reused;
+  }
+  auto unreuse = [&] {
+    if (reused == 0) return;
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    pool->used_now -= reused;
+  };
+  if (bytes > reused && !node()->Reserve(dev, bytes - reused)) {
+    unreuse();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   size_t map_size = RoundUp(bytes, 4096);
   void* p = MapLazy(map_size);
   if (p == nullptr) {
-    node()->Release(dev, bytes);
+    if (bytes > reused) node()->Release(dev, bytes - reused);
+    unreuse();
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Context* ctx = CurrentContext();
   std::lock_guard<std::mutex> lock(g_driver->mu);
   g_driver->allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, map_size, dev, kind, pool, ctx};
   if (pool) {
-    pool->used_now += bytes;
-    pool->reserved_now += bytes;
+    pool->used_now += bytes - reused;
+    pool->reserved_now += bytes - reused;
     pool->used_high = std::max(pool->used_high, pool->used_now);
+    pool->reserved_high = std::max(pool->reserved_high, pool->reserved_now);
   }
   *out = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
+}
+
+void TrimPool(MemPool* pool, uint64_t keep) {
+  uint64_t given_back = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    uint64_t floor = std::max(keep, pool->used_now);
+    if (pool->reserved_now <= floor) return;
+    given_back = pool->reserved_now - floor;
+    pool->reserved_now = floor;
+  }
+  node()->Release(pool->device, given_back);
+}
+
+void TrimPoolsAtSync(int dev) {
+  std::vector<MemPool*> pools;
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    pools.push_back(&g_driver->default_pool[dev]);
+    for (MemPool* p : g_driver->created_pools)
+      if (p->device == dev) pools.push_back(p);
+  }
+  for (MemPool* p : pools) TrimPool(p, p->release_threshold);
 }
 
 CUresult FreeAllocation(uintptr_t addr, bool host) {
@@ -56,13 +96,10 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     if (is_host != host || it->second.kind == AllocKind::kHostRegistered || it->second.kind == AllocKind::kVmm)
       return CUDA_ERROR_INVALID_VALUE;
     a = it->second;
-    if (a.pool) {
-      a.pool->used_now -= a.size;
-      a.pool->reserved_now -= a.size;
-    }
+    if (a.pool) a.pool->used_now -= a.size;  // stays reserved in the pool (TrimPool)
     g_driver->allocations.erase(it);
   }
-  if (a.device >= 0) node()->Release(a.device, a.size);
+  if (a.device >= 0 && a.pool == nullptr) node()->Release(a.device, a.size);
   if (a.map_size) munmap(reinterpret_cast<void*>(addr), a.map_size);
   return CUDA_SUCCESS;
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct Driver {
   Context primary[kMaxDevices];
   MemPool default_pool[kMaxDevices];
   MemPool* current_pool[kMaxDevices] = {};
+  std::set<MemPool*> created_pools;  // by cuMemPoolCreate, until destroyed
 };
 
 // Set by cuInit (src/sim/cuda_init.cc); null before, and in a child forked after it.
@@ -81,6 +83,10 @@ size_t RoundUp(size_t v, size_t to);
 // Charges `bytes` to device `dev` and maps backing memory; records the allocation.
 CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CUdeviceptr* out);
 CUresult FreeAllocation(uintptr_t addr, bool host);
+// Gives the card back what `pool` holds free beyond max(keep, what is in use).
+void TrimPool(MemPool* pool, uint64_t keep);
+// A synchronize on `dev`: every pool of that device trims to its release threshold.
+void TrimPoolsAtSync(int dev);
 // True when [p, p+n) lies inside one known allocation (device, host or mapped VMM).
 bool ValidRange(uintptr_t p, size_t n);
 // Host pointers in copies may be any host memory; only device sides are checked.

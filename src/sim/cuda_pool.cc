@@ -35,6 +35,10 @@ GS_SIM_CUDA(cuMemPoolCreate)(CUmemoryPool* pool, const CUmemPoolProps* poolProps
     return CUDA_ERROR_NOT_SUPPORTED;
   auto* p = new MemPool;
   p->device = StateIndex(poolProps->location.id);
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    g_driver->created_pools.insert(p);
+  }
   *pool = reinterpret_cast<CUmemoryPool>(p);
   return CUDA_SUCCESS;
 }
@@ -45,13 +49,27 @@ GS_SIM_CUDA(cuMemPoolDestroy)(CUmemoryPool pool) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (auto& d : g_driver->default_pool)
     if (&d == p) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    if (g_driver->created_pools.erase(p) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  TrimPool(p, 0);
+  // Memory still allocated from it stays charged to the card until freed; the pool's
+  // record of it goes with the pool (the allocations no longer name it).
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    for (auto& [addr, a] : g_driver->allocations)
+      if (a.pool == p) a.pool = nullptr;
+  }
   delete p;
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuMemPoolTrimTo)(CUmemoryPool pool, size_t) {
+GS_SIM_CUDA(cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep) {
   GS_REQUIRE_INIT();
-  return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  TrimPool(reinterpret_cast<MemPool*>(pool), minBytesToKeep);
+  return CUDA_SUCCESS;
 }
 
 GS_SIM_CUDA(cuMemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
@@ -82,7 +100,7 @@ GS_SIM_CUDA(cuMemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, 
       v = p->used_high;
       break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      v = p->used_high;
+      v = p->reserved_high;
       break;
     default:
       *static_cast<int*>(value) = 0;

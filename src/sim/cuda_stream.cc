@@ -52,6 +52,7 @@ GS_SIM_CUDA(cuStreamSynchronize)(CUstream hStream) {
     WaitContext(st->ctx);
   else
     WaitStream(st);
+  TrimPoolsAtSync(st->ctx->device);
   return CUDA_SUCCESS;
 }
 GS_SIM_CUDA_SAME(cuStreamSynchronize_ptsz, cuStreamSynchronize)
@@ -111,6 +112,7 @@ GS_SIM_CUDA(cuEventSynchronize)(CUevent hEvent) {
   auto* e = reinterpret_cast<CudaEvent*>(hEvent);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (e->recorded) node()->WaitWork(e->device, e->mark);
+  if (e->recorded) TrimPoolsAtSync(e->device);
   return CUDA_SUCCESS;
 }
 

@@ -127,10 +127,14 @@ struct GraphExec {
   std::vector<GraphNode> nodes;
 };
 
+// A stream-ordered memory pool. Memory freed into it stays reserved on the card (the
+// process's NVML figure keeps it) until the pool gives it back: at a synchronize, down to
+// its release threshold; at cuMemPoolTrimTo, down to the size asked; at cuMemPoolDestroy.
+// Allocations take reserved free memory first (docs/simulator.md).
 struct MemPool {
   int device = 0;
   uint64_t release_threshold = 0;
-  uint64_t reserved_now = 0, used_now = 0, used_high = 0;
+  uint64_t reserved_now = 0, used_now = 0, used_high = 0, reserved_high = 0;
 };
 
 struct PhysicalMemory {  // cuMemCreate

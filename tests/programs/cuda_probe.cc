@@ -7,6 +7,7 @@
 //   alloc KIND SIZE                KIND: mem pitch managed async pool vmm vmmhost array
 //                                  array3d mipmap graph -> "alloc ok" / "alloc err NAME"
 //   free                           frees the newest allocation
+//   poolkeep SIZE / pooltrim SIZE  the current pool's release threshold / cuMemPoolTrimTo
 //   graphexec / execfree           instantiates the newest allocation's graph (kept) / destroys
 //                                  the newest executable graph -> "graphexec ok|ERR", "execfree ..."
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
@@ -209,6 +210,9 @@ void BindGetProc() {
   GET(cuStreamEndCapture, "cuStreamEndCapture");
   GET(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
   GET(cuGraphExecDestroy, "cuGraphExecDestroy");
+  GET(cuDeviceGetMemPool, "cuDeviceGetMemPool");
+  GET(cuMemPoolSetAttribute, "cuMemPoolSetAttribute");
+  GET(cuMemPoolTrimTo, "cuMemPoolTrimTo");
   GET(cuGraphLaunch, "cuGraphLaunch");
   GET(cuStreamSynchronize, "cuStreamSynchronize");
   GET(cuDeviceGetAttribute, "cuDeviceGetAttribute");
@@ -622,6 +626,15 @@ int main(int argc, char** argv) {
     } else if (cmd == "sync") {
       rc = c.cuCtxSynchronize();
       printf("sync %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "poolkeep" || cmd == "pooltrim") {
+      CUmemoryPool pool = nullptr;
+      cuuint64_t bytes = Size(arg(1));
+      ++i;
+      rc = c.cuDeviceGetMemPool(&pool, g_dev);
+      if (rc == CUDA_SUCCESS)
+        rc = cmd == "poolkeep" ? c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &bytes)
+                               : c.cuMemPoolTrimTo(pool, bytes);
+      printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "sleep") {
       std::this_thread::sleep_for(std::chrono::milliseconds(atoi(arg(1))));
       ++i;
