@@ -136,5 +136,46 @@ TEST(VmmBook, HandlesAndAddressesNotChargedHereAreIgnored) {
   EXPECT_EQ(Unmap(b, kA, 64 * kMiB), 0u);
 }
 
+// A graph's charge ends with the last of the graph and the executables made from it.
+TEST(GraphCharges, TheLastOfTheGraphAndItsExecutablesReturnsTheCharge) {
+  Allocations a;
+  a.Add(HandleKind::kGraph, 10, Charge{0, 64 * kMiB});
+  a.GraphInstantiated(100, 10);
+  a.GraphInstantiated(101, 10);
+  Charge c;
+  EXPECT_FALSE(a.GraphDestroyed(10, &c));
+  EXPECT_FALSE(a.GraphExecDestroyed(100, &c));
+  ASSERT_TRUE(a.GraphExecDestroyed(101, &c));
+  EXPECT_EQ(c.bytes, 64 * kMiB);
+  EXPECT_FALSE(a.GraphExecDestroyed(101, &c));  // once
+  // Executables destroyed first: the graph returns it.
+  a.Add(HandleKind::kGraph, 11, Charge{0, 32 * kMiB});
+  a.GraphInstantiated(102, 11);
+  EXPECT_FALSE(a.GraphExecDestroyed(102, &c));
+  ASSERT_TRUE(a.GraphDestroyed(11, &c));
+  EXPECT_EQ(c.bytes, 32 * kMiB);
+}
+
+// What a pool holds free is taken by its next allocations and returned when the driver
+// says the pool holds less.
+TEST(PoolBook, HeldMemoryIsReusedAndReturnedWhenThePoolShrinks) {
+  PoolBook b;
+  b.Freed(7, 0, 64 * kMiB);
+  EXPECT_EQ(b.Take(7, 16 * kMiB), 16 * kMiB);
+  EXPECT_EQ(b.Take(8, 16 * kMiB), 0u);  // another pool holds nothing
+  int dev = -1;
+  EXPECT_EQ(b.Trimmed(7, 48 * kMiB, &dev), 0u);  // holds what we thought
+  EXPECT_EQ(b.Trimmed(7, 8 * kMiB, &dev), 40 * kMiB);
+  EXPECT_EQ(dev, 0);
+  uint64_t pools[4];
+  ASSERT_EQ(b.PoolsOn(0, pools, 4), 1);
+  EXPECT_EQ(pools[0], 7u);
+  EXPECT_EQ(b.Take(7, 64 * kMiB), 8 * kMiB);
+  EXPECT_EQ(b.PoolsOn(0, pools, 4), 0);
+  b.Freed(9, 1, 4 * kMiB);
+  EXPECT_EQ(b.Trimmed(9, 0, &dev), 4 * kMiB);  // destroyed
+  EXPECT_EQ(dev, 1);
+}
+
 }  // namespace
 }  // namespace gs::enforcer
