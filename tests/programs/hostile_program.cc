@@ -70,6 +70,8 @@
 //                                 priority 999; its own credit huge, its wish fresh
 //                       garbage   a holder that is no tenant, no deadline, its own entry's
 //                                 share 0 and credit stamps at the ends of int64
+//                       drain     its own drain heartbeat always fresh (with seize: a holder
+//                                 that claims to wait for a kernel longer than its turn)
 //                     prints "card <rewrites>"
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
@@ -226,6 +228,7 @@ long ForgeCard(const char* path, long ms, const std::string& attacks) {
       c->deadline_ns.store(now + 10'000'000'000);
       c->deadline_seq.store(seq);
     }
+    if (has("drain")) me.drain_ns.store(now);
     if (has("credit")) {
       for (int i = 0; i < rg::kCardTenants; ++i) {
         if (i == mine || c->tenants[i].id.load() == 0) continue;
