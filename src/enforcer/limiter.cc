@@ -89,6 +89,7 @@ struct Local {
   // The highest exact cost of a launch seen recently (LearnLaunchCost), and when.
   std::atomic<int64_t> cost_high{0};
   std::atomic<int64_t> cost_high_at{0};
+  int64_t exact_samples = 0;  // controller-owned
   int64_t joined_ns = 0;
   uint64_t launches_at_join = 0;
   std::atomic<int> part{static_cast<int>(Part::kOut)};
@@ -596,7 +597,9 @@ void LearnLaunchCost(Local& L, int64_t closed, int64_t drained) {
     // the drain waited at least half of it (the card was still busy with our launches when
     // the gate closed). What the turn's few launches spent on waking threads and on the
     // drain itself is neither.
-    if (sample >= kHighCostNs && drained - closed >= sample / 2 && sample >= HighCost(L, drained)) {
+    // The first sample also holds the first launch's one-time costs.
+    if (++L.exact_samples > 1 && sample >= kHighCostNs && drained - closed >= sample / 2 &&
+        sample >= HighCost(L, drained)) {
       L.cost_high.store(sample, std::memory_order_relaxed);
       L.cost_high_at.store(drained, std::memory_order_relaxed);
     }
@@ -651,6 +654,7 @@ void Drain(Local& L) {
 
 // Ends this process's part of a turn when its time is up or it stopped launching.
 void* ControllerMain(void*) {
+  StartDrainer();  // now, so that no drain counts the thread's start as the card's work
   for (;;) {
     bool any = false;
     for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
