@@ -53,10 +53,11 @@ constexpr int64_t kPollNs = 250'000;
 // that time, so two turns are a generous margin). Honest competition stays within it
 // (on the simulator: no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms
 // kernels, 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and
-// node agent tests' scenarios). Not covered:
-// a competitor's single kernel longer than kOwedBoundNs over our share, and shares on one
-// card that add up to more than 100 % (then honest tenants get less than their share and
-// may take self-granted parts now and then; docs/enforcer.md, "Limits of this version").
+// node agent tests' scenarios). A competitor's single kernel longer than a turn is covered
+// by what is excused while its holder drains past its deadline (AccrueWaiting), up to
+// kLongKernelNs. Not covered: longer kernels, and shares on one card that add up to more
+// than 100 % (then honest tenants get less than their share and may take self-granted
+// parts now and then; docs/enforcer.md, "Limits of this version").
 constexpr int64_t kOwedBoundNs = rg::kBurstNs + 2 * rg::kTurnMaxNs;  // 140 ms
 // What a process may get ahead of its share (idle capacity, a long kernel of its own):
 // as much as the card forgives (kMaxDebtNs), so that paying back a legitimate debt never
