@@ -131,14 +131,12 @@ std::atomic<bool> g_controller_started{false};
 // time the launches took is seen when they took it (not up to kPollNs later).
 std::atomic<uint32_t> g_kick{0};
 std::atomic<int> g_captures{0};
-// The drainer: a thread that runs cuCtxSynchronize for the controller, which meanwhile
-// keeps its tenant's drain heartbeat on the card (a kernel may run far past its turn).
-// A request is g_drain_req bumped with g_drain_ctx set; done when g_drain_done equals it.
-std::atomic<bool> g_drainer_started{false};
-std::atomic<bool> g_drainer_failed{false};
-std::atomic<uint32_t> g_drain_req{0};
-std::atomic<uint32_t> g_drain_done{0};
-std::atomic<CUcontext> g_drain_ctx{nullptr};
+// The drain heartbeat: while the controller waits in cuCtxSynchronize for a turn's work (a
+// kernel may run far past its turn), a thread of its own keeps the tenant's drain
+// heartbeat on the card fresh. g_drain_seq is odd while a drain runs, for g_drain_entry.
+std::atomic<bool> g_beat_started{false};
+std::atomic<uint32_t> g_drain_seq{0};
+std::atomic<rg::CardTenant*> g_drain_entry{nullptr};
 constexpr int64_t kDrainBeatNs = 10'000'000;  // the drain heartbeat's period
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
@@ -184,35 +182,33 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
   FutexWake(word);
 }
 
-void* DrainerMain(void*) {
-  uint32_t served = g_drain_done.load();
+void* BeatMain(void*) {
   for (;;) {
-    uint32_t req = g_drain_req.load();
-    if (req == served) {
-      FutexWait(&g_drain_req, req, 1'000'000'000);
+    uint32_t seq = g_drain_seq.load();
+    if ((seq & 1) == 0) {
+      FutexWait(&g_drain_seq, seq, 1'000'000'000);
       continue;
     }
-    if (CUcontext ctx = g_drain_ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
-      g_cuda.cuCtxSynchronize();
-    served = req;
-    g_drain_done.store(req);
-    FutexWake(&g_drain_done);
+    SleepUntilNs(MonotonicNowNs() + kDrainBeatNs);
+    if (rg::CardTenant* e = g_drain_entry.load(); e != nullptr && g_drain_seq.load() == seq) {
+      int64_t now = MonotonicNowNs();
+      e->seen_ns.store(now);
+      e->drain_ns.store(now);
+    }
   }
   return nullptr;
 }
 
-bool StartDrainer() {
-  if (g_drainer_failed.load()) return false;
+void StartBeat() {
   bool expected = false;
-  if (!g_drainer_started.compare_exchange_strong(expected, true)) return true;
+  if (!g_beat_started.compare_exchange_strong(expected, true)) return;
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  bool ok = pthread_create(&t, &attr, DrainerMain, nullptr) == 0;
+  if (pthread_create(&t, &attr, BeatMain, nullptr) != 0)
+    GS_LOG(kWarn, "cannot start the drain heartbeat thread: a kernel longer than 200 ms past its turn may lose it");
   pthread_attr_destroy(&attr);
-  if (!ok) g_drainer_failed.store(true);
-  return ok;
 }
 
 // The container's identity on the card: one id per container and device, kept in the
@@ -629,33 +625,23 @@ bool ReopenTurn(Local& L, int64_t now) {
 // Waits for the work this process queued on device L (cuCtxSynchronize in its context),
 // keeping the tenant's drain heartbeat on the card meanwhile, so that waiters neither take
 // the card from it nor count the wait as the card's unfairness while a long kernel ends.
+// The last heartbeat stays: the card is handed over or the turn goes on within kRelaunchNs,
+// and it is stale kDrainFreshNs later anyway.
 void Drain(Local& L) {
   CUcontext ctx = L.ctx.load();
-  if (ctx == nullptr) return;
+  if (ctx == nullptr || g_cuda.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
   rg::CardTenant& me = L.card->tenants[L.tenant];
-  if (!StartDrainer()) {
-    me.drain_ns.store(MonotonicNowNs());  // one heartbeat: a long drain may lose the card
-    if (g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS) g_cuda.cuCtxSynchronize();
-    return;
-  }
-  g_drain_ctx.store(ctx);
-  uint32_t req = g_drain_req.fetch_add(1) + 1;
-  FutexWake(&g_drain_req);
-  for (;;) {
-    uint32_t done = g_drain_done.load();
-    if (done == req) break;
-    int64_t now = MonotonicNowNs();
-    me.seen_ns.store(now);
-    me.drain_ns.store(now);
-    FutexWait(&g_drain_done, done, kDrainBeatNs);
-  }
-  // The last heartbeat stays: the card is handed over or the turn goes on within
-  // kRelaunchNs, and it is stale kDrainFreshNs later anyway.
+  me.drain_ns.store(MonotonicNowNs());
+  g_drain_entry.store(&me);
+  g_drain_seq.fetch_add(1);  // odd: draining
+  FutexWake(&g_drain_seq);
+  g_cuda.cuCtxSynchronize();
+  g_drain_seq.fetch_add(1);
 }
 
 // Ends this process's part of a turn when its time is up or it stopped launching.
 void* ControllerMain(void*) {
-  StartDrainer();  // now, so that no drain counts the thread's start as the card's work
+  StartBeat();
   for (;;) {
     bool any = false;
     for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
@@ -743,8 +729,8 @@ __attribute__((constructor)) void RegisterAtFork() {
   // The child of a fork has no controller thread and is part of no turn.
   pthread_atfork(nullptr, nullptr, [] {
     g_controller_started.store(false);
-    g_drainer_started.store(false);
-    g_drain_done.store(g_drain_req.load());
+    g_beat_started.store(false);
+    g_drain_seq.store(0);
     t_ctx = nullptr;
     for (Local& L : g_local) {
       L.open.store(false);
