@@ -462,6 +462,61 @@ TEST(EnforcerCompute, SharesHoldForKernelsFrom5usTo50ms) {
   }
 }
 
+// A turn cannot preempt a running kernel. Two containers at 30/70, both saturating with
+// single kernels far longer than a turn (10-20 ms) and than the starvation guard's bound
+// (140 ms): the holder keeps the card while it drains its kernel, is charged all of it and
+// repays it before its next turn; the waiter keeps what it earned meanwhile. Each gets its
+// share within 5 points, under policy default and force.
+struct LongKernels {
+  const char* policy;
+  const char* kernel_us;
+  friend std::ostream& operator<<(std::ostream& os, const LongKernels& k) {
+    return os << k.policy << ", " << k.kernel_us << " us";
+  }
+};
+class EnforcerComputeLongKernels : public ::testing::TestWithParam<LongKernels> {};
+
+TEST_P(EnforcerComputeLongKernels, EachContainerGetsItsShare) {
+  auto [policy, kernel_us] = GetParam();
+  SimNode node("gpus: [H100-80GB]\n");
+  Process a(AsContainer(BurnRun("30", policy, 6, {"--kernel-us", kernel_us})), node.env());
+  Process b(AsContainer(BurnRun("70", policy, 6, {"--kernel-us", kernel_us})), node.env());
+  Result ra = a.Wait(), rb = b.Wait();
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.out << rb.err;
+  std::cout << policy << ", " << kernel_us << " us kernels, 30/70: " << BurnUtil(ra.out) << " / " << BurnUtil(rb.out)
+            << "\n";
+  EXPECT_NEAR(BurnUtil(ra.out), 30, 5) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
+  EXPECT_EQ(rb.err.find("not handing out turns fairly"), std::string::npos) << rb.err;
+  EXPECT_EQ(ra.err.find("not handing out turns fairly"), std::string::npos) << ra.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, EnforcerComputeLongKernels,
+                         ::testing::Values(LongKernels{"default", "300000"}, LongKernels{"force", "150000"}),
+                         [](const auto& p) { return std::string(p.param.policy) + "_" + p.param.kernel_us + "us"; });
+
+// A container that first launches 64 kernels of 5 us (a short cost per launch learned, so
+// a turn would admit thousands of launches), then queues eight of 50 ms, round after
+// round, beside one that saturates the card: it takes no more than its 30 % share + 5, and
+// the other keeps its 70 % within 5 points.
+TEST(EnforcerCompute, ShortKernelsDoNotLetLongOnesThroughBeyondTheShare) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Process attacker(AsContainer({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", ProbeBin(), "init",
+                                "mixburn", "6000", "64", "5000", "8", "50000000"}),
+                   node.env());
+  Process honest(AsContainer(BurnRun("70", "default", 6)), node.env());
+  Result ra = attacker.Wait(), rh = honest.Wait();
+  ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
+  auto mix = Fields(ra.out, "mixburn");
+  ASSERT_EQ(mix.size(), 2u) << ra.out << ra.err;
+  double taken = std::stod(mix[1]);
+  std::cout << "short then long kernels at 30 %: " << taken << " %, beside it at 70 %: " << BurnUtil(rh.out) << " %\n";
+  EXPECT_LE(taken, 35) << ra.out << ra.err;
+  EXPECT_NEAR(BurnUtil(rh.out), 70, 5) << rh.out << rh.err;
+}
+
 // Many threads, each on a stream of its own, launching through cuLaunchKernelEx fetched
 // with cuGetProcAddress (the CUDA runtime's way, and so cuBLAS's and cuDNN's), and
 // cuLaunchKernelEx itself: one process's threads share its container's one budget.

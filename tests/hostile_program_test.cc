@@ -489,6 +489,16 @@ TEST_P(HostileCardAttack, HonestTenantKeepsItsShare) {
 INSTANTIATE_TEST_SUITE_P(Forged, HostileCardAttack, ::testing::Values("priority", "seize", "credit", "garbage"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
+// A seizing holder that also keeps a drain heartbeat claims to wait for a kernel longer
+// than its turn: the honest tenant's guard excuses such a wait only up to the longest
+// kernel the shares are kept for (1.2 s past a turn, x its 30 % share: 360 ms of GPU
+// time, 7.2 points of a 5 s run), once, then takes its share as under a plain seizure.
+TEST_F(HostileCardTenant, ForgedDrainDelaysTheGuardByAtMostOneLongKernel) {
+  double got = Honest("force", "seize,drain");
+  EXPECT_GE(got, 30 - 5 - 7.2);
+  EXPECT_LE(got, 35);
+}
+
 // The same tenant without an attack: the figure the attacks are measured against.
 TEST_F(HostileCardTenant, AloneItGetsItsShare) {
   EXPECT_NEAR(Honest("force", ""), 30, 5);

@@ -144,7 +144,7 @@ int BurnCommand(const std::vector<std::string>& args) {
   flags.Double("seconds", &seconds, "how long to run", 0, 86400);
   flags.Int("device", &device, "CUDA device ordinal", 0, 63);
   flags.Double("kernel-us", &kernel_us,
-               "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)", 0, 50000);
+               "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)", 0, 1000000);
   flags.Int("threads", &threads, "launching threads, each on a stream of its own when more than one", 1, 64);
   flags.String("launch", &launch_path,
                "launch path: plain (cuLaunchKernel), ex (cuLaunchKernelEx), proc "

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -58,10 +59,15 @@ std::string RunsDir() {
   return "/tmp/gpuslice-runs-" + std::to_string(getuid());
 }
 
-// True when no live supervisor holds `dir`'s lock (or it has none: not a run directory).
+// True when no live supervisor holds `dir`'s lock (or it has none: not a run directory, or
+// one whose supervisor died between making it and locking it). A directory without a lock
+// made in the last minute is left alone: another supervisor may be about to lock it.
 bool RunDirIsStale(const std::string& dir) {
   int fd = open((dir + "/lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return errno == ENOENT;
+  if (fd < 0) {
+    struct stat st;
+    return errno == ENOENT && stat(dir.c_str(), &st) == 0 && st.st_mtime < time(nullptr) - 60;
+  }
   bool stale = flock(fd, LOCK_EX | LOCK_NB) == 0;
   close(fd);
   return stale;

@@ -53,10 +53,11 @@ constexpr int64_t kPollNs = 250'000;
 // that time, so two turns are a generous margin). Honest competition stays within it
 // (on the simulator: no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms
 // kernels, 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and
-// node agent tests' scenarios). Not covered:
-// a competitor's single kernel longer than kOwedBoundNs over our share, and shares on one
-// card that add up to more than 100 % (then honest tenants get less than their share and
-// may take self-granted parts now and then; docs/enforcer.md, "Limits of this version").
+// node agent tests' scenarios). A competitor's single kernel longer than a turn is covered
+// by what is excused while its holder drains past its deadline (AccrueWaiting), up to
+// kLongKernelNs. Not covered: longer kernels, and shares on one card that add up to more
+// than 100 % (then honest tenants get less than their share and may take self-granted
+// parts now and then; docs/enforcer.md, "Limits of this version").
 constexpr int64_t kOwedBoundNs = rg::kBurstNs + 2 * rg::kTurnMaxNs;  // 140 ms
 // What a process may get ahead of its share (idle capacity, a long kernel of its own):
 // as much as the card forgives (kMaxDebtNs), so that paying back a legitimate debt never
@@ -69,6 +70,13 @@ constexpr int64_t kWaitTickMaxNs = 100'000'000;
 // What a launch is assumed to cost before this process has measured one.
 constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn until measured
 
+// The highest cost of a launch measured is remembered for this long at full value, then
+// halved for each further such stretch: a turn admits no more launches than would fill it
+// at that cost, so teaching the limiter a small cost with short kernels and then queueing
+// long ones lets through only what the long ones' own cost allows (docs/enforcer.md).
+constexpr int64_t kCostMemoryNs = 250'000'000;
+constexpr int64_t kHighCostNs = 1'000'000;
+
 // This process on one device.
 enum class Part : int { kOut, kIn, kLeaving };
 struct Local {
@@ -79,6 +87,10 @@ struct Local {
   std::atomic<int64_t> in_turn{0};
   std::atomic<int64_t> budget{0};
   int64_t cost_ns = 0;  // learned GPU time of one launch (EWMA), controller-owned
+  // The highest exact cost of a launch seen recently (LearnLaunchCost), and when.
+  std::atomic<int64_t> cost_high{0};
+  std::atomic<int64_t> cost_high_at{0};
+  int64_t exact_samples = 0;  // controller-owned
   int64_t joined_ns = 0;
   uint64_t launches_at_join = 0;
   std::atomic<int> part{static_cast<int>(Part::kOut)};
@@ -96,6 +108,7 @@ struct Local {
   // The starvation guard's ledger (kOwedBoundNs), in process memory only.
   std::atomic<int64_t> owed{0};         // entitlement not received, ns of GPU time
   std::atomic<int64_t> owed_at{0};      // waiting up to here is accounted
+  std::atomic<int64_t> excused{0};      // of owed, what accrued while a holder drained past its turn
   std::atomic<int64_t> part_start{0};   // this process's part of the turn counts from here
   std::atomic<int64_t> not_ours_at{0};  // a waiter of ours last saw the turn another's
   std::atomic<int64_t> grant_until{0};  // a self-granted part runs until then; 0 none
@@ -118,6 +131,13 @@ std::atomic<bool> g_controller_started{false};
 // time the launches took is seen when they took it (not up to kPollNs later).
 std::atomic<uint32_t> g_kick{0};
 std::atomic<int> g_captures{0};
+// The drain heartbeat: while the controller waits in cuCtxSynchronize for a turn's work (a
+// kernel may run far past its turn), a thread of its own keeps the tenant's drain
+// heartbeat on the card fresh. g_drain_seq is odd while a drain runs, for g_drain_entry.
+std::atomic<bool> g_beat_started{false};
+std::atomic<uint32_t> g_drain_seq{0};
+std::atomic<rg::CardTenant*> g_drain_entry{nullptr};
+constexpr int64_t kDrainBeatNs = 10'000'000;  // the drain heartbeat's period
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
 
@@ -153,9 +173,42 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void FutexWakeAll(std::atomic<uint32_t>* word) {
   word->fetch_add(1);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  FutexWake(word);
+}
+
+void* BeatMain(void*) {
+  for (;;) {
+    uint32_t seq = g_drain_seq.load();
+    if ((seq & 1) == 0) {
+      FutexWait(&g_drain_seq, seq, 1'000'000'000);
+      continue;
+    }
+    SleepUntilNs(MonotonicNowNs() + kDrainBeatNs);
+    if (rg::CardTenant* e = g_drain_entry.load(); e != nullptr && g_drain_seq.load() == seq) {
+      int64_t now = MonotonicNowNs();
+      e->seen_ns.store(now);
+      e->drain_ns.store(now);
+    }
+  }
+  return nullptr;
+}
+
+void StartBeat() {
+  bool expected = false;
+  if (!g_beat_started.compare_exchange_strong(expected, true)) return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, BeatMain, nullptr) != 0)
+    GS_LOG(kWarn, "cannot start the drain heartbeat thread: a kernel longer than 200 ms past its turn may lose it");
+  pthread_attr_destroy(&attr);
 }
 
 // The container's identity on the card: one id per container and device, kept in the
@@ -248,6 +301,7 @@ bool HandOver(Local& L, uint64_t w, int64_t now) {
     me.used_ns.store(used);
     return false;
   }
+  if (started) rg::KeepRefillOfWaiters(c, static_cast<uint32_t>(L.tenant), c->deadline_ns.load(), now, Best());
   rg::LendIdle(c, next, now, Best());
   c->turn_start_ns.store(now);
   c->deadline_ns.store(now + (next == rg::kNoHolder ? 0 : rg::TurnLength(c, static_cast<int>(next), now, Best())));
@@ -287,6 +341,21 @@ void StartController() {
   pthread_attr_destroy(&attr);
 }
 
+// The highest cost of a launch measured recently (LearnLaunchCost), decayed with age.
+int64_t HighCost(const Local& L, int64_t now) {
+  int64_t high = L.cost_high.load(std::memory_order_relaxed);
+  int64_t age = now - L.cost_high_at.load(std::memory_order_relaxed);
+  if (high > 0 && age > kCostMemoryNs) high >>= std::min<int64_t>(62, (age - 1) / kCostMemoryNs);
+  return high;
+}
+
+// What one launch is taken to cost when counting how many a turn admits: the learned
+// cost, or the highest measured recently when that is more.
+int64_t AdmitCost(const Local& L, int64_t now) {
+  int64_t cost = L.cost_ns ? L.cost_ns : kInitialLaunchCostNs;
+  return std::max<int64_t>(1, std::max(cost, HighCost(L, now)));
+}
+
 // This process takes part in the current turn until `deadline`: launches counted from
 // now, as many allowed as the learned cost fits in the time left, the gate open.
 void OpenPart(Local& L, int64_t deadline, int64_t now, int64_t launches_taken) {
@@ -294,7 +363,7 @@ void OpenPart(Local& L, int64_t deadline, int64_t now, int64_t launches_taken) {
   L.launches_at_join = L.seen_launches;
   L.last_change_ns = now;
   L.joined_ns = now;
-  L.budget.store(std::max<int64_t>(1, (deadline - now) / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+  L.budget.store(std::max<int64_t>(1, (deadline - now) / AdmitCost(L, now)));
   L.part_start.store(now);
   L.in_turn.store(launches_taken);
   L.part.store(static_cast<int>(Part::kIn));
@@ -343,17 +412,33 @@ void AddOwed(Local& L, int64_t delta) {
 
 // Called by a waiter of ours while no part of a turn is ours: the time since the last look
 // was wanted and not got, and accrues at the trusted share. One waiter claims each stretch.
-void AccrueWaiting(int dev, Local& L, int64_t now) {
+// `overrun`: the holder drains a kernel past its deadline (card.h, kLongKernelNs); what
+// accrues then is also excused, up to what a kernel of kLongKernelNs would leave owed.
+void AccrueWaiting(int dev, Local& L, int64_t now, bool overrun) {
   int64_t at = L.owed_at.load();
   if (L.grant_until.load() != 0) return;  // a grant is got, not waited for (Got at its end)
   if (at >= now || !L.owed_at.compare_exchange_strong(at, now)) return;
-  AddOwed(L, std::min(now - at, kWaitTickMaxNs) * TrustedShare(dev, L, now) / 100);
+  unsigned share = TrustedShare(dev, L, now);
+  int64_t accrued = std::min(now - at, kWaitTickMaxNs) * share / 100;
+  AddOwed(L, accrued);
+  if (overrun) {
+    int64_t most = (rg::kLongKernelNs + rg::kStuckGraceNs) * share / 100;
+    int64_t cur = L.excused.load();
+    while (cur < most && !L.excused.compare_exchange_weak(cur, std::min(most, cur + accrued))) {
+    }
+  }
 }
 
 // This process had the card for `held` (part of a turn, or a self-granted part), which it
-// also wanted: it owes back what went beyond its share.
+// also wanted: it owes back what went beyond its share, the excused part first.
 void Got(int dev, Local& L, int64_t held, int64_t now) {
-  if (held > 0) AddOwed(L, -held * (100 - TrustedShare(dev, L, now)) / 100);
+  if (held > 0) {
+    int64_t back = held * (100 - TrustedShare(dev, L, now)) / 100;
+    AddOwed(L, -back);
+    int64_t cur = L.excused.load();
+    while (cur > 0 && !L.excused.compare_exchange_weak(cur, std::max<int64_t>(0, cur - back))) {
+    }
+  }
   L.owed_at.store(now);
 }
 
@@ -377,7 +462,7 @@ bool InGrant(int dev, Local& L, int64_t now) {
 // Starts a self-granted part when the card owes this process more than kOwedBoundNs.
 bool StartGrant(int dev, Local& L, int64_t now) {
   int64_t owed = L.owed.load();
-  if (owed <= kOwedBoundNs) return false;
+  if (owed <= kOwedBoundNs + L.excused.load()) return false;
   int64_t cost = L.grant_cost.load();
   if (cost == 0) cost = L.cost_ns ? L.cost_ns : kInitialLaunchCostNs;
   L.grant_start.store(now);
@@ -471,7 +556,7 @@ void WaitForTurn(int dev) {
     // holder is "us", but no process of ours is in the turn), and a holder that is no
     // tenant at all (a garbage turn word).
     bool ours_inside = holder == me && L.part.load() != static_cast<int>(Part::kOut);
-    if (holder != rg::kNoHolder && !ours_inside && deadline_known && now > deadline + rg::kStuckGraceNs &&
+    if (holder != rg::kNoHolder && !ours_inside && deadline_known && now > deadline + rg::StuckGrace(c, holder, now) &&
         c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
       // A turn restored as it was is not believed again before another kTurnMaxNs.
       L.seen_turn.store(rg::PackTurn(seq + 1, rg::kNoHolder, 0));
@@ -487,7 +572,10 @@ void WaitForTurn(int dev) {
     // next holder is chosen among the tenants seen wanting it.
     c->tenants[me].wants_ns.store(now);
     if (L.part.load() == static_cast<int>(Part::kOut)) {
-      AccrueWaiting(dev, L, now);
+      // Another tenant draining a kernel past its believed deadline: that wait is excused.
+      bool overrun =
+          holder != me && holder != rg::kNoHolder && deadline_known && now > deadline && rg::Draining(c, holder, now);
+      AccrueWaiting(dev, L, now, overrun);
       if (StartGrant(dev, L, now)) return;
     }
     // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
@@ -509,6 +597,16 @@ void LearnLaunchCost(Local& L, int64_t closed, int64_t drained) {
   if (drained - closed > 20'000) {  // the card was busy with our launches until `drained`
     int64_t sample = std::max<int64_t>(1, (drained - L.joined_ns) / static_cast<int64_t>(n));
     L.cost_ns = (L.cost_ns == 0 || sample > L.cost_ns) ? sample : (L.cost_ns + sample) / 2;
+    // A high cost is remembered when it is a kernel's: at least kHighCostNs a launch, and
+    // the drain waited at least half of it (the card was still busy with our launches when
+    // the gate closed). What the turn's few launches spent on waking threads and on the
+    // drain itself is neither.
+    // The first sample also holds the first launch's one-time costs.
+    if (++L.exact_samples > 1 && sample >= kHighCostNs && drained - closed >= sample / 2 &&
+        sample >= HighCost(L, drained)) {
+      L.cost_high.store(sample, std::memory_order_relaxed);
+      L.cost_high_at.store(drained, std::memory_order_relaxed);
+    }
     return;
   }
   // The work was done before the gate closed: what it took is at most this, so it may
@@ -531,8 +629,26 @@ bool ReopenTurn(Local& L, int64_t now) {
   return true;
 }
 
+// Waits for the work this process queued on device L (cuCtxSynchronize in its context),
+// keeping the tenant's drain heartbeat on the card meanwhile, so that waiters neither take
+// the card from it nor count the wait as the card's unfairness while a long kernel ends.
+// The last heartbeat stays: the card is handed over or the turn goes on within kRelaunchNs,
+// and it is stale kDrainFreshNs later anyway.
+void Drain(Local& L) {
+  CUcontext ctx = L.ctx.load();
+  if (ctx == nullptr || g_cuda.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
+  rg::CardTenant& me = L.card->tenants[L.tenant];
+  me.drain_ns.store(MonotonicNowNs());
+  g_drain_entry.store(&me);
+  g_drain_seq.fetch_add(1);  // odd: draining
+  FutexWake(&g_drain_seq);
+  g_cuda.cuCtxSynchronize();
+  g_drain_seq.fetch_add(1);
+}
+
 // Ends this process's part of a turn when its time is up or it stopped launching.
 void* ControllerMain(void*) {
+  StartBeat();
   for (;;) {
     bool any = false;
     for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
@@ -550,8 +666,7 @@ void* ControllerMain(void*) {
         // tenant whose turns are taken would never pay for them and keep being picked.
         // (Each process of a container in the turn charges its own part.)
         L.part.store(static_cast<int>(Part::kLeaving));
-        if (CUcontext ctx = L.ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
-          g_cuda.cuCtxSynchronize();
+        Drain(L);
         now = MonotonicNowNs();
         int64_t held = now - L.part_start.load();
         rg::Charge(c, L.tenant, held, now, Best());
@@ -578,7 +693,7 @@ void* ControllerMain(void*) {
           rg::Charge(c, L.tenant, now - start, now, Best());
           int64_t length = rg::TurnLength(c, L.tenant, now, Best());
           c->deadline_ns.store(now + length);
-          L.budget.fetch_add(std::max<int64_t>(1, length / (L.cost_ns ? L.cost_ns : kInitialLaunchCostNs)));
+          L.budget.fetch_add(std::max<int64_t>(1, length / AdmitCost(L, now)));
           continue;
         }
         if (may) continue;  // another process of ours extended it
@@ -591,10 +706,18 @@ void* ControllerMain(void*) {
       L.part.store(static_cast<int>(Part::kLeaving));
       L.open.store(false);
       int64_t closed = MonotonicNowNs();
-      if (CUcontext ctx = L.ctx.load(); ctx != nullptr && g_cuda.cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
-        g_cuda.cuCtxSynchronize();
+      Drain(L);
       int64_t drained = MonotonicNowNs();
       LearnLaunchCost(L, closed, drained);
+      if (uint64_t t = c->turn.load();
+          rg::TurnSeq(t) != L.seq || rg::TurnHolder(t) != static_cast<uint32_t>(L.tenant)) {
+        // Taken from us while we drained (a drain longer than the card believes): nobody
+        // hands this turn over, so we charge what we held of it ourselves, as above.
+        rg::Charge(c, L.tenant, drained - L.part_start.load(), drained, Best());
+        Got(dev, L, drained - L.part_start.load(), drained);
+        L.part.store(static_cast<int>(Part::kOut));
+        continue;
+      }
       while (L.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs) SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
       Got(dev, L, now - L.part_start.load(), now);  // our part so far; a reopened one counts from now
@@ -613,12 +736,15 @@ __attribute__((constructor)) void RegisterAtFork() {
   // The child of a fork has no controller thread and is part of no turn.
   pthread_atfork(nullptr, nullptr, [] {
     g_controller_started.store(false);
+    g_beat_started.store(false);
+    g_drain_seq.store(0);
     t_ctx = nullptr;
     for (Local& L : g_local) {
       L.open.store(false);
       L.part.store(static_cast<int>(Part::kOut));
       L.owed.store(0);  // the guard's ledger is per process: the child starts with none
       L.owed_at.store(0);
+      L.excused.store(0);
       L.grant_until.store(0);
     }
   });

@@ -154,12 +154,12 @@ unsigned EffectiveShare(const Card* c, int tenant, int64_t now, int best_priorit
 int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now) {
   effective_share = std::min(effective_share, 100u);
   // Believed within bounds, so that nothing below overflows whatever the card holds.
-  int64_t credit = std::clamp<int64_t>(t.credit_ns.load(), -kMaxDebtNs, kBurstNs);
+  int64_t credit = std::clamp<int64_t>(t.credit_ns.load(), -kMaxDebtNs, kCreditMostNs);
   int64_t at = t.credit_at_ns.load();
   int64_t cap = kBurstNs * effective_share / 100;
   if (credit >= cap) return credit;  // a cap lowered by a yield keeps what was earned
   // Refilling from -kMaxDebtNs to the cap takes at most this long even at 1 %.
-  constexpr int64_t kLongest = (kBurstNs + kMaxDebtNs) * 100;
+  constexpr int64_t kLongest = (kCreditMostNs + kMaxDebtNs) * 100;
   int64_t elapsed = at >= now ? 0 : (at < now - kLongest ? kLongest : now - at);
   int64_t refill = elapsed * effective_share / 100;
   return std::min(cap, credit + refill);
@@ -168,13 +168,32 @@ int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now) {
 void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority) {
   CardTenant& t = c->tenants[tenant];
   used_ns = std::clamp<int64_t>(used_ns, 0, kMaxDebtNs + kBurstNs);  // a turn start from the card may be garbage
-  int64_t credit = CreditAt(t, EffectiveShare(c, tenant, now, best_priority), now) - used_ns;
-  // Debt beyond a second is forgiven: a stuck or huge kernel must not lock a tenant out
+  unsigned share = std::min(EffectiveShare(c, tenant, now, best_priority), 100u);
+  // The credit as the turn began, then the turn: refilled at the share while it ran (not
+  // cut at the cap, which only bounds what is kept while waiting, so a long turn is not
+  // charged more than its length beyond the share) and the turn's length taken.
+  int64_t credit = CreditAt(t, share, now - used_ns) - used_ns * (100 - share) / 100;
+  // Debt beyond kMaxDebtNs is forgiven: a stuck or huge kernel must not lock a tenant out
   // for long afterwards.
   credit = std::max(credit, -kMaxDebtNs);
   t.credit_ns.store(credit);
   t.credit_at_ns.store(now);
   t.used_ns.fetch_add(static_cast<uint64_t>(used_ns));
+}
+
+void KeepRefillOfWaiters(Card* c, uint32_t holder, int64_t deadline, int64_t now, int best_priority) {
+  int64_t overrun = std::min(now - deadline, kStuckGraceNs + kLongKernelNs);
+  if (overrun <= 0) return;
+  for (int i = 0; i < kCardTenants; ++i) {
+    CardTenant& t = c->tenants[i];
+    if (static_cast<uint32_t>(i) == holder || !Waiting(t, now)) continue;
+    unsigned share = std::min(EffectiveShare(c, i, now, best_priority), 100u);
+    int64_t kept = CreditAt(t, share, now - overrun) + overrun * share / 100;
+    if (kept > CreditAt(t, share, now)) {
+      t.credit_ns.store(kept);
+      t.credit_at_ns.store(now);
+    }
+  }
 }
 
 uint32_t PickNext(const Card* c, uint32_t after, int64_t now, int best_priority) {
@@ -229,6 +248,15 @@ bool OthersWait(const Card* c, int tenant, int64_t now) {
   for (int i = 0; i < kCardTenants; ++i)
     if (i != tenant && Waiting(c->tenants[i], now)) return true;
   return false;
+}
+
+bool Draining(const Card* c, uint32_t holder, int64_t now) {
+  return holder < static_cast<uint32_t>(kCardTenants) && c->tenants[holder].id.load() != 0 &&
+         Fresh(c->tenants[holder].drain_ns.load(), now, kDrainFreshNs);
+}
+
+int64_t StuckGrace(const Card* c, uint32_t holder, int64_t now) {
+  return Draining(c, holder, now) ? kStuckGraceNs + kLongKernelNs : kStuckGraceNs;
 }
 
 int64_t TurnLength(const Card* c, int tenant, int64_t now, int best_priority) {

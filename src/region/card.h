@@ -39,12 +39,22 @@ inline constexpr int64_t kTurnMinNs = 1'000'000;   // idle capacity lent to a te
 // of short kernels would spend a good part of the card on turn changes. Measured on the
 // simulator: 100 us kernels at 30/70 got 22/41 % with 1 ms turns.
 inline constexpr int64_t kTurnGoodNs = 10'000'000;
-inline constexpr int64_t kBurstNs = 100'000'000;                 // credit kept at most: share x this
-inline constexpr int64_t kWantFreshNs = 5'000'000;               // a waiter refreshes its wish this often
-inline constexpr int64_t kTenantFreshNs = 5'000'000'000;         // a tenant unseen this long is gone
-inline constexpr int64_t kStuckGraceNs = 200'000'000;            // past its deadline, a holder loses the card
-inline constexpr unsigned kYieldShare = 5;                       // share kept while a higher-priority tenant waits
-inline constexpr int64_t kMaxDebtNs = 1'000'000'000;             // debt beyond this is forgiven
+inline constexpr int64_t kBurstNs = 100'000'000;          // credit kept at most: share x this
+inline constexpr int64_t kWantFreshNs = 5'000'000;        // a waiter refreshes its wish this often
+inline constexpr int64_t kTenantFreshNs = 5'000'000'000;  // a tenant unseen this long is gone
+inline constexpr int64_t kStuckGraceNs = 200'000'000;     // past its deadline, a holder loses the card
+inline constexpr unsigned kYieldShare = 5;                // share kept while a higher-priority tenant waits
+// The longest single kernel the shares are kept for. A turn cannot preempt a running
+// kernel: a holder that drains one past its deadline (its drain heartbeat fresh) keeps
+// the card up to this much longer than kStuckGraceNs, is charged the whole overrun and
+// repays it before its next turn.
+inline constexpr int64_t kLongKernelNs = 1'000'000'000;
+inline constexpr int64_t kDrainFreshNs = 50'000'000;  // a drain heartbeat older than this is stale
+// Credit is believed up to this: the cap, plus what KeepRefillOfWaiters keeps beyond it.
+inline constexpr int64_t kCreditMostNs = kBurstNs + kStuckGraceNs + kLongKernelNs;
+// Debt beyond this is forgiven (a stuck kernel must not lock a tenant out for long); more
+// than a turn plus the longest believed overrun, so no honest overrun is forgiven.
+inline constexpr int64_t kMaxDebtNs = 2'000'000'000;
 inline constexpr int kWorstPriority = contract::kWorstPriority;  // priorities: 0 (best) .. this
 
 struct CardTenant {
@@ -58,7 +68,9 @@ struct CardTenant {
   std::atomic<int64_t> wants_ns;  // CLOCK_MONOTONIC when a process of it last waited; 0 none
   std::atomic<int64_t> seen_ns;   // heartbeat of its processes
   std::atomic<uint64_t> used_ns;  // GPU time charged in all (tests, metrics)
-  uint8_t reserved[8];
+  // CLOCK_MONOTONIC heartbeat of a process of it waiting for its turn's work to finish
+  // (every 10 ms while it drains); 0 none.
+  std::atomic<int64_t> drain_ns;
 };
 
 struct Card {
@@ -113,7 +125,7 @@ int TakeCardEntry(Card* c, int entry, uint64_t id, unsigned share, bool force, i
 
 // Every tenant can write the whole card, so what the functions below read of a tenant's
 // entry is a claim, believed only within bounds: a share is taken as 1..100, a credit as
-// -kMaxDebtNs..kBurstNs, and a priority never better than `best_priority`, the best any
+// -kMaxDebtNs..kCreditMostNs, and a priority never better than `best_priority`, the best any
 // tenant of this card may hold (GPUSLICE_CARD_BEST_PRIORITY from the caller's read-only
 // limits file, src/common/contract.h). What they cannot bound (a holder that keeps the
 // turn, a waiter that never takes it, another's credit zeroed) the caller's own
@@ -135,6 +147,10 @@ unsigned EffectiveShare(const Card* c, int tenant, int64_t now, int best_priorit
 // it, so the read-modify-write of credit is not contended).
 void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority);
 
+// Called by whoever ends a turn that ran past its deadline (a kernel cannot be preempted):
+// the waiting tenants other than `holder` keep the credit they earned during the overrun,
+// beyond their cap, so a competitor's long kernel costs them nothing of their share.
+void KeepRefillOfWaiters(Card* c, uint32_t holder, int64_t deadline, int64_t now, int best_priority);
 // Whom the card goes to next among the tenants waiting at `now` (kNoHolder: nobody may
 // run now): the most credit among those with credit left; when none has credit, a tenant
 // not held to its share (policy default) may take the idle card. Ties go round robin
@@ -150,5 +166,11 @@ void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority);
 int64_t TurnLength(const Card* c, int tenant, int64_t now, int best_priority);
 // True while another tenant than `tenant` waits for the card.
 bool OthersWait(const Card* c, int tenant, int64_t now);
+// True while a process of tenant `holder` says it waits for its turn's work to finish
+// (a fresh drain heartbeat).
+bool Draining(const Card* c, uint32_t holder, int64_t now);
+// How long past its deadline the holder of a turn keeps the card before a waiter takes it
+// (a stuck or dead holder): kStuckGraceNs, plus kLongKernelNs while it drains.
+int64_t StuckGrace(const Card* c, uint32_t holder, int64_t now);
 
 }  // namespace gs::region

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "src/common/proc_identity.h"
+#include "src/region/card.h"
 #include "tests/temp_dir.h"
 
 namespace gs::region {
@@ -235,6 +236,70 @@ TEST_F(RegionTest, SnapshotIsConsistent) {
   EXPECT_EQ(copy->devices[2].spilled.load(), 12345u);
   operator delete (copy, std::align_val_t{alignof(Region)});
   CloseRegion(r);
+}
+
+// The card's accounting of turns longer than a turn (a kernel cannot be preempted), on an
+// anonymous card with the clock given.
+class CardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char msg[256];
+    c_ = OpenCard(nullptr, msg, sizeof(msg));
+    ASSERT_NE(c_, nullptr) << msg;
+    a_ = JoinCard(c_, 1, 30, /*force=*/false, 1, kT0);
+    b_ = JoinCard(c_, 2, 70, /*force=*/false, 1, kT0);
+    ASSERT_GE(a_, 0);
+    ASSERT_GE(b_, 0);
+  }
+  void TearDown() override { CloseCard(c_); }
+  int64_t Credit(int t, unsigned share, int64_t now) const { return CreditAt(c_->tenants[t], share, now); }
+
+  static constexpr int64_t kT0 = 1'000'000'000'000;
+  static constexpr int64_t kMs = 1'000'000;
+  Card* c_ = nullptr;
+  int a_ = -1, b_ = -1;
+};
+
+// A 300 ms turn at 30 %: the turn's length less the 30 % refilled while it ran, whatever the
+// 30 ms cap on what is kept while waiting.
+TEST_F(CardTest, ALongTurnIsChargedItsLengthLessItsShareOfIt) {
+  Charge(c_, a_, 300 * kMs, kT0 + 300 * kMs, 1);
+  EXPECT_EQ(Credit(a_, 30, kT0 + 300 * kMs), -210 * kMs);
+  EXPECT_EQ(c_->tenants[a_].used_ns.load(), static_cast<uint64_t>(300 * kMs));
+  // Repaid at the share: back to 0 after 700 ms more.
+  EXPECT_EQ(Credit(a_, 30, kT0 + 1000 * kMs), 0);
+  // A 1.5 s overrun is not forgiven.
+  Charge(c_, b_, 1500 * kMs, kT0 + 1500 * kMs, 1);
+  EXPECT_EQ(Credit(b_, 70, kT0 + 1500 * kMs), -450 * kMs);
+}
+
+// While b overruns its turn by 300 ms, a (waiting) earns 90 ms beyond its 30 ms cap and keeps
+// it; b itself gets nothing from it, and a tenant not waiting keeps only its cap.
+TEST_F(CardTest, WaitersKeepWhatTheyEarnDuringAnOverrun) {
+  const int64_t deadline = kT0 + 200 * kMs, now = deadline + 300 * kMs;
+  c_->tenants[a_].wants_ns.store(now);
+  int idle = JoinCard(c_, 3, 30, false, 1, kT0);
+  ASSERT_GE(idle, 0);
+  ASSERT_EQ(Credit(a_, 30, deadline), 30 * kMs);  // at its cap when the overrun began
+  int64_t b_before = Credit(b_, 70, now);
+  KeepRefillOfWaiters(c_, static_cast<uint32_t>(b_), deadline, now, 1);
+  EXPECT_EQ(Credit(a_, 30, now), 120 * kMs);
+  EXPECT_EQ(Credit(b_, 70, now), b_before);
+  EXPECT_EQ(Credit(idle, 30, now), 30 * kMs);
+  // Credit kept beyond the cap is spent, not refilled, until it is back under the cap.
+  EXPECT_EQ(Credit(a_, 30, now + 500 * kMs), 120 * kMs);
+}
+
+// A holder past its deadline keeps the card 200 ms, 1.2 s while its drain heartbeat is fresh.
+TEST_F(CardTest, ADrainingHolderKeepsTheCardLongerThanAStuckOne) {
+  const int64_t now = kT0 + 5 * kMs;
+  EXPECT_FALSE(Draining(c_, static_cast<uint32_t>(a_), now));
+  EXPECT_EQ(StuckGrace(c_, static_cast<uint32_t>(a_), now), kStuckGraceNs);
+  c_->tenants[a_].drain_ns.store(now - 10 * kMs);
+  EXPECT_TRUE(Draining(c_, static_cast<uint32_t>(a_), now));
+  EXPECT_EQ(StuckGrace(c_, static_cast<uint32_t>(a_), now), kStuckGraceNs + kLongKernelNs);
+  EXPECT_EQ(StuckGrace(c_, static_cast<uint32_t>(a_), now + kDrainFreshNs), kStuckGraceNs);  // stale
+  EXPECT_EQ(StuckGrace(c_, kNoHolder, now), kStuckGraceNs);                                  // no tenant
 }
 
 }  // namespace

@@ -34,6 +34,11 @@
 //   multidev2 DEV                  one cuLaunchCooperativeKernelMultiDevice of the spin kernel
 //                                  (0 ns) on this device and DEV -> "multidev2 ok|ERR"
 //   sync                           cuCtxSynchronize
+//   mixburn MS SN SNS LN LNS       for MS ms, rounds of SN launches of SNS ns, a sync, LN
+//                                  launches of LNS ns, a sync: a program that teaches the
+//                                  limiter a short launch cost, then queues long kernels;
+//                                  "mixburn UTIL" (kernel time completed over the elapsed
+//                                  time, percent)
 //   sleep MS / util                "util GPU" (NVML device utilisation)
 //   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
@@ -622,6 +627,28 @@ int main(int argc, char** argv) {
       rc = LaunchOnTwoDevices(atoi(arg(1)));
       ++i;
       printf("multidev2 %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "mixburn") {
+      const auto start = std::chrono::steady_clock::now();
+      const auto end = start + std::chrono::milliseconds(atoi(arg(1)));
+      const int short_n = atoi(arg(2)), long_n = atoi(arg(4));
+      const unsigned long long short_ns = strtoull(arg(3), nullptr, 10), long_ns = strtoull(arg(5), nullptr, 10);
+      double work_ns = 0;
+      while (rc == CUDA_SUCCESS && std::chrono::steady_clock::now() < end) {
+        rc = Launch("launch", short_n, short_ns);
+        if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+        if (rc == CUDA_SUCCESS) rc = Launch("launch", long_n, long_ns);
+        if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+        if (rc == CUDA_SUCCESS) work_ns += short_n * double(short_ns) + long_n * double(long_ns);
+      }
+      double elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+      i += 5;
+      if (rc != CUDA_SUCCESS) {
+        ++failures;
+        printf("mixburn %s\n", Name(rc));
+      } else {
+        printf("mixburn %.1f\n", 100 * work_ns / elapsed);
+      }
       continue;
     } else if (cmd == "sync") {
       rc = c.cuCtxSynchronize();

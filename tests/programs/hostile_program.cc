@@ -73,6 +73,8 @@
 //                       fill      every free entry taken by a made-up tenant that looks
 //                                 alive (fresh heartbeat) and never asks for the card; the
 //                                 card file is made if it does not exist yet
+//                       drain     its own drain heartbeat always fresh (with seize: a holder
+//                                 that claims to wait for a kernel longer than its turn)
 //                     prints "card <rewrites>"
 // Exit code 0 unless a step could not run at all.
 #include <dlfcn.h>
@@ -240,6 +242,7 @@ long ForgeCard(const char* path, long ms, const std::string& attacks) {
       c->deadline_ns.store(now + 10'000'000'000);
       c->deadline_seq.store(seq);
     }
+    if (has("drain")) me.drain_ns.store(now);
     if (has("credit")) {
       for (int i = 0; i < rg::kCardTenants; ++i) {
         if (i == mine || c->tenants[i].id.load() == 0) continue;
