@@ -13,16 +13,13 @@
 #include <sstream>
 #include <thread>
 
-#include "src/common/file.h"
 #include "src/common/flags.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
-#include "src/scheduler/cluster_sync.h"
 #include "src/scheduler/extender.h"
-#include "src/scheduler/extender_http.h"
 #include "src/scheduler/hami_format.h"
-#include "src/scheduler/kube_binder.h"
-#include "src/scheduler/webhook_http.h"
+#include "src/scheduler/request.h"
+#include "src/scheduler/serve.h"
 
 namespace gs::cli {
 namespace {
@@ -50,24 +47,6 @@ class PrintingBinder : public scheduler::KubeBinder {
   }
   std::mutex mu_;
 };
-
-// {"node-name": <hami.io/node-nvidia-register value, as a string or as the JSON array>}
-Status LoadInventory(const std::string& path, scheduler::Extender* extender, int* nodes) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return NotFound("inventory file " + text.status().message());
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object())
-    return InvalidArgument("inventory file " + path + ": want {\"node\": <hami.io/node-nvidia-register>, ...}");
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    std::string reg = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
-    auto node = scheduler::hami::DecodeNodeRegister(it.key(), reg);
-    if (!node.ok())
-      return InvalidArgument("inventory file " + path + " node " + it.key() + ": " + node.status().message());
-    GS_RETURN_IF_ERROR(extender->UpsertNode(std::move(*node)));
-    ++*nodes;
-  }
-  return Status::Ok();
-}
 
 // Where the API server is: --in-cluster, --kubeconfig, or (when neither they nor
 // --inventory are given) $KUBECONFIG. No API at all is offline mode (nullopt).
@@ -181,103 +160,44 @@ int SchedulerCommand(const std::vector<std::string>& args) {
     client = std::move(*c);
   }
   // Block the stop signals before any thread starts; one thread waits for them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
-  PrintingBinder printing;
-  std::unique_ptr<scheduler::ApiBinder> api_binder;
-  std::unique_ptr<scheduler::SyncedBinder> synced_binder;
-  scheduler::KubeBinder* binder = &printing;
-  if (client) {
-    api_binder = std::make_unique<scheduler::ApiBinder>(client.get());
-    synced_binder = std::make_unique<scheduler::SyncedBinder>(api_binder.get());
-    binder = synced_binder.get();
-  }
-  scheduler::ExtenderOptions options;
-  options.defaults = scheduler::Policies{*np, *gp};
-  options.now_unix_seconds = [] {
-    return static_cast<int64_t>(
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-  };
-  scheduler::Extender extender(options, binder);
-  std::unique_ptr<scheduler::ClusterSync> sync;
-  if (client) {
-    scheduler::ClusterSyncOptions so;
-    auto log_mu = std::make_shared<std::mutex>();
-    so.log = [log_mu](const std::string& line) {
-      std::lock_guard<std::mutex> lock(*log_mu);
-      std::cerr << "gpuslice scheduler: " << line << std::endl;
-    };
-    sync = std::make_unique<scheduler::ClusterSync>(client.get(), &extender, so);
-    synced_binder->set_sync(sync.get());
-  }
-  int nodes = 0;
-  if (!inventory.empty()) {
-    s = LoadInventory(inventory, &extender, &nodes);
-    if (!s.ok()) {
-      std::cerr << "gpuslice scheduler: " << s.message() << "\n";
-      return 1;
-    }
-  }
-  scheduler::ExtenderHttpServer server(&extender);
-  auto bound = server.Bind(address, static_cast<int>(port));
-  if (!bound.ok()) {
-    std::cerr << "gpuslice scheduler: " << bound.status().message() << "\n";
-    return 1;
-  }
-  if (client) {
-    std::cerr << "gpuslice scheduler: listening on " << address << ":" << *bound << "; API server "
-              << client->config().server << " (" << client->config().source << "); policies node=" << node_policy
-              << " gpu=" << gpu_policy << std::endl;
-    sync->Start();
-  } else {
-    std::cerr << "gpuslice scheduler: listening on " << address << ":" << *bound << " with " << nodes
-              << " node(s) from " << (inventory.empty() ? "nowhere (no --inventory, no API)" : inventory)
-              << "; policies node=" << node_policy << " gpu=" << gpu_policy << std::endl;
-  }
-  std::unique_ptr<scheduler::WebhookHttpsServer> webhook;
-  std::thread webhook_thread;
-  std::atomic<bool> webhook_done{false};
-  if (webhook_port > 0) {
-    scheduler::WebhookOptions wo;
-    wo.scheduler_name = scheduler_name;
-    std::stringstream users(trusted_users);
-    for (std::string u; std::getline(users, u, ',');)
-      if (!u.empty()) wo.trusted_users.push_back(u);
-    webhook = std::make_unique<scheduler::WebhookHttpsServer>(wo);
-    auto wport = webhook->Bind(webhook_address, static_cast<int>(webhook_port), tls_cert, tls_key);
-    if (!wport.ok()) {
-      std::cerr << "gpuslice scheduler: " << wport.status().message() << "\n";
-      if (sync) sync->Stop();
-      return 1;
-    }
-    std::cerr << "gpuslice scheduler: webhook on https://" << webhook_address << ":" << *wport
-              << "/mutate; GPU pods go to scheduler " << scheduler_name << std::endl;
-    webhook_thread = std::thread([&] {
-      webhook->Serve();
-      webhook_done = true;
-    });
-  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::atomic<bool> stop{false};
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&stop, &sig);
-    server.Stop();
-    if (webhook) webhook->Stop();
+    sigwait(&stop_signals, &sig);
+    stop = true;
   });
-  bool ok = server.Serve();
-  // A stop that came before the webhook's Serve started is lost: ask until it ends.
-  while (webhook && !webhook_done) {
-    webhook->Stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (webhook_thread.joinable()) webhook_thread.join();
-  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if Serve failed first
+
+  PrintingBinder printing;
+  scheduler::ServeOptions o;
+  o.address = address;
+  o.port = static_cast<int>(port);
+  o.defaults = scheduler::Policies{*np, *gp};
+  o.client = client.get();
+  o.offline_binder = &printing;
+  o.inventory = inventory;
+  o.webhook.port = static_cast<int>(webhook_port);
+  o.webhook.address = webhook_address;
+  o.webhook.tls_cert = tls_cert;
+  o.webhook.tls_key = tls_key;
+  o.webhook.scheduler_name = scheduler_name;
+  std::stringstream users(trusted_users);
+  for (std::string u; std::getline(users, u, ',');)
+    if (!u.empty()) o.webhook.trusted_users.push_back(u);
+  auto log_mu = std::make_shared<std::mutex>();
+  o.log = [log_mu](const std::string& line) {
+    std::lock_guard<std::mutex> lock(*log_mu);
+    std::cerr << "gpuslice scheduler: " << line << std::endl;
+  };
+  Status served = scheduler::Serve(o, stop);
+  if (!served.ok()) std::cerr << "gpuslice scheduler: " << served.message() << "\n";
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter when Serve ended first
   waiter.join();
-  if (sync) sync->Stop();
-  return ok ? 0 : 1;
+  return served.ok() ? 0 : 1;
 }
 
 }  // namespace gs::cli
