@@ -14,6 +14,7 @@
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "src/container/driver_files.h"
+#include "src/node/claimed_allocation.h"
 #include "src/node/config.h"
 #include "src/node/container_dirs.h"
 #include "src/node/latency_histogram.h"

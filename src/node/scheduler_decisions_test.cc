@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "src/kube/testing/fake_api_server.h"
+#include "src/node/claimed_allocation.h"
+#include "src/node/node_registrar.h"
+#include "src/node/pending_pods.h"
 #include "src/scheduler/hami_format.h"
 
 namespace gs::node {
