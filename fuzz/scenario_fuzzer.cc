@@ -1,4 +1,4 @@
-// A simulated node's scenario YAML (src/cli/scenario.h ParseScenario), as `gpuslice sim
+// A simulated node's scenario YAML (src/sim/scenario.h ParseScenario), as `gpuslice sim
 // up` reads it. Whatever the text, the answer is a Status (yaml-cpp throws on bad input
 // and on conversions; the number parsing must not throw either), and an accepted scenario
 // is one the simulator can run: 1..kMaxDevices GPUs, each named, with memory and SMs,
@@ -9,11 +9,11 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "src/cli/scenario.h"
+#include "src/sim/scenario.h"
 #include "src/sim/state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto sc = gs::cli::ParseScenario(std::string(gs::fuzz::AsText(data, size)));
+  auto sc = gs::sim::ParseScenario(std::string(gs::fuzz::AsText(data, size)));
   if (!sc.ok()) {
     GS_FUZZ_CHECK(sc.status().code() == gs::StatusCode::kInvalidArgument && !sc.status().message().empty());
     return 0;

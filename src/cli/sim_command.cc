@@ -17,7 +17,6 @@
 #include <iostream>
 
 #include "src/cli/paths.h"
-#include "src/cli/scenario.h"
 #include "src/common/clock.h"
 #include "src/common/file.h"
 #include "src/common/flags.h"
@@ -26,6 +25,7 @@
 #include "src/sim/node.h"
 #include "src/sim/node_daemon.h"
 #include "src/sim/registration.h"
+#include "src/sim/scenario.h"
 #include "src/sim/state.h"
 
 namespace fs = std::filesystem;
@@ -123,7 +123,7 @@ Status MakeDeviceNode(const std::string& path, unsigned major, unsigned minor) {
   return Status::Ok();
 }
 
-Status WriteState(const Scenario& sc, const std::string& path) {
+Status WriteState(const sim::Scenario& sc, const std::string& path) {
   std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0666);
   if (fd < 0) return Internal("cannot create " + tmp + ": " + strerror(errno));
@@ -143,7 +143,7 @@ Status WriteState(const Scenario& sc, const std::string& path) {
   s->device_count = static_cast<uint32_t>(sc.gpus.size());
   s->timing = {static_cast<int64_t>(sc.sample_period_ms * 1e6), static_cast<int64_t>(sc.timeslice_ms * 1e6)};
   for (size_t i = 0; i < sc.gpus.size(); ++i) {
-    const ScenarioGpu& g = sc.gpus[i];
+    const sim::ScenarioGpu& g = sc.gpus[i];
     sim::DeviceSpec& d = s->spec[i];
     snprintf(d.name, sizeof(d.name), "%s", g.name.c_str());
     snprintf(d.uuid, sizeof(d.uuid), "%s", g.uuid.c_str());
@@ -197,7 +197,7 @@ int Up(const std::vector<std::string>& args) {
   } else {
     text = "gpus: \"" + gpus + "\"\n";
   }
-  auto sc = ParseScenario(text);
+  auto sc = sim::ParseScenario(text);
   if (!sc.ok()) return Fail((scenario_path.empty() ? "--gpus" : scenario_path) + ": " + sc.status().message());
 
   std::error_code ec;

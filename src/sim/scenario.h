@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/gpu_presets.h"
 #include "src/common/status.h"
+#include "src/sim/gpu_presets.h"
 
-namespace gs::cli {
+namespace gs::sim {
 
 struct ScenarioGpu {
   std::string name;
@@ -59,4 +59,4 @@ struct Scenario {
 // Parses scenario YAML. Errors name the key and the problem.
 StatusOr<Scenario> ParseScenario(const std::string& yaml_text);
 
-}  // namespace gs::cli
+}  // namespace gs::sim

@@ -1,8 +1,8 @@
-#include "src/cli/scenario.h"
+#include "src/sim/scenario.h"
 
 #include <gtest/gtest.h>
 
-namespace gs::cli {
+namespace gs::sim {
 namespace {
 
 TEST(Scenario, PresetsWithCountsInOneLine) {
@@ -117,4 +117,4 @@ TEST(Scenario, ErrorsNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace gs::cli
+}  // namespace gs::sim

@@ -1,4 +1,4 @@
-#include "src/cli/scenario.h"
+#include "src/sim/scenario.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -10,11 +10,11 @@
 #include <string>
 #include <tuple>
 
-#include "src/cli/gpu_presets.h"
 #include "src/common/quantity.h"
+#include "src/sim/gpu_presets.h"
 #include "src/sim/state.h"
 
-namespace gs::cli {
+namespace gs::sim {
 namespace {
 
 // Deterministic UUIDs so a scenario always yields the same cards.
@@ -250,4 +250,4 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
   return sc;
 }
 
-}  // namespace gs::cli
+}  // namespace gs::sim

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace gs::cli {
+namespace gs::sim {
 
 struct GpuPreset {
   const char* key;      // scenario name, e.g. "H100-80GB"
@@ -34,4 +34,4 @@ inline constexpr uint64_t kUnmeasuredContextMib = 256;
 const std::vector<GpuPreset>& GpuPresets();
 const GpuPreset* FindGpuPreset(const std::string& key);  // case-insensitive; nullptr if unknown
 
-}  // namespace gs::cli
+}  // namespace gs::sim

@@ -1,10 +1,10 @@
-#include "src/cli/gpu_presets.h"
+#include "src/sim/gpu_presets.h"
 
 #include <strings.h>
 
 #include "src/platform/nvml_api.h"
 
-namespace gs::cli {
+namespace gs::sim {
 
 const std::vector<GpuPreset>& GpuPresets() {
   // Memory sizes are the totals nvidia-smi prints for each board (ECC on); SM counts and
@@ -37,4 +37,4 @@ const GpuPreset* FindGpuPreset(const std::string& key) {
   return nullptr;
 }
 
-}  // namespace gs::cli
+}  // namespace gs::sim
