@@ -180,17 +180,6 @@ bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own
   return true;
 }
 
-// What the pools on dev hold free, as the driver now says: charges they held beyond it go
-// back (a synchronize or a trim the enforcer does not see gave the memory back). True when
-// something went back.
-bool RefreshPools(int dev) {
-  uint64_t pools[64];
-  int n = ThePoolBook().PoolsOn(dev, pools, 64);
-  bool any = false;
-  for (int i = 0; i < n; ++i) any |= RefreshPool(pools[i]) > 0;
-  return any;
-}
-
 // `reconcile` = false for a charge NVML already shows (a context just created): asking
 // NVML first would count those bytes once as unseen and once as the charge.
 bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool reconcile) {
@@ -399,6 +388,14 @@ uint64_t RefreshPool(uint64_t pool) {
   uint64_t back = ThePoolBook().Trimmed(pool, reserved > used ? reserved - used : 0, &dev);
   if (back) Unreserve(dev, back, false);
   return back;
+}
+
+bool RefreshPools(int dev) {
+  uint64_t pools[64];
+  int n = ThePoolBook().PoolsOn(dev, pools, 64);
+  bool any = false;
+  for (int i = 0; i < n; ++i) any |= RefreshPool(pools[i]) > 0;
+  return any;
 }
 
 void PoolDestroyed(uint64_t pool) {

@@ -95,6 +95,9 @@ int Release(HandleKind kind, uint64_t handle);
 uint64_t RefreshPool(uint64_t pool);
 // The pool is destroyed: what it held free goes back.
 void PoolDestroyed(uint64_t pool);
+// RefreshPool for every pool holding charges on `dev` (a synchronize or a trim the enforcer
+// does not see may have given memory back); true when something went back.
+bool RefreshPools(int dev);
 
 // ---- contexts ----------------------------------------------------------------------------
 // A context's own footprint (docs/enforcer.md, "Memory"): what it is expected to take is

@@ -719,9 +719,10 @@ GS_HOOK(cuLibraryUnload) CUresult gs_hook_cuLibraryUnload(CUlibrary library) {
 GS_HOOK(cuMemGetInfo_v2) CUresult gs_hook_cuMemGetInfo_v2(size_t* free, size_t* total) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuMemGetInfo_v2(free, total);
+  const int dev = CurrentDevice();
+  RefreshPools(dev);  // what pools gave back at a synchronize is free again
   region::MemoryView v;
-  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr || !LimitedView(CurrentDevice(), *total, *free, &v))
-    return rc;
+  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr || !LimitedView(dev, *total, *free, &v)) return rc;
   *free = v.free;
   *total = v.total;
   return CUDA_SUCCESS;
