@@ -6,7 +6,7 @@
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H100 after the build: about 6 minutes plus the bench (section 1 ~1 min of
-# short probe runs, section 3 ~30 s, section 4 ~15 s, section 5 ~4 min: 12 workload runs
+# short probe runs (1 and 6c), section 3 ~30 s, section 4 ~15 s, section 5 ~4 min: 12 workload runs
 # and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch start-up each; section 6
 # ~45 s: four watched 2 GiB slices).
 set -u
@@ -258,6 +258,19 @@ if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; the
 else
   echo "SKIP: needs root and unshare --pid: NVML's pids for a process in a PID namespace did NOT run"
 fi
+
+# 6c. What a stream-ordered pool and a graph keep on the card, without the enforcer
+#     (docs/measurements/h100-driver.md, "Pools and graph memory"): NVML's figure for this
+#     process after each step, in MiB above the first. The simulator's model: a pool keeps
+#     freed memory until a synchronize (beyond its release threshold) or a trim; a graph's
+#     memory lives while the graph or an executable of it exists.
+mib_steps() { awk '/^nvml/ { v = int($NF / 1048576); if (base == "") base = v; printf "%s%d", sep, v - base; sep = " " }'; }
+pool=$("$P" init nvml alloc async 256m free nvml sync nvml poolkeep 1g alloc async 256m free sync nvml pooltrim 0 nvml | mib_steps)
+echo "pool (after init; async 256m freed; synchronised; threshold 1g, again freed and synchronised; trimmed): $pool MiB"
+if [ "$pool" = "0 256 0 256 0" ]; then ok "a pool keeps freed memory as the simulator models it"; else bad "a pool keeps '$pool' MiB, the simulator models '0 256 0 256 0'"; fi
+graph=$("$P" init nvml alloc graph 256m graphexec nvml free nvml execfree nvml | mib_steps)
+echo "graph (after init; a 256m alloc node, instantiated; graph destroyed; executable destroyed): $graph MiB"
+if [ "$graph" = "0 256 256 0" ]; then ok "graph memory lives as the simulator models it"; else bad "graph memory '$graph' MiB, the simulator models '0 256 256 0'"; fi
 
 # 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi
