@@ -25,6 +25,7 @@
 #include "tests/container_roots.h"
 #include "tests/harness.h"
 #include "tests/private_dockerd.h"
+#include "tests/racing_slice.h"
 
 namespace fs = std::filesystem;
 
@@ -208,28 +209,12 @@ TEST_F(DockerGpus, UtilityCapabilityGivesTheManagementLibraryWithoutCompute) {
 // Six processes of one container race for memory under `-e CUDA_DEVICE_MEMORY_LIMIT=2g`:
 // together they hold at most the slice, watched from outside.
 TEST_F(DockerGpus, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
-  const std::string script =
-      "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m alloc mem 512m "
-      "sleep 1500 & done; wait";
-  Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
-  ASSERT_TRUE(observer.WaitForOutput("watching"));
-  Result r = Run({"--gpus", "\"device=" + uuids_[0] + "\""}, {"CUDA_DEVICE_MEMORY_LIMIT=2g"}, {"sh", "-c", script});
-  observer.Signal(SIGTERM);
-  auto f = Fields(observer.Wait().out, "cardwatch");
-  ASSERT_EQ(r.code, 0) << r.out << r.err << HookLog();
-  ASSERT_EQ(f.size(), 3u);
-  size_t contexts = Lines(r.out, "init ok").size(), ok = Lines(r.out, "alloc ok").size();
-  std::cout << "docker, six processes under 2g: " << contexts << " contexts and " << ok
-            << " allocations of 512 MiB succeeded, the card held at most " << U(f[1]) / kMiB << " MiB (" << U(f[2])
-            << " samples)\n";
-  ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
-  // The enforcer charges a context 518 MiB (the simulated card nothing): the race decides
-  // how the slice is split between contexts and allocations, never how much is used, and a
-  // refusal leaves less room than the smallest request.
-  const uint64_t charged = contexts * 518 * kMiB + ok * 512 * kMiB;
-  EXPECT_LE(charged, 2 * kGiB) << r.out << r.err;
-  EXPECT_GT(charged, 2 * kGiB - 518 * kMiB) << "a process was refused while its slice had room\n" << r.out << r.err;
-  EXPECT_LE(U(f[1]), 2 * kGiB + 2 * kMiB);
+  RaceOnCard w = SixRacingProcesses(node_->env(), "docker", [&] {
+    return Run({"--gpus", "\"device=" + uuids_[0] + "\""}, {"CUDA_DEVICE_MEMORY_LIMIT=2g"},
+               {"sh", "-c", kSixRacingProcesses});
+  });
+  ASSERT_TRUE(w.watched) << HookLog();
+  EXPECT_LE(w.card_most, 2 * kGiB + 2 * kMiB);
 }
 
 // Containers that start `gpuslice burn` as PID 1 once all of them are running (a file the

@@ -23,6 +23,7 @@
 #include "src/region/card.h"
 #include "tests/container_roots.h"
 #include "tests/harness.h"
+#include "tests/racing_slice.h"
 
 namespace fs = std::filesystem;
 
@@ -376,33 +377,13 @@ class RuncSliceTest : public ::testing::Test {
 TEST_F(RuncSliceTest, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
   REQUIRE_ROOT_AND("runc");
   ASSERT_EQ(uuids_.size(), 2u);
-  std::string script =
-      "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m alloc mem 512m "
-      "sleep 1500 & done; wait";
-  std::string b =
-      Bundle("six", script, {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_MEMORY_LIMIT=2g"}, true, true);
-  Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
-  ASSERT_TRUE(observer.WaitForOutput("watching"));
-  Result r = Start(b, Id("six"))->Wait();
-  observer.Signal(SIGTERM);
-  auto f = Fields(observer.Wait().out, "cardwatch");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  ASSERT_EQ(f.size(), 3u);
-  size_t contexts = Lines(r.out, "init ok").size(), ok = Lines(r.out, "alloc ok").size();
-  std::cout << "six processes under 2g: " << contexts << " contexts and " << ok
-            << " allocations of 512 MiB succeeded, the card held at most " << U(f[1]) / kMiB << " MiB (" << U(f[2])
-            << " samples)\n";
-  ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
-  // The simulated card charges nothing for a context (context_memory: 0), the enforcer
-  // the configured 518 MiB: who wins the race decides how the slice is split between
-  // contexts and allocations, never how much of it is used. Every refusal was for want
-  // of room: what stayed free is less than the smallest request (a context, 518 MiB).
-  const uint64_t charged = contexts * 518 * kMiB + ok * 512 * kMiB;
-  EXPECT_LE(charged, 2 * kGiB) << r.out << r.err;
-  EXPECT_GT(charged, 2 * kGiB - 518 * kMiB) << "a process was refused while its slice had room\n" << r.out << r.err;
+  std::string b = Bundle("six", kSixRacingProcesses,
+                         {"NVIDIA_VISIBLE_DEVICES=" + uuids_[0], "CUDA_DEVICE_MEMORY_LIMIT=2g"}, true, true);
+  RaceOnCard w = SixRacingProcesses(node_->env(), "runc", [&] { return Start(b, Id("six"))->Wait(); });
+  ASSERT_TRUE(w.watched);
   // Every allocation is held through the sleep: the observer outside saw them all at once.
-  EXPECT_EQ(U(f[1]), ok * 512 * kMiB) << r.out;
-  EXPECT_LE(U(f[1]), 2 * kGiB);
+  EXPECT_EQ(w.card_most, w.allocations * 512 * kMiB) << w.result.out;
+  EXPECT_LE(w.card_most, 2 * kGiB);
   EXPECT_TRUE(LeftOnTheHost().empty());  // poststop removed the slice
 }
 
@@ -747,26 +728,11 @@ class PodmanSlice : public ::testing::TestWithParam<const char*> {
 // its own 2 GiB), and the slice is gone with the container.
 TEST_P(PodmanSlice, SixRacingProcessesOfOneContainerShareItsMemoryLimit) {
   REQUIRE_ROOT_AND("podman");
-  Process observer({ProbeBin(), "cardwatch", "600000"}, node_->env());
-  ASSERT_TRUE(observer.WaitForOutput("watching"));
-  Result r = Run("six",
-                 "for i in 1 2 3 4 5 6; do /bin/cuda_probe init alloc mem 512m alloc mem 512m alloc mem 512m "
-                 "alloc mem 512m sleep 1500 & done; wait",
-                 {"CUDA_DEVICE_MEMORY_LIMIT=2g"})
-                 ->Wait();
-  observer.Signal(SIGTERM);
-  auto f = Fields(observer.Wait().out, "cardwatch");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  ASSERT_EQ(f.size(), 3u);
-  size_t contexts = Lines(r.out, "init ok").size(), ok = Lines(r.out, "alloc ok").size();
-  std::cout << "podman (" << GetParam() << "), six processes under 2g: " << contexts << " contexts and " << ok
-            << " allocations of 512 MiB, the card held at most " << U(f[1]) / kMiB << " MiB\n";
-  ASSERT_GT(U(f[2]), 100u) << "the observer did not watch the card";
-  // As RuncSliceTest's: contexts charged 518 MiB each by the enforcer, the rest allocations.
-  const uint64_t charged = contexts * 518 * kMiB + ok * 512 * kMiB;
-  EXPECT_LE(charged, 2 * kGiB) << r.out << r.err;
-  EXPECT_GT(charged, 2 * kGiB - 518 * kMiB) << r.out << r.err;
-  EXPECT_EQ(U(f[1]), ok * 512 * kMiB) << r.out;
+  RaceOnCard w = SixRacingProcesses(node_->env(), std::string("podman (") + GetParam() + ")", [&] {
+    return Run("six", kSixRacingProcesses, {"CUDA_DEVICE_MEMORY_LIMIT=2g"})->Wait();
+  });
+  ASSERT_TRUE(w.watched);
+  EXPECT_EQ(w.card_most, w.allocations * 512 * kMiB) << w.result.out;
   EXPECT_TRUE(SlicesLeft().empty()) << "the poststop hook left the slice";
 }
 

@@ -199,16 +199,23 @@ void* BeatMain(void*) {
   return nullptr;
 }
 
-void StartBeat() {
+// Starts `main` on a detached thread the first time `started` is found false; false when
+// that start failed.
+bool StartDetachedOnce(std::atomic<bool>* started, void* (*main)(void*)) {
   bool expected = false;
-  if (!g_beat_started.compare_exchange_strong(expected, true)) return;
+  if (!started->compare_exchange_strong(expected, true)) return true;
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, BeatMain, nullptr) != 0)
-    GS_LOG(kWarn, "cannot start the drain heartbeat thread: a kernel longer than 200 ms past its turn may lose it");
+  bool ok = pthread_create(&t, &attr, main, nullptr) == 0;
   pthread_attr_destroy(&attr);
+  return ok;
+}
+
+void StartBeat() {
+  if (!StartDetachedOnce(&g_beat_started, BeatMain))
+    GS_LOG(kWarn, "cannot start the drain heartbeat thread: a kernel longer than 200 ms past its turn may lose it");
 }
 
 // The container's identity on the card: one id per container and device, kept in the
@@ -330,15 +337,8 @@ void Leave(Local& L) {
 void* ControllerMain(void*);
 
 void StartController() {
-  bool expected = false;
-  if (!g_controller_started.compare_exchange_strong(expected, true)) return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, ControllerMain, nullptr) != 0)
+  if (!StartDetachedOnce(&g_controller_started, ControllerMain))
     GS_LOG(kError, "cannot start the compute limiter thread: the SM share is NOT enforced");
-  pthread_attr_destroy(&attr);
 }
 
 // The highest cost of a launch measured recently (LearnLaunchCost), decayed with age.

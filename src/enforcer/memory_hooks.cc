@@ -128,18 +128,21 @@ GS_HOOK(cuMemFree_v2) CUresult gs_hook_cuMemFree_v2(CUdeviceptr dptr) {
 // ---- stream-ordered allocation and pools ------------------------------------------------
 
 namespace {
-int DeviceOfStream(CUstream s) {
+// The ordinal of the device stream s works on: its context's (the current context's for
+// the null and per-thread streams, or when the stream's cannot be told). False when none.
+bool OrdinalOfStream(CUstream s, CUdevice* ord) {
   CUcontext ctx = nullptr;
-  if (s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_cuda.cuStreamGetCtx &&
-      g_cuda.cuStreamGetCtx(s, &ctx) == CUDA_SUCCESS && ctx) {
-    CUdevice ord;
-    if (g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
-      CUresult rc = g_cuda.cuCtxGetDevice(&ord);
-      g_cuda.cuCtxPopCurrent_v2(&ctx);
-      if (rc == CUDA_SUCCESS) return DeviceOfOrdinal(ord);
-    }
-  }
-  return CurrentDevice();
+  bool pushed = s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_cuda.cuStreamGetCtx &&
+                g_cuda.cuStreamGetCtx(s, &ctx) == CUDA_SUCCESS && ctx &&
+                g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+  bool ok = g_cuda.cuCtxGetDevice(ord) == CUDA_SUCCESS;
+  if (pushed) g_cuda.cuCtxPopCurrent_v2(&ctx);
+  return ok;
+}
+
+int DeviceOfStream(CUstream s) {
+  CUdevice ord = 0;
+  return OrdinalOfStream(s, &ord) ? DeviceOfOrdinal(ord) : CurrentDevice();
 }
 
 int DeviceOfPool(CUmemoryPool pool) {
@@ -152,20 +155,6 @@ int DeviceOfPool(CUmemoryPool pool) {
     if (g_cuda.cuDeviceGetMemPool(&p, ord) == CUDA_SUCCESS && p == pool) return DeviceOfOrdinal(ord);
   }
   return -1;
-}
-
-// The pool cuMemAllocAsync on stream s draws from: the current pool of its device.
-CUmemoryPool PoolOfStream(CUstream s) {
-  CUcontext ctx = nullptr;
-  bool pushed = s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_cuda.cuStreamGetCtx &&
-                g_cuda.cuStreamGetCtx(s, &ctx) == CUDA_SUCCESS && ctx &&
-                g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-  CUdevice ord = 0;
-  CUmemoryPool pool = nullptr;
-  if (g_cuda.cuCtxGetDevice(&ord) != CUDA_SUCCESS || g_cuda.cuDeviceGetMemPool(&pool, ord) != CUDA_SUCCESS)
-    pool = nullptr;
-  if (pushed) g_cuda.cuCtxPopCurrent_v2(&ctx);
-  return pool;
 }
 
 using AllocAsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUstream);
@@ -187,8 +176,13 @@ CUresult AllocInPool(int dev, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes
   return rc;
 }
 
+// From the current pool of the stream's device.
 CUresult AllocAsync(AllocAsyncFn real, CUdeviceptr* dptr, size_t bytes, CUstream s) {
-  return AllocInPool(DeviceOfStream(s), PoolOfStream(s), dptr, bytes, "cuMemAllocAsync",
+  CUdevice ord = 0;
+  CUmemoryPool pool = nullptr;
+  bool known = OrdinalOfStream(s, &ord);
+  if (!known || g_cuda.cuDeviceGetMemPool(&pool, ord) != CUDA_SUCCESS) pool = nullptr;
+  return AllocInPool(known ? DeviceOfOrdinal(ord) : CurrentDevice(), pool, dptr, bytes, "cuMemAllocAsync",
                      [&] { return real(dptr, bytes, s); });
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "src/common/file.h"
+#include "src/node/card_files.h"
 #include "src/region/card.h"
 
 namespace gs::node {
@@ -85,10 +86,6 @@ class RosterLock {
   int fd_;
 };
 
-bool UsableUuid(const std::string& uuid) {
-  return !uuid.empty() && uuid.find('/') == std::string::npos && uuid != "." && uuid != "..";
-}
-
 }  // namespace
 
 std::string CardEntriesDir(const std::string& cards_dir) {
@@ -112,7 +109,7 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
   if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
   std::vector<int> entries;
   for (const auto& uuid : uuids) {
-    if (!UsableUuid(uuid)) return InvalidArgument("GPU UUID '" + uuid + "' cannot name a card roster file");
+    if (!UsableCardFileName(uuid)) return InvalidArgument("GPU UUID '" + uuid + "' cannot name a card roster file");
     const std::string path = dir + "/" + uuid;
     std::vector<Assignment> roster = Read(path);
     int entry = -1;

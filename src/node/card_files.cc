@@ -38,6 +38,10 @@ Status PrepareCardFile(const std::string& path) {
 
 }  // namespace
 
+bool UsableCardFileName(const std::string& uuid) {
+  return !uuid.empty() && uuid.find('/') == std::string::npos && uuid != "." && uuid != "..";
+}
+
 Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& gpus) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create", dir);
   struct stat st;
@@ -46,8 +50,7 @@ Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& g
   // Whatever the umask or an older version left: containers may use the files, not add any.
   if ((st.st_mode & 07777) != 0755 && chmod(dir.c_str(), 0755) != 0) return Errno("cannot set the mode of", dir);
   for (const auto& g : gpus) {
-    if (g.uuid.empty() || g.uuid.find('/') != std::string::npos || g.uuid == "." || g.uuid == "..")
-      return InvalidArgument("GPU UUID '" + g.uuid + "' cannot name a card region file");
+    if (!UsableCardFileName(g.uuid)) return InvalidArgument("GPU UUID '" + g.uuid + "' cannot name a card region file");
     GS_RETURN_IF_ERROR(PrepareCardFile(dir + "/" + g.uuid));
   }
   return Status::Ok();

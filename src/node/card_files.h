@@ -21,6 +21,9 @@
 
 namespace gs::node {
 
+// Whether a GPU UUID can name a file of the cards directory (or of its roster).
+bool UsableCardFileName(const std::string& uuid);
+
 // Makes `dir` and one card file per GPU in it. Errors name the path and the reason.
 Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& gpus);
 
