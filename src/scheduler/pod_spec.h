@@ -11,8 +11,8 @@
 //    (0: the container is an error, since no card would be added and the rest would be
 //    ignored);
 //  - gpumem is in units of memory_factor MiB; gpumem-percentage is not scaled;
-//  - neither gpumem nor gpumem-percentage (or either 0): default_memory_mib, 0 = the
-//    whole card;
+//  - no memory asked (gpumem and gpumem-percentage absent or 0): default_memory_mib,
+//    0 = the whole card;
 //  - no gpucores: 100 (the card exclusively) when the container states no gpumem and no
 //    gpumem-percentage, or gpumem-percentage 100; otherwise default_cores;
 //  - limits first, requests if there is no limit.
