@@ -326,11 +326,19 @@ bool Contains(const YAML::Node& seq, const std::string& value) {
   return false;
 }
 
-const std::map<std::string, bool> kHamiResources = {  // name -> ignoredByScheduler
-    {"nvidia.com/gpu", false},
-    {"nvidia.com/gpumem", true},
-    {"nvidia.com/gpumem-percentage", true},
-    {"nvidia.com/gpucores", true}};
+// The resources `gpuslice scheduler` reads with these flags (HAMi's names where a flag is
+// not given), each with its ignoredByScheduler: only the card count is checked by
+// kube-scheduler, against the node's allocatable (the node agent's slots).
+std::map<std::string, bool> SchedulerResources(const std::map<std::string, std::string>& flags) {
+  auto name = [&](const char* flag, const char* hami) {
+    auto it = flags.find(flag);
+    return it == flags.end() || it->second.empty() ? std::string(hami) : it->second;
+  };
+  return {{name("resource-count-name", "nvidia.com/gpu"), false},
+          {name("resource-memory-name", "nvidia.com/gpumem"), true},
+          {name("resource-memory-percentage-name", "nvidia.com/gpumem-percentage"), true},
+          {name("resource-core-name", "nvidia.com/gpucores"), true}};
+}
 
 // One extender entry, in KubeSchedulerConfiguration or (legacy) Policy form, against the
 // flags the gpuslice container runs with.
@@ -354,8 +362,9 @@ void CheckExtender(const YAML::Node& e, bool legacy, const std::map<std::string,
     EXPECT_TRUE(std::regex_match(Str(e["httpTimeout"]), std::regex("[0-9]+(ms|s|m)"))) << Str(e["httpTimeout"]);
   std::map<std::string, bool> managed;
   for (const auto& r : e["managedResources"]) managed[Str(r["name"])] = Str(r["ignoredByScheduler"]) == "true";
-  EXPECT_EQ(managed, kHamiResources) << "managedResources must be HAMi's four, only nvidia.com/gpu checked by "
-                                        "kube-scheduler against the node's allocatable";
+  EXPECT_EQ(managed, SchedulerResources(flags))
+      << "managedResources must be the four resources of `gpuslice scheduler`'s --resource-*-name flags (HAMi's "
+         "by default), only the card count checked by kube-scheduler against the node's allocatable";
 }
 
 // kube-scheduler decodes its configuration strictly since v1 (1.25): a key its types do not
@@ -440,6 +449,32 @@ TEST(Deploy, SchedulerPiecesAgree) {
   ASSERT_FALSE(flags["webhook-port"].empty());
   ASSERT_FALSE(flags["scheduler-name"].empty());
   const int webhook_port = std::stoi(flags["webhook-port"]);
+
+  // The card count the scheduler reads is the resource the node agents serve (their
+  // --resource-name, RESOURCE_NAME or config key resourceName), or no node would have it.
+  {
+    YAML::Node agent = Container(ds, "node");
+    std::string node_command;
+    auto node_flags = ParseArgs(Strings(agent["args"]), HelpFlags("node"), &node_command);
+    std::string served = node_flags["resource-name"];
+    for (const auto& e : agent["env"])
+      if (served.empty() && Str(e["name"]) == "RESOURCE_NAME") served = Str(e["value"]);
+    if (served.empty() && !node_flags["config"].empty()) {
+      std::map<std::string, std::string> config_maps;
+      for (const auto& v : ds["spec"]["template"]["spec"]["volumes"])
+        if (v["configMap"]) config_maps[Str(v["name"])] = Str(v["configMap"]["name"]);
+      for (const auto& m : agent["volumeMounts"])
+        if (node_flags["config"].rfind(Str(m["mountPath"]) + "/", 0) == 0) {
+          YAML::Node data = Get(objects, {"ConfigMap", config_maps[Str(m["name"])]})["data"];
+          ASSERT_TRUE(data) << "--config " << node_flags["config"] << " is in no ConfigMap of the overlay";
+          served = Str(YAML::Load(Str(data[fs::path(node_flags["config"]).filename().string()]))["resourceName"]);
+        }
+    }
+    if (served.empty()) served = "nvidia.com/gpu";
+    std::string count_name = flags["resource-count-name"].empty() ? "nvidia.com/gpu" : flags["resource-count-name"];
+    EXPECT_EQ(served, count_name) << "the node agents serve " << served << ", the scheduler reads the card count as "
+                                  << count_name << " (--resource-count-name)";
+  }
 
   // The trusted users are the two service accounts that write decisions.
   std::set<std::string> trusted;

@@ -12,12 +12,15 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "src/common/flags.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
 #include "src/scheduler/extender.h"
 #include "src/scheduler/hami_format.h"
+#include "src/scheduler/pod_spec.h"
 #include "src/scheduler/request.h"
 #include "src/scheduler/serve.h"
 
@@ -75,6 +78,20 @@ StatusOr<std::optional<kube::ClientConfig>> ApiConfig(bool in_cluster, std::stri
   return std::optional<kube::ClientConfig>(std::move(*c));
 }
 
+// The resource-name flags: each an extended resource name, no two alike. The error names
+// the flag.
+Status CheckResourceNames(const std::vector<std::pair<const char*, const std::string*>>& names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    Status s = scheduler::CheckExtendedResourceName(*names[i].second);
+    if (!s.ok()) return InvalidArgument(std::string("--") + names[i].first + ": " + s.message());
+    for (size_t j = 0; j < i; ++j)
+      if (*names[j].second == *names[i].second)
+        return InvalidArgument(std::string("--") + names[i].first + " and --" + names[j].first + " are both '" +
+                               *names[i].second + "': each resource needs its own name");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int SchedulerCommand(const std::vector<std::string>& args) {
@@ -84,6 +101,9 @@ int SchedulerCommand(const std::vector<std::string>& args) {
   int64_t port = 9395;
   int64_t webhook_port = 0;
   std::string webhook_address = "0.0.0.0", tls_cert, tls_key, scheduler_name = "gpuslice-scheduler", trusted_users;
+  scheduler::PodSpecOptions resources;
+  int64_t default_memory = resources.default_memory_mib, default_cores = resources.default_cores,
+          default_gpu_num = resources.default_gpu_num, memory_factor = resources.memory_factor;
   FlagSet flags(
       "scheduler",
       "kube-scheduler extender for fractional GPU requests (HAMi's resources and annotations).\n"
@@ -114,6 +134,27 @@ int SchedulerCommand(const std::vector<std::string>& args) {
                "and the node agent's service accounts, as system:serviceaccount:<ns>:<name>)");
   flags.String("node-policy", &node_policy, "default node policy: binpack or spread (pods may override)");
   flags.String("gpu-policy", &gpu_policy, "default GPU policy: binpack or spread (pods may override)");
+  flags.String("resource-count-name", &resources.count_name,
+               "resource of a container's card count (HAMi's resourceCountName; the node agents' --resource-name)");
+  flags.String("resource-memory-name", &resources.memory_name,
+               "resource of a container's memory per card (HAMi's resourceMemoryName)");
+  flags.String("resource-memory-percentage-name", &resources.memory_percent_name,
+               "resource of a container's memory per card in percent (HAMi's resourceMemoryPercentageName)");
+  flags.String("resource-core-name", &resources.cores_name,
+               "resource of a container's compute share per card (HAMi's resourceCoreName)");
+  flags.Int("default-memory", &default_memory,
+            "MiB per card for a container asking no memory (HAMi's defaultMemory; 0 = the whole card)", 0,
+            scheduler::kMaxDefaultMemoryMib);
+  flags.Int("default-cores", &default_cores,
+            "percent of each card for a container asking no cores and some memory (HAMi's defaultCores; a "
+            "container asking no memory gets its cards exclusively)",
+            0, 100);
+  flags.Int("default-gpu-num", &default_gpu_num,
+            "cards for a container asking memory or cores without a card count (HAMi's defaultGPUNum; 0 = such "
+            "a container is refused)",
+            0, scheduler::kMaxDefaultGpuNum);
+  flags.Int("memory-factor", &memory_factor, "MiB per unit of the memory resource (HAMi's memoryFactor)", 1,
+            scheduler::kMaxMemoryFactor);
   std::vector<std::string> rest;
   Status s = flags.Parse(args, &rest);
   if (flags.help_requested()) {
@@ -131,6 +172,18 @@ int SchedulerCommand(const std::vector<std::string>& args) {
               << "\n";
     return 2;
   }
+  Status names = CheckResourceNames({{"resource-count-name", &resources.count_name},
+                                     {"resource-memory-name", &resources.memory_name},
+                                     {"resource-memory-percentage-name", &resources.memory_percent_name},
+                                     {"resource-core-name", &resources.cores_name}});
+  if (!names.ok()) {
+    std::cerr << "gpuslice scheduler: " << names.message() << "\n";
+    return 2;
+  }
+  resources.default_memory_mib = default_memory;
+  resources.default_cores = static_cast<int>(default_cores);
+  resources.default_gpu_num = static_cast<int>(default_gpu_num);
+  resources.memory_factor = memory_factor;
   if (webhook_port > 0 && (tls_cert.empty() || tls_key.empty())) {
     std::cerr << "gpuslice scheduler: --webhook-port needs --tls-cert and --tls-key (the API server calls webhooks "
                  "over HTTPS only)\n";
@@ -177,6 +230,7 @@ int SchedulerCommand(const std::vector<std::string>& args) {
   o.address = address;
   o.port = static_cast<int>(port);
   o.defaults = scheduler::Policies{*np, *gp};
+  o.pod_spec = resources;
   o.client = client.get();
   o.offline_binder = &printing;
   o.inventory = inventory;

@@ -29,7 +29,8 @@ void AppendRawString(std::string_view raw, std::string* out) {
 
 }  // namespace
 
-Extender::Extender(ExtenderOptions options, KubeBinder* binder) : options_(std::move(options)), binder_(binder) {
+Extender::Extender(ExtenderOptions options, KubeBinder* binder)
+    : options_(std::move(options)), binder_(binder), gate_(options_.pod_spec) {
   if (!options_.now_unix_seconds) options_.now_unix_seconds = [] { return int64_t{0}; };
 }
 
@@ -50,7 +51,7 @@ StatusOr<std::shared_ptr<const PodRequest>> Extender::RequestFor(std::string_vie
   }
   json pod = json::parse(pod_json.begin(), pod_json.end(), nullptr, /*allow_exceptions=*/false);
   if (pod.is_discarded()) return InvalidArgument("ExtenderArgs: \"Pod\" is not JSON");
-  auto request = PodRequestFromJson(pod);
+  auto request = PodRequestFromJson(pod, options_.pod_spec);
   if (!request.ok()) return request.status();
   auto shared = std::make_shared<const PodRequest>(std::move(*request));
   std::lock_guard<std::mutex> lock(memo_mu_);
@@ -160,7 +161,7 @@ StatusOr<PodRequest> Extender::RequestForBind(const std::string& uid, const std:
   if (!text.ok()) return text.status();
   json pod = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (pod.is_discarded()) return InvalidArgument("pod " + ns + "/" + name + " from the API: not JSON");
-  auto r = PodRequestFromJson(pod);
+  auto r = PodRequestFromJson(pod, options_.pod_spec);
   if (!r.ok()) return r.status();
   if (r->uid != uid) return FailedPrecondition("pod " + ns + "/" + name + " has UID " + r->uid + ", bind asked " + uid);
   return r;

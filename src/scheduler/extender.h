@@ -44,6 +44,7 @@
 #include "src/scheduler/ledger.h"
 #include "src/scheduler/placement.h"
 #include "src/scheduler/pod_memo.h"
+#include "src/scheduler/pod_spec.h"
 
 namespace gs::scheduler {
 
@@ -62,6 +63,7 @@ class KubeBinder {
 
 struct ExtenderOptions {
   Policies defaults;
+  PodSpecOptions pod_spec;                    // resource names and HAMi's admission defaults (pod_spec.h)
   size_t pod_cache_size = 20000;              // pods seen by Filter, remembered for Bind
   std::function<int64_t()> now_unix_seconds;  // for hami.io/vgpu-time and bind-time
   // How long bind waits for a pod it could be mistaken for to be allocated on the node

@@ -324,8 +324,12 @@ TEST(ExtenderHandoff, StaleEventsDoNotEndAPendingPod) {
 
 class ExtenderHttpTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start({}); }
+  // Serves an extender with these pod-spec options (SetUp: HAMi's).
+  void Start(const PodSpecOptions& pod_spec) {
+    if (server_) TearDown();
     ExtenderOptions o;
+    o.pod_spec = pod_spec;
     o.now_unix_seconds = [] { return int64_t{1790000000}; };
     extender_ = std::make_unique<Extender>(o, &api_);
     ASSERT_TRUE(extender_->UpsertNode(Node("node-a", 2, 40000)).ok());
@@ -424,6 +428,51 @@ TEST_F(ExtenderHttpTest, IndexAnnotationsPlaceOnTheNamedCardsAndUnsupportedOnesA
   json garbage = pod("garbage", "nvidia.com/use-gpuindexes", "first");
   err = Post("/filter", Args(garbage, {"node-a"}))["Error"];
   EXPECT_NE(err.find("nvidia.com/use-gpuindexes"), std::string::npos) << err;
+}
+
+// The chart's settings as `gpuslice scheduler` passes them (--resource-count-name,
+// --default-memory, --memory-factor, ...): what a pod gets in its decision follows them,
+// over HTTP as kube-scheduler calls; node-a and node-b have 2 cards of 40000 MiB.
+TEST_F(ExtenderHttpTest, ChartSettingsDecideWhatAPodGets) {
+  auto decided = [&](const std::string& name) {
+    return api_.Pod("default", name)["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].get<std::string>();
+  };
+  auto pod = [&](const std::string& name, const json& limits) {
+    json p = GpuPod(name, "1", "1");
+    p["spec"]["containers"][0]["resources"]["limits"] = limits;
+    api_.AddPod(p);
+    return p;
+  };
+  // HAMi's defaults: a bare card count is the whole card, exclusively.
+  json whole = pod("whole", {{"nvidia.com/gpu", "1"}});
+  ASSERT_EQ(Post("/bind", BindArgs(whole, "node-a"))["Error"], "");
+  EXPECT_EQ(decided("whole"), "node-a-gpu0,NVIDIA,40000,100:;");
+
+  PodSpecOptions o;
+  o.count_name = "example.com/vgpu";
+  o.memory_name = "example.com/vgpu-memory";
+  o.memory_percent_name = "example.com/vgpu-memory-percentage";
+  o.cores_name = "example.com/vgpu-cores";
+  o.default_memory_mib = 5000;
+  o.default_cores = 15;
+  o.default_gpu_num = 2;
+  o.memory_factor = 1000;
+  Start(o);
+  json bare = pod("bare", {{"example.com/vgpu", "1"}});
+  ASSERT_EQ(Post("/bind", BindArgs(bare, "node-b"))["Error"], "");
+  EXPECT_EQ(decided("bare"), "node-b-gpu0,NVIDIA,5000,100:;") << "defaultMemory, still exclusive";
+  ReportAllocated(*extender_, api_, "bare");
+  json mem = pod("mem", {{"example.com/vgpu-memory", "3"}});
+  json r = Post("/filter", Args(mem, {"node-a", "node-b"}));
+  EXPECT_EQ(r["NodeNames"], json::array({"node-a"})) << "two cards each, and one of node-b's is taken: " << r.dump();
+  ASSERT_EQ(Post("/bind", BindArgs(mem, "node-a"))["Error"], "");
+  EXPECT_EQ(decided("mem"), "node-a-gpu0,NVIDIA,3000,15:node-a-gpu1,NVIDIA,3000,15:;")
+      << "defaultGPUNum cards, memoryFactor MiB per unit, defaultCores";
+  // HAMi's names are no GPU resources then: the pod passes through without a decision.
+  json plain = pod("plain", {{"nvidia.com/gpu", "1"}});
+  EXPECT_EQ(Post("/filter", Args(plain, {"node-a"}))["NodeNames"], json::array({"node-a"}));
+  ASSERT_EQ(Post("/bind", BindArgs(plain, "node-a"))["Error"], "");
+  EXPECT_FALSE(api_.Pod("default", "plain")["metadata"]["annotations"].contains("hami.io/vgpu-devices-allocated"));
 }
 
 TEST_F(ExtenderHttpTest, MetricsCountBindsAndPendingPods) {

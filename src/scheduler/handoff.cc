@@ -55,7 +55,8 @@ int PendingPod::next_container() const {
   return -1;
 }
 
-StatusOr<std::optional<PendingPod>> PendingPodFromJson(const json& pod, const std::string& node) {
+StatusOr<std::optional<PendingPod>> PendingPodFromJson(const json& pod, const std::string& node,
+                                                       const PodSpecOptions& options) {
   using Result = std::optional<PendingPod>;
   if (!pod.is_object()) return InvalidArgument("pod: not a JSON object");
   auto annos = PodAnnotations(pod);
@@ -92,7 +93,7 @@ StatusOr<std::optional<PendingPod>> PendingPodFromJson(const json& pod, const st
     auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
     if (ec == std::errc() && end == t->data() + t->size()) p.bind_time = v;
   }
-  auto request = PodRequestFromJson(pod);
+  auto request = PodRequestFromJson(pod, options);
   if (!request.ok()) return InvalidArgument(who + ": " + request.status().message());
   p.signature = RequestSignature(*request);
 

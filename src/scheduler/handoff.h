@@ -34,6 +34,7 @@
 
 #include "src/common/status.h"
 #include "src/scheduler/hami_format.h"
+#include "src/scheduler/pod_spec.h"
 #include "src/scheduler/request.h"
 
 namespace gs::scheduler {
@@ -59,8 +60,10 @@ struct PendingPod {
 
 // The pod as pending on `node`, or nullopt when it is not: another node, not
 // hami.io/bind-phase=allocating, nothing left to allocate, deleted or terminal.
-// Malformed decision annotations are an error naming the pod and the annotation.
-StatusOr<std::optional<PendingPod>> PendingPodFromJson(const nlohmann::json& pod, const std::string& node);
+// Malformed decision annotations are an error naming the pod and the annotation. The
+// pod's request (for its signature) is read with `options`.
+StatusOr<std::optional<PendingPod>> PendingPodFromJson(const nlohmann::json& pod, const std::string& node,
+                                                       const PodSpecOptions& options = {});
 
 struct Claim {
   size_t pod = 0;        // index into the pods given to ChooseClaim

@@ -60,7 +60,7 @@ void HandoffGate::Observe(const json& pod) {
     return;
   }
   if (node == nullptr || !node->is_string()) return;
-  auto pending = PendingPodFromJson(pod, node->get<std::string>());
+  auto pending = PendingPodFromJson(pod, node->get<std::string>(), pod_spec_);
   if (!pending.ok() || !pending->has_value()) return;  // malformed or not pending yet: bind's entry stands
   EraseLocked((*pending)->uid);
   node_of_[(*pending)->uid] = node->get<std::string>();

@@ -26,16 +26,21 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "src/common/status.h"
 #include "src/scheduler/handoff.h"
+#include "src/scheduler/pod_spec.h"
 #include "src/scheduler/request.h"
 
 namespace gs::scheduler {
 
 class HandoffGate {
  public:
+  // Pods' requests are read with `pod_spec` (the extender's).
+  explicit HandoffGate(PodSpecOptions pod_spec = {}) : pod_spec_(std::move(pod_spec)) {}
+
   // A pod as the watch saw it: pending on its node (handoff.h's PendingPodFromJson) is
   // recorded; past pending (bind-phase success or failed, finished, deleting) is
   // forgotten; anything else (an event from before its bind) changes nothing.
@@ -75,6 +80,7 @@ class HandoffGate {
 
  private:
   void EraseLocked(const std::string& uid);
+  const PodSpecOptions pod_spec_;
   // What a bind with `ticket` must not be confused with on `node`: its pending pods and
   // the binds that came before it and still wait (mu_ held).
   std::vector<PendingPod> AheadLocked(const std::string& node, uint64_t ticket) const;

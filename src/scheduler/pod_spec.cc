@@ -42,7 +42,10 @@ StatusOr<std::optional<int64_t>> Resource(const json& container, const char* nam
     auto q = list->find(name);
     if (q == list->end()) continue;
     std::string where = "container #" + std::to_string(index) + " " + kind + "[" + name + "]";
-    if (q->is_number_integer()) return std::optional<int64_t>(q->get<int64_t>());
+    if (q->is_number_integer()) {
+      if (q->get<int64_t>() < 0) return InvalidArgument(where + ": negative");
+      return std::optional<int64_t>(q->get<int64_t>());
+    }
     if (!q->is_string()) return InvalidArgument(where + ": want a quantity string");
     auto v = ParseKubeQuantity(q->get_ref<const std::string&>());
     if (!v.ok()) return InvalidArgument(where + ": " + v.status().message());
@@ -52,35 +55,55 @@ StatusOr<std::optional<int64_t>> Resource(const json& container, const char* nam
   return std::optional<int64_t>();
 }
 
-StatusOr<ContainerRequest> ContainerFromJson(const json& c, size_t index) {
+StatusOr<ContainerRequest> ContainerFromJson(const json& c, size_t index, const PodSpecOptions& o) {
   if (!c.is_object()) return InvalidArgument("container #" + std::to_string(index) + ": not an object");
-  auto gpus = Resource(c, hami::kResourceGpu, index);
-  auto mem = Resource(c, hami::kResourceMemory, index);
-  auto pct = Resource(c, hami::kResourceMemoryPercent, index);
-  auto cores = Resource(c, hami::kResourceCores, index);
+  const std::string where = "container #" + std::to_string(index) + " ";
+  auto gpus = Resource(c, o.count_name.c_str(), index);
+  auto mem = Resource(c, o.memory_name.c_str(), index);
+  auto pct = Resource(c, o.memory_percent_name.c_str(), index);
+  auto cores = Resource(c, o.cores_name.c_str(), index);
   for (const auto* r : {&gpus, &mem, &pct, &cores})
     if (!r->ok()) return r->status();
   ContainerRequest out;
   bool any_share = mem->has_value() || pct->has_value() || cores->has_value();
-  if (gpus->has_value())
-    out.gpus = static_cast<int>(std::min<int64_t>(**gpus, 1 << 20));
-  else if (any_share)
-    out.gpus = 1;  // HAMi's webhook default (defaultGPUNum = 1)
+  if (gpus->has_value()) {
+    if (**gpus > kMaxDefaultGpuNum)
+      return InvalidArgument(where + o.count_name + " = " + std::to_string(**gpus) + ": more than " +
+                             std::to_string(kMaxDefaultGpuNum));
+    out.gpus = static_cast<int>(**gpus);
+  } else if (any_share) {
+    // HAMi's webhook adds defaultGPUNum cards; with 0 it adds none, and the container's
+    // memory or cores would be ignored: refused rather than placed without them.
+    if (o.default_gpu_num == 0)
+      return InvalidArgument(where + "asks " +
+                             (mem->has_value()   ? o.memory_name
+                              : pct->has_value() ? o.memory_percent_name
+                                                 : o.cores_name) +
+                             " without " + o.count_name +
+                             ", and the scheduler adds no card count (default GPU number 0)");
+    out.gpus = o.default_gpu_num;
+  }
   if (out.gpus == 0) return out;
-  if (mem->has_value()) out.memory_mib = **mem;
+  if (mem->has_value()) {
+    if (**mem > INT64_MAX / o.memory_factor)
+      return InvalidArgument(where + o.memory_name + " = " + std::to_string(**mem) + " units of " +
+                             std::to_string(o.memory_factor) + " MiB: too large");
+    out.memory_mib = **mem * o.memory_factor;
+  }
   if (pct->has_value()) {
     if (**pct > 100)
-      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceMemoryPercent + " = " +
-                             std::to_string(**pct) + ": must be 0..100");
+      return InvalidArgument(where + o.memory_percent_name + " = " + std::to_string(**pct) + ": must be 0..100");
     out.memory_percent = static_cast<int>(**pct);  // 0 = unset, as in HAMi
   }
+  if (out.memory_mib == 0 && out.memory_percent == 0) out.memory_mib = o.default_memory_mib;  // 0: the whole card
   if (cores->has_value()) {
     if (**cores > 100)
-      return InvalidArgument("container #" + std::to_string(index) + " " + hami::kResourceCores + " = " +
-                             std::to_string(**cores) + ": must be 0..100");
+      return InvalidArgument(where + o.cores_name + " = " + std::to_string(**cores) + ": must be 0..100");
     out.cores = static_cast<int>(**cores);
-  } else if (out.memory_mib == 0 && (out.memory_percent == 0 || out.memory_percent == 100)) {
+  } else if (pct->has_value() ? **pct == 100 : !mem->has_value()) {
     out.cores = 100;  // a whole card asked: exclusive, as HAMi's webhook makes it
+  } else {
+    out.cores = o.default_cores;
   }
   return out;
 }
@@ -129,7 +152,55 @@ void RefuseContainerExtras(const json& c, size_t index, PodRequest* r) {
   }
 }
 
+bool AlphaNumeric(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+// A DNS-1123 subdomain: dot-separated labels of [a-z0-9-], each starting and ending with
+// [a-z0-9], 253 characters at most. "" when it is one, else why not.
+std::string NotASubdomain(std::string_view domain) {
+  if (domain.empty()) return "the domain before '/' is empty";
+  if (domain.size() > 253) return "the domain is longer than 253 characters";
+  size_t start = 0;
+  while (start <= domain.size()) {
+    size_t dot = domain.find('.', start);
+    std::string_view label = domain.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty()) return "the domain has an empty label";
+    for (char ch : label)
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
+        return std::string("the domain may hold only a-z, 0-9, '-' and '.', not '") + ch + "'";
+    if (label.front() == '-' || label.back() == '-') return "a label of the domain starts or ends with '-'";
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return "";
+}
+
 }  // namespace
+
+Status CheckExtendedResourceName(std::string_view name) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("'" + std::string(name) + "' is not a Kubernetes extended resource name (" + why +
+                           "; want <domain>/<name>, e.g. example.com/vgpu)");
+  };
+  size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return bad("no domain");
+  std::string_view domain = name.substr(0, slash), rest = name.substr(slash + 1);
+  if (std::string why = NotASubdomain(domain); !why.empty()) return bad(why);
+  if (name.find("kubernetes.io/") != std::string_view::npos)
+    return bad("names in the kubernetes.io domain are Kubernetes' own");
+  if (name.rfind("requests.", 0) == 0) return bad("'requests.' is the prefix of quota names");
+  // Kubernetes checks "requests.<name>" as a qualified name for quotas.
+  if (domain.size() + 9 > 253) return bad("the domain is longer than 244 characters");
+  if (rest.empty()) return bad("the name after '/' is empty");
+  if (rest.size() > 63) return bad("the name after '/' is longer than 63 characters");
+  if (!AlphaNumeric(rest.front()) || !AlphaNumeric(rest.back()))
+    return bad("the name after '/' must start and end with a letter or digit");
+  for (char ch : rest)
+    if (!AlphaNumeric(ch) && ch != '-' && ch != '_' && ch != '.')
+      return bad(std::string("the name after '/' may hold only letters, digits, '-', '_' and '.', not '") + ch + "'");
+  return Status::Ok();
+}
 
 StatusOr<int64_t> ParseKubeQuantity(std::string_view text) {
   auto bad = [&](const char* why) { return InvalidArgument("quantity '" + std::string(text) + "': " + why); };
@@ -223,7 +294,7 @@ std::string StringField(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-StatusOr<PodRequest> PodRequestFromJson(const json& pod) {
+StatusOr<PodRequest> PodRequestFromJson(const json& pod, const PodSpecOptions& options) {
   if (!pod.is_object()) return InvalidArgument("Pod: want a JSON object");
   PodRequest r;
   auto meta = pod.find("metadata");
@@ -243,7 +314,7 @@ StatusOr<PodRequest> PodRequestFromJson(const json& pod) {
     if (cs == spec->end() || cs->is_null()) continue;
     if (!cs->is_array()) return InvalidArgument(std::string("spec.") + list + ": want an array");
     for (const json& c : *cs) {
-      auto cr = ContainerFromJson(c, index++);
+      auto cr = ContainerFromJson(c, index++, options);
       if (!cr.ok()) return InvalidArgument("Pod " + r.namespace_name + "/" + r.name + ": " + cr.status().message());
       if (std::string_view(list) == "initContainers" && cr->gpus > 0)
         return InvalidArgument("Pod " + r.namespace_name + "/" + r.name +

@@ -36,8 +36,12 @@ Status LoadInventory(const std::string& path, Extender* extender, int* nodes) {
   return Status::Ok();
 }
 
-std::string PolicyLine(const Policies& p) {
-  return std::string("policies node=") + PolicyName(p.node) + " gpu=" + PolicyName(p.gpu);
+std::string PolicyLine(const Policies& p, const PodSpecOptions& r) {
+  return std::string("policies node=") + PolicyName(p.node) + " gpu=" + PolicyName(p.gpu) + "; resources " +
+         r.count_name + ", " + r.memory_name + " (x" + std::to_string(r.memory_factor) + " MiB), " +
+         r.memory_percent_name + ", " + r.cores_name + "; defaults: " + std::to_string(r.default_gpu_num) +
+         " card(s), " + (r.default_memory_mib == 0 ? "the whole card" : std::to_string(r.default_memory_mib) + " MiB") +
+         ", " + std::to_string(r.default_cores) + "% cores";
 }
 
 }  // namespace
@@ -56,6 +60,7 @@ Status Serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   }
   ExtenderOptions options;
   options.defaults = o.defaults;
+  options.pod_spec = o.pod_spec;
   options.now_unix_seconds = [] {
     return static_cast<int64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -75,11 +80,12 @@ Status Serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   const std::string where = "listening on " + o.address + ":" + std::to_string(bound);
   if (o.client) {
     log(where + "; API server " + o.client->config().server + " (" + o.client->config().source + "); " +
-        PolicyLine(o.defaults));
+        PolicyLine(o.defaults, o.pod_spec));
     sync->Start();
   } else {
     log(where + " with " + std::to_string(nodes) + " node(s) from " +
-        (o.inventory.empty() ? "nowhere (no --inventory, no API)" : o.inventory) + "; " + PolicyLine(o.defaults));
+        (o.inventory.empty() ? "nowhere (no --inventory, no API)" : o.inventory) + "; " +
+        PolicyLine(o.defaults, o.pod_spec));
   }
   std::unique_ptr<WebhookHttpsServer> webhook;
   std::thread webhook_thread;
@@ -88,6 +94,7 @@ Status Serve(const ServeOptions& o, const std::atomic<bool>& stop) {
     WebhookOptions wo;
     wo.scheduler_name = o.webhook.scheduler_name;
     wo.trusted_users = o.webhook.trusted_users;
+    wo.resources = o.pod_spec;
     webhook = std::make_unique<WebhookHttpsServer>(wo);
     auto wport = webhook->Bind(o.webhook.address, o.webhook.port, o.webhook.tls_cert, o.webhook.tls_key);
     if (!wport.ok()) {

@@ -16,6 +16,7 @@
 #include "src/kube/client.h"
 #include "src/scheduler/extender.h"
 #include "src/scheduler/placement.h"
+#include "src/scheduler/pod_spec.h"
 
 namespace gs::scheduler {
 
@@ -23,6 +24,8 @@ struct ServeOptions {
   std::string address = "127.0.0.1";
   int port = 9395;  // 0: any free port (logged)
   Policies defaults;
+  // Resource names and HAMi's admission defaults, for the extender and the webhook alike.
+  PodSpecOptions pod_spec;
   // The API server; null: offline, the nodes from `inventory` and binds through
   // `offline_binder`.
   kube::Client* client = nullptr;

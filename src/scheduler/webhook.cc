@@ -14,10 +14,23 @@ using nlohmann::json;
 
 constexpr const char* kDecisionAnnotations[] = {hami::kAssignedNode,     hami::kAssignedTime, hami::kDevicesToAllocate,
                                                 hami::kDevicesAllocated, hami::kBindTime,     hami::kBindPhase};
-constexpr const char* kGpuResources[] = {hami::kResourceGpu, hami::kResourceMemory, hami::kResourceMemoryPercent,
-                                         hami::kResourceCores};
 
-bool AsksForGpus(const json& pod) {
+// RFC 6901: '~' and '/' in a reference token escaped.
+std::string PointerToken(std::string_view token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool AsksForGpus(const json& pod, const PodSpecOptions& o) {
   if (!pod.contains("spec") || !pod["spec"].is_object()) return false;
   for (const char* list : {"initContainers", "containers"}) {
     auto it = pod["spec"].find(list);
@@ -27,8 +40,8 @@ bool AsksForGpus(const json& pod) {
       for (const char* kind : {"limits", "requests"}) {
         auto r = c["resources"].find(kind);
         if (r == c["resources"].end() || !r->is_object()) continue;
-        for (const char* name : kGpuResources)
-          if (r->contains(name)) return true;
+        for (const std::string* name : {&o.count_name, &o.memory_name, &o.memory_percent_name, &o.cores_name})
+          if (r->contains(*name)) return true;
       }
     }
   }
@@ -36,12 +49,13 @@ bool AsksForGpus(const json& pod) {
 }
 
 // HAMi's admission default: a container asking for gpumem, gpumem-percentage or
-// gpucores without nvidia.com/gpu gets one card. Without that resource kubelet would not
-// call the device plugin's Allocate for it at all, and the container would get no card
-// and no limits. Added to limits and to requests (extended resources must have both equal,
-// and kube-scheduler counts requests).
-void DefaultOneCard(const json& pod, json* patch) {
-  const std::string gpu = "nvidia.com~1gpu";  // RFC 6901
+// gpucores without a card count gets default_gpu_num cards. Without that resource
+// kubelet would not call the device plugin's Allocate for it at all, and the container
+// would get no card and no limits. Added to limits and to requests (extended resources
+// must have both equal, and kube-scheduler counts requests).
+void DefaultCardCount(const json& pod, const PodSpecOptions& o, json* patch) {
+  if (o.default_gpu_num <= 0) return;
+  const std::string count = std::to_string(o.default_gpu_num);
   for (const char* list : {"initContainers", "containers"}) {
     auto it = pod["spec"].find(list);
     if (it == pod["spec"].end() || !it->is_array()) continue;
@@ -53,18 +67,18 @@ void DefaultOneCard(const json& pod, json* patch) {
       for (const char* kind : {"limits", "requests"}) {
         auto r = res.find(kind);
         if (r == res.end() || !r->is_object()) continue;
-        card |= r->contains(hami::kResourceGpu);
-        for (const char* name : {hami::kResourceMemory, hami::kResourceMemoryPercent, hami::kResourceCores})
-          fraction |= r->contains(name);
+        card |= r->contains(o.count_name);
+        for (const std::string* name : {&o.memory_name, &o.memory_percent_name, &o.cores_name})
+          fraction |= r->contains(*name);
       }
       if (!fraction || card) continue;
       std::string base = std::string("/spec/") + list + "/" + std::to_string(i) + "/resources/";
       for (const char* kind : {"limits", "requests"}) {
         auto r = res.find(kind);
         if (r != res.end() && r->is_object())
-          patch->push_back({{"op", "add"}, {"path", base + kind + "/" + gpu}, {"value", "1"}});
+          patch->push_back({{"op", "add"}, {"path", base + kind + "/" + PointerToken(o.count_name)}, {"value", count}});
         else
-          patch->push_back({{"op", "add"}, {"path", base + kind}, {"value", {{hami::kResourceGpu, "1"}}}});
+          patch->push_back({{"op", "add"}, {"path", base + kind}, {"value", {{o.count_name, count}}}});
       }
     }
   }
@@ -92,17 +106,7 @@ std::string Reply(const json& request_review, const std::string& uid, const json
 }  // namespace
 
 std::string AnnotationPointer(std::string_view key) {
-  std::string out = "/metadata/annotations/";
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return "/metadata/annotations/" + PointerToken(key);
 }
 
 std::string MutatePodReview(std::string_view text, const WebhookOptions& options) {
@@ -123,7 +127,7 @@ std::string MutatePodReview(std::string_view text, const WebhookOptions& options
   const json& pod = request["object"];
 
   json patch = json::array();
-  if (operation == "CREATE" && AsksForGpus(pod)) {
+  if (operation == "CREATE" && AsksForGpus(pod, options.resources)) {
     std::string current;
     if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("schedulerName") &&
         pod["spec"]["schedulerName"].is_string())
@@ -133,7 +137,7 @@ std::string MutatePodReview(std::string_view text, const WebhookOptions& options
     bool ours_to_name = current.empty() || current == "default-scheduler" || current == "hami-scheduler";
     if (pod.contains("spec") && pod["spec"].is_object() && ours_to_name)
       patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options.scheduler_name}});
-    if (pod.contains("spec") && pod["spec"].is_object()) DefaultOneCard(pod, &patch);
+    if (pod.contains("spec") && pod["spec"].is_object()) DefaultCardCount(pod, options.resources, &patch);
   }
 
   bool trusted = false;

@@ -1,4 +1,6 @@
-// The mutating admission webhook for pods (AdmissionReview admission.k8s.io/v1):
+// The mutating admission webhook for pods (AdmissionReview admission.k8s.io/v1). The
+// resource names below are HAMi's defaults; WebhookOptions::resources may name others
+// (the chart's resourceCountName ...), as the extender reads them (pod_spec.h):
 //  - a pod whose containers or init containers request or limit nvidia.com/gpu, gpumem,
 //    gpumem-percentage or gpucores gets spec.schedulerName = the configured name, when
 //    it names no scheduler or "default-scheduler". A pod that names another scheduler
@@ -6,8 +8,9 @@
 //    profile), and silently overriding the choice would be worse than not placing its
 //    GPUs through us;
 //  - a container asking for gpumem, gpumem-percentage or gpucores without nvidia.com/gpu
-//    gets nvidia.com/gpu: 1 (HAMi's default; without it kubelet never asks the device
-//    plugin for that container);
+//    gets nvidia.com/gpu: resources.default_gpu_num (HAMi's defaultGPUNum, 1; without it
+//    kubelet never asks the device plugin for that container; 0 adds nothing, and the
+//    extender refuses such a container);
 //  - the decision annotations (hami.io/vgpu-node, vgpu-time, vgpu-devices-to-allocate,
 //    vgpu-devices-allocated, bind-time, bind-phase) may only be written by the scheduler
 //    and the node agent (HAMi #3041): on CREATE they are removed; on UPDATE by anyone
@@ -26,10 +29,14 @@
 #include <string_view>
 #include <vector>
 
+#include "src/scheduler/pod_spec.h"
+
 namespace gs::scheduler {
 
 struct WebhookOptions {
   std::string scheduler_name = "gpuslice-scheduler";
+  // The resource names and the card count added (the extender's, so both read a pod alike).
+  PodSpecOptions resources;
   // request.userInfo.username values allowed to change decision annotations on UPDATE,
   // e.g. "system:serviceaccount:gpuslice-system:gpuslice-scheduler".
   std::vector<std::string> trusted_users;

@@ -103,6 +103,43 @@ TEST(WebhookTest, MemoryOrCoresWithoutACardCountAskForOneCard) {
   EXPECT_FALSE(update.pod["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpu"));
 }
 
+// The chart's defaultGPUNum: the count added; 0 adds none (the extender then refuses the
+// container, pod_spec.h).
+TEST(WebhookTest, DefaultGpuNumIsTheCountAdded) {
+  json pod = Pod({{"nvidia.com/gpumem", "3000"}});
+  WebhookOptions o;
+  o.resources.default_gpu_num = 3;
+  json after = Mutate(Review(pod), o).pod;
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "3");
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"], "3");
+  o.resources.default_gpu_num = 0;
+  after = Mutate(Review(pod), o).pod;
+  EXPECT_FALSE(after["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpu"));
+  EXPECT_FALSE(after["spec"]["containers"][0]["resources"].contains("requests"));
+  EXPECT_EQ(after["spec"]["schedulerName"], "gpuslice-scheduler") << "still the extender's to judge";
+}
+
+// The chart's resource names: the webhook routes pods and adds the card count by the
+// configured names only.
+TEST(WebhookTest, CustomResourceNamesRouteThePodAndNameTheCountAdded) {
+  WebhookOptions o;
+  o.resources.count_name = "example.com/vgpu";
+  o.resources.memory_name = "example.com/vgpu-memory";
+  o.resources.memory_percent_name = "example.com/vgpu-memory-percentage";
+  o.resources.cores_name = "example.com/vgpu-cores";
+  for (const char* name :
+       {"example.com/vgpu", "example.com/vgpu-memory", "example.com/vgpu-memory-percentage", "example.com/vgpu-cores"})
+    EXPECT_EQ(Mutate(Review(Pod({{name, "1"}})), o).pod["spec"]["schedulerName"], "gpuslice-scheduler") << name;
+  json after = Mutate(Review(Pod({{"example.com/vgpu-memory", "3000"}})), o).pod;
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["limits"],
+            json({{"example.com/vgpu-memory", "3000"}, {"example.com/vgpu", "1"}}));
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["requests"], json({{"example.com/vgpu", "1"}}));
+  // HAMi's default names are then no GPU resources: such a pod is left alone.
+  Result hami = Mutate(Review(Pod({{"nvidia.com/gpumem", "3000"}})), o);
+  EXPECT_FALSE(hami.response.contains("patch"));
+  EXPECT_FALSE(hami.pod["spec"].contains("schedulerName"));
+}
+
 TEST(WebhookTest, OnlyTheDefaultSchedulerAndHamisAreReplaced) {
   json pod = Pod({{"nvidia.com/gpu", "1"}});
   pod["spec"]["schedulerName"] = "default-scheduler";
