@@ -1,23 +1,29 @@
 // The card protocol on made-up time: every transition of the turn word (turn.h), what a
 // reader believes of a forged card, and the shares the protocol gives two tenants over a
-// window of virtual time for kernels from 5 us to 1 s. No clock, no thread: the whole
+// window of virtual time for kernels from 5 us to 1 s. No clock, no sleep: the whole
 // file runs in milliseconds.
 //
-// The turn word's transitions and where each is tested:
-//   nobody -> tenant          GiveFreeCard                TurnTest.AFreeCardGoesToTheWaiterWithMostCredit,
-//                                                         TurnTest.AFreeCardStaysFreeWhileNobodyMayRun
-//   holder, active n -> n+1   JoinTurn                    TurnTest.ProcessesOfTheHolderJoinItsTurn
-//   holder, active n -> n-1   LeaveTurn (n > 1)           TurnTest.TheLastProcessToLeaveHandsTheCardOver
-//   holder, active 1 -> next  LeaveTurn / HandOverTurn    the same; TurnTest.AHandOverRacedByAJoinUndoesItsCharge
-//   holder -> nobody          TakeStuckTurn               kStuckCases, TurnTest.AStuckTurnIsTakenOnlyFromTheWordSeen
-//   deadline moved (alone)    ExtendTurnAlone TurnTest.AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit any, from
-//   a stale word    each of the above           TurnTest.EveryTransitionFromAStaleWordChangesNothing
+// The turn word's transitions and the TurnTest tests of each:
+// - nobody -> a tenant (GiveFreeCard): AFreeCardGoesToTheWaiterWithMostCredit,
+//   AFreeCardStaysFreeWhileNobodyMayRun.
+// - a process joins the holder's turn (JoinTurn): ProcessesOfTheHolderJoinItsTurn.
+// - a process leaves, others stay (LeaveTurn): TheLastProcessToLeaveHandsTheCardOver.
+// - the last one leaves, the card goes on (LeaveTurn, HandOverTurn): the same,
+//   AHandOverRacedByAJoinUndoesItsCharge, AHandOverAfterAnOverrunLetsWaitersKeepWhatTheyEarned.
+// - the holder loses a stuck turn (TurnIsStuck, TakeStuckTurn): kStuckCases,
+//   AStuckTurnIsTakenOnlyFromTheWordSeen.
+// - a holder alone moves its deadline (ExtendTurnAlone):
+//   AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit.
+// - each of them from a stale word: EveryTransitionFromAStaleWordChangesNothing.
+// - all of them at once: RacingProcessesOfTwoTenantsAreNeverInATurnTogether.
 #include "src/region/turn.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gs::region {
@@ -203,6 +209,47 @@ TEST_F(TurnTest, EveryTransitionFromAStaleWordChangesNothing) {
   EXPECT_FALSE(HandOverTurn(c_, a, stale_held, kT0 + kMs, kBest));
   EXPECT_FALSE(TakeStuckTurn(c_, stale_held));
   EXPECT_EQ(Word(), joined);
+}
+
+// Processes of two tenants racing through the transitions on one card (threads standing in
+// for processes; `now` moves 100 us each time a process leaves, so no turn is ever stuck): a process
+// is only ever in a turn of its own tenant's, and never beside a process of the other.
+// Under TSan in CI (make test-tsan).
+TEST_F(TurnTest, RacingProcessesOfTwoTenantsAreNeverInATurnTogether) {
+  const uint32_t tenant[2] = {Join(1, 30), Join(2, 70)};
+  std::atomic<int64_t> clock{kT0};
+  std::atomic<int> inside[2] = {0, 0};
+  std::atomic<int> overlaps{0};
+  auto process = [&](int t) {
+    const uint32_t me = tenant[t];
+    for (int round = 0; round < 2000;) {
+      int64_t now = clock.load();
+      Want(me, now);
+      uint64_t w = c_->turn.load();
+      if (TurnHolder(w) == kNoHolder) {
+        GiveFreeCard(c_, me, w, now, kBest);
+        continue;
+      }
+      int64_t deadline = 0;
+      if (TurnHolder(w) != me || !JoinTurn(c_, me, w, now, kBest, &deadline)) {
+        std::this_thread::yield();
+        continue;
+      }
+      ++round;
+      inside[t].fetch_add(1);
+      std::this_thread::yield();
+      if (inside[1 - t].load() != 0) overlaps.fetch_add(1);
+      inside[t].fetch_sub(1);
+      LeaveTurn(c_, me, TurnSeq(w), clock.fetch_add(100 * kUs) + 100 * kUs, kBest);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back(process, i % 2);
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(TurnActive(Word()), 0u);  // every process that joined left
+  EXPECT_GT(c_->tenants[tenant[0]].used_ns.load(), 0u);
+  EXPECT_GT(c_->tenants[tenant[1]].used_ns.load(), 0u);
 }
 
 // Who may take the card from the holder: past its believed deadline by more than the grace
