@@ -1,16 +1,21 @@
 # Small helpers so every folder declares its targets in a few lines.
 #
-#   gs_library(NAME name SRCS ... [DEPS ...])              static library, position-independent
-#                                                           (the injected shared libraries link
-#                                                           gs_common, gs_region, gs_sim_core, ...)
+#   gs_library(NAME name SRCS ... [DEPS ...] [INJECTED])   static library, position-independent;
+#                                                           INJECTED: also built as code for the
+#                                                           injected shared libraries (gs_base,
+#                                                           gs_region, gs_sim_core, ...), the only
+#                                                           kind those may link
 #   gs_test(NAME name SRCS ... [DEPS ...] [LABELS ...] [TIMING gtest-filter])
 #                                                           GoogleTest binary, registered with CTest;
 #                                                           TIMING's tests run alone, label `timing`
 #   gs_version_script(OUT file DEFS def... MACROS m...)     ld version script exporting the
 #                                                           first argument of each macro row
 
+# Compile flags of code that is injected into other people's processes.
+set(GS_INJECTED_FLAGS -fvisibility=hidden -fvisibility-inlines-hidden -fno-exceptions -fno-rtti)
+
 function(gs_library)
-  cmake_parse_arguments(GS "" "NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(GS "INJECTED" "NAME" "SRCS;DEPS" ${ARGN})
   if(GS_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gs_library(${GS_NAME}): unknown arguments ${GS_UNPARSED_ARGUMENTS}")
   endif()
@@ -18,6 +23,10 @@ function(gs_library)
   target_include_directories(${GS_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(${GS_NAME} PUBLIC ${GS_DEPS})
   set_target_properties(${GS_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(GS_INJECTED)
+    target_compile_options(${GS_NAME} PRIVATE ${GS_INJECTED_FLAGS})
+    set_target_properties(${GS_NAME} PROPERTIES GS_INJECTED TRUE)
+  endif()
 endfunction()
 
 function(gs_test)
@@ -72,10 +81,37 @@ function(gs_version_script)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${GS_DEFS})
 endfunction()
 
+# Checks that every static library `target` links, directly or not, was built as injected
+# code (gs_library(... INJECTED)): the configure fails naming the one that was not.
+function(gs_check_injected_deps target lib)
+  if(NOT TARGET ${lib})
+    return()
+  endif()
+  get_target_property(type ${lib} TYPE)
+  if(type STREQUAL "STATIC_LIBRARY")
+    get_target_property(injected ${lib} GS_INJECTED)
+    if(NOT injected)
+      message(FATAL_ERROR "${target} is injected into other people's processes but links ${lib}, which is not "
+                          "built as injected code (gs_library(... INJECTED): no exceptions, no RTTI)")
+    endif()
+  endif()
+  get_target_property(deps ${lib} INTERFACE_LINK_LIBRARIES)
+  if(deps)
+    foreach(dep IN LISTS deps)
+      gs_check_injected_deps(${target} ${dep})
+    endforeach()
+  endif()
+endfunction()
+
 # Flags for the libraries injected into other people's processes: no exceptions or RTTI
-# leaking out, hidden symbols, the C++ runtime linked in statically and kept private.
+# leaking out, hidden symbols, the C++ runtime linked in statically and kept private. Every
+# static library they link must be built with the same compile flags (gs_check_injected_deps).
 function(gs_injected_library target version_script)
-  target_compile_options(${target} PRIVATE -fvisibility=hidden -fvisibility-inlines-hidden -fno-exceptions -fno-rtti)
+  target_compile_options(${target} PRIVATE ${GS_INJECTED_FLAGS})
+  get_target_property(deps ${target} LINK_LIBRARIES)
+  foreach(dep IN LISTS deps)
+    gs_check_injected_deps(${target} ${dep})
+  endforeach()
   target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL
                       -Wl,--version-script=${version_script} -Wl,-z,defs -Wl,-z,now)
   target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)

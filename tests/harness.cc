@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "src/region/card.h"
 #include "tests/temp_dir.h"
 
 namespace gs::testing {
@@ -214,6 +215,18 @@ std::vector<pid_t> NsPids(pid_t pid) {
     for (pid_t p; fields >> p;) pids.push_back(p);
   }
   return pids;
+}
+
+bool CardFileIsFull(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < sizeof(region::Card)) return false;
+  for (int i = 0; i < region::kCardTenants; ++i) {
+    uint64_t id = 0;
+    memcpy(&id, bytes.data() + offsetof(region::Card, tenants) + i * sizeof(region::CardTenant), sizeof(id));
+    if (id == 0) return false;
+  }
+  return true;
 }
 
 double BurnUtil(const std::string& out) {

@@ -94,6 +94,8 @@ std::vector<std::string> AsContainer(std::vector<std::string> argv);
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix);
 // Achieved SM utilisation `gpuslice burn` reports at its end ("average util N%"); -1 if absent.
 double BurnUtil(const std::string& out);
+// Every tenant entry of the card file at `path` is taken (the hostile program's `fill`).
+bool CardFileIsFull(const std::string& path);
 // Whitespace-separated fields of the first line starting with prefix.
 std::vector<std::string> Fields(const std::string& out, const std::string& prefix);
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tests/harness.h"
+#include "tests/wait_until.h"
 
 namespace gs::testing {
 namespace {
@@ -386,10 +387,14 @@ TEST(HostileCard, ShrunkCardFileDoesNotKillAnotherTenant) {
   Process victim({GpusliceBin(), "run", "--cores", "30", "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100",
                   "--seconds", "4"},
                  node.env());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The victim computes once its card file exists.
   std::vector<std::string> cards;
-  for (const auto& e : std::filesystem::directory_iterator(node.root() + "/runs/cards")) cards.push_back(e.path());
-  ASSERT_FALSE(cards.empty()) << "the run made no card file";
+  ASSERT_TRUE(WaitUntil([&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(node.root() + "/runs/cards", ec))
+      cards.push_back(e.path());
+    return !cards.empty();
+  })) << "the run made no card file";
   for (const std::string& card : cards) {
     Result t = RunProcess({"truncate", "-s", "0", card});
     ASSERT_EQ(t.code, 0) << t.err;
@@ -410,8 +415,9 @@ TEST(HostileCard, AFilledCardFileLeavesTwoRunsTheirShares) {
   std::string uuid = smi.out.substr(smi.out.find("GPU-"));
   uuid = uuid.substr(0, uuid.find_first_of(" \n"));
   std::filesystem::create_directories(node.root() + "/runs/cards");
-  Process filler({HostileBin(), "card", node.root() + "/runs/cards/" + uuid, "20000", "fill"}, node.env());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string card = node.root() + "/runs/cards/" + uuid;
+  Process filler({HostileBin(), "card", card, "20000", "fill"}, node.env());
+  ASSERT_TRUE(WaitUntil([&] { return CardFileIsFull(card); })) << "the filler did not fill " << card;
   auto burn = [&](const char* cores) {
     return std::make_unique<Process>(
         std::vector<std::string>{GpusliceBin(), "run", "--cores", cores, "--policy", "default", "--", GpusliceBin(),
@@ -465,11 +471,13 @@ class HostileCardTenant : public ::testing::Test {
     if (!attacks.empty()) {
       // The honest tenant makes the card file at its first launch; the attack starts then.
       std::string card;
-      for (int i = 0; i < 1000 && card.empty(); ++i) {
-        for (const auto& e : std::filesystem::directory_iterator(Cards(node))) card = e.path();
-        if (card.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      EXPECT_FALSE(card.empty()) << "the honest tenant made no card file";
+      EXPECT_TRUE(WaitUntil(
+          [&] {
+            for (const auto& e : std::filesystem::directory_iterator(Cards(node))) card = e.path();
+            return !card.empty();
+          },
+          std::chrono::seconds(5), std::chrono::milliseconds(5)))
+          << "the honest tenant made no card file";
       hostile = std::make_unique<Process>(
           std::vector<std::string>{HostileBin(), "card", card, std::to_string(seconds * 1000 + 2000), attacks},
           node.env());

@@ -24,6 +24,7 @@
 #include "tests/container_roots.h"
 #include "tests/harness.h"
 #include "tests/racing_slice.h"
+#include "tests/wait_until.h"
 
 namespace fs = std::filesystem;
 
@@ -356,17 +357,6 @@ class RuncSliceTest : public ::testing::Test {
     EXPECT_NEAR(BurnUtil(rb.out), 70, 5) << rb.out << rb.err;
     EXPECT_GE(BurnUtil(ra.out) + BurnUtil(rb.out), 90);
   }
-  // Every tenant entry of the card file at `path` is taken.
-  static bool CardIsFull(const std::string& path) {
-    auto bytes = ReadFile(path);
-    if (!bytes.ok() || bytes->size() < sizeof(region::Card)) return false;
-    for (int i = 0; i < region::kCardTenants; ++i) {
-      uint64_t id = 0;
-      memcpy(&id, bytes->data() + offsetof(region::Card, tenants) + i * sizeof(region::CardTenant), sizeof(id));
-      if (id == 0) return false;
-    }
-    return true;
-  }
   std::unique_ptr<SimNode> node_;
   std::string state_;
   std::vector<std::string> uuids_, started_;
@@ -403,8 +393,7 @@ TEST_F(RuncSliceTest, ACardFileFilledByAnotherTenantTakesNoShareAway) {
   fs::permissions(state_ + "/cards", fs::perms(0755));
   const std::string card = state_ + "/cards/" + uuids_.at(0);
   Process filler({HostileBin(), "card", card, "20000", "fill"}, node_->env());
-  for (int i = 0; i < 2000 && !CardIsFull(card); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_TRUE(CardIsFull(card)) << "the filler did not fill " << card;
+  ASSERT_TRUE(WaitUntil([&] { return CardFileIsFull(card); })) << "the filler did not fill " << card;
   ExpectSharesOfTwoContainers();
   filler.Signal(SIGKILL);
 }

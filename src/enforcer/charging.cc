@@ -147,13 +147,13 @@ uint64_t Footprint(uint64_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
 
-Gate CheckDevice(int dev) {
+DeviceCheck CheckDevice(int dev) {
   bool limited = AnyMemoryLimit();
-  if (g_state.region_refused) return limited ? Gate::kRefuse : Gate::kPass;
+  if (g_state.region_refused) return limited ? DeviceCheck::kRefuse : DeviceCheck::kPass;
   if (g_state.region != nullptr && g_state.slot_pid.load(std::memory_order_relaxed) != getpid()) ClaimOwnSlot();
   if (g_state.region == nullptr || g_state.slot == nullptr || dev < 0 || dev >= kMaxDevices)
-    return limited ? Gate::kRefuse : Gate::kPass;
-  return Gate::kCharge;
+    return limited ? DeviceCheck::kRefuse : DeviceCheck::kPass;
+  return DeviceCheck::kCharge;
 }
 
 namespace {
@@ -328,11 +328,11 @@ uint64_t OwnDeviceUse(int dev) {
   return MeasureOwnDeviceUse(dev, &bytes) ? bytes : 0;
 }
 
-Gate ReserveContextAhead(int dev, bool primary, uint64_t* held) {
+DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held) {
   *held = 0;
   {
     std::lock_guard<std::mutex> lock(g_ctx_mu);
-    if (primary && g_primary_refs[dev] > 0) return Gate::kCharge;  // exists: charged with its first reference
+    if (primary && g_primary_refs[dev] > 0) return DeviceCheck::kCharge;  // exists: charged with its first reference
   }
   // The real footprint is known only once the context exists, and by then the card holds
   // it: a slice without room for it would be over its limit (by 518 MiB on an H100) until
@@ -340,17 +340,17 @@ Gate ReserveContextAhead(int dev, bool primary, uint64_t* held) {
   // first, and a context that is not expected to fit is never created.
   uint64_t expected = g_context_measured[dev].load();
   expected = Footprint(expected ? expected : g_state.cfg.context_overhead);
-  if (expected == 0) return Gate::kCharge;
-  if (!ReserveChecked(dev, expected, false, "context creation", /*reconcile=*/true)) return Gate::kRefuse;
+  if (expected == 0) return DeviceCheck::kCharge;
+  if (!ReserveChecked(dev, expected, false, "context creation", /*reconcile=*/true)) return DeviceCheck::kRefuse;
   *held = expected;
-  return Gate::kCharge;
+  return DeviceCheck::kCharge;
 }
 
-Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held) {
+DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held) {
   std::lock_guard<std::mutex> lock(g_ctx_mu);
   if (primary && g_primary_refs[dev]++ > 0) {  // another thread made it first: charged once
     if (held) Unreserve(dev, held, false);
-    return Gate::kCharge;
+    return DeviceCheck::kCharge;
   }
   // The truth on hardware: what NVML says the context added to this process. The
   // configured overhead stands in when that cannot be measured (PID namespace without
@@ -363,7 +363,7 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
   if (charge > held && !ReserveChecked(dev, charge - held, false, "context creation", /*reconcile=*/false)) {
     if (held) Unreserve(dev, held, false);
     if (primary) --g_primary_refs[dev];
-    return Gate::kRefuse;
+    return DeviceCheck::kRefuse;
   }
   if (held > charge) Unreserve(dev, held - charge, false);
   if (primary) g_primary_ctx[dev] = ctx;
@@ -372,7 +372,7 @@ Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measur
   char b[32];
   GS_LOG(kDetail, "context on device %d charged %s (%s)", dev, FormatBytes(charge, b, sizeof(b)),
          measured ? "measured by NVML" : "configured");
-  return Gate::kCharge;
+  return DeviceCheck::kCharge;
 }
 
 }  // namespace internal
@@ -462,9 +462,9 @@ CUresult ChargedSetLimit(CUlimit limit, size_t value) {
     return g_cuda.cuCtxSetLimit(limit, value);  // no device memory
   }
   int dev = known ? DeviceOfOrdinal(ord) : -1;
-  Gate g = CheckDevice(dev);
-  if (g == Gate::kPass) return g_cuda.cuCtxSetLimit(limit, value);
-  if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
+  DeviceCheck g = CheckDevice(dev);
+  if (g == DeviceCheck::kPass) return g_cuda.cuCtxSetLimit(limit, value);
+  if (g == DeviceCheck::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t ctx = CurrentContextId();
   uint64_t want = value > baseline ? Footprint((value - baseline) * per_unit) : 0;
   if (per_unit && value > baseline && (value - baseline) > UINT64_MAX / per_unit) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -30,10 +30,10 @@ inline constexpr uint64_t kPage = 2ull << 20;
 // 2 MiB pages (a 1 MiB cuMemAlloc took 2 MiB on the H100, docs/measurements/h100-driver.md).
 uint64_t Footprint(uint64_t bytes);
 
-enum class Gate { kPass, kCharge, kRefuse };
+enum class DeviceCheck { kPass, kCharge, kRefuse };
 // Whether a call on region device `dev` (-1: unknown) passes uncounted, is charged, or is
 // refused. Claims this process's own slot first when it is a forked child.
-Gate CheckDevice(int dev);
+DeviceCheck CheckDevice(int dev);
 
 // Reserves bytes on dev against its limit; false (logged, nothing changed) if they do not
 // fit. Unreserve gives them back.
@@ -75,9 +75,9 @@ uint64_t CurrentContextId();
 // `record` stores the charge under the new handle.
 template <typename Call, typename Record>
 CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record record) {
-  Gate g = CheckDevice(dev);
-  if (g == Gate::kPass) return call();
-  if (g == Gate::kRefuse || !Reserve(dev, bytes, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;
+  DeviceCheck g = CheckDevice(dev);
+  if (g == DeviceCheck::kPass) return call();
+  if (g == DeviceCheck::kRefuse || !Reserve(dev, bytes, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = call();
   if (rc == CUDA_SUCCESS)
     record(Charge{dev, bytes, false, CurrentContextId()});
@@ -127,10 +127,10 @@ void InstallForkHandlers();
 namespace internal {
 // Reserves what a context about to be created on dev is expected to take; *held = what was
 // reserved (0 when it is the primary context this process already references).
-Gate ReserveContextAhead(int dev, bool primary, uint64_t* held);
+DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held);
 // Sets the charge of the context just created to its measured footprint (held: what
 // ReserveContextAhead reserved for it).
-Gate ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held);
+DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held);
 uint64_t OwnDeviceUse(int dev);  // what NVML says this process holds on dev; 0 unknown
 // The same, false when it cannot be told (no NVML, the process not found under its pid).
 bool MeasureOwnDeviceUse(int dev, uint64_t* bytes);
@@ -140,19 +140,19 @@ template <typename Create, typename Undo>
 CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Undo undo) {
   if (NotGranted(ordinal)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   int dev = DeviceOfOrdinal(ordinal);
-  Gate g = CheckDevice(dev);
-  if (g == Gate::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
-  uint64_t before = g == Gate::kCharge ? internal::OwnDeviceUse(dev) : 0;
+  DeviceCheck g = CheckDevice(dev);
+  if (g == DeviceCheck::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t before = g == DeviceCheck::kCharge ? internal::OwnDeviceUse(dev) : 0;
   uint64_t held = 0;
-  if (g == Gate::kCharge && internal::ReserveContextAhead(dev, primary, &held) == Gate::kRefuse)
+  if (g == DeviceCheck::kCharge && internal::ReserveContextAhead(dev, primary, &held) == DeviceCheck::kRefuse)
     return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t ctx = 0;
   CUresult rc = create(&ctx);
-  if (rc != CUDA_SUCCESS || g == Gate::kPass) {
+  if (rc != CUDA_SUCCESS || g == DeviceCheck::kPass) {
     if (held) Unreserve(dev, held, false);
     return rc;
   }
-  if (internal::ChargeContextFootprint(dev, primary, ctx, before, held) == Gate::kRefuse) {
+  if (internal::ChargeContextFootprint(dev, primary, ctx, before, held) == DeviceCheck::kRefuse) {
     undo();
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

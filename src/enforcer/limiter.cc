@@ -18,6 +18,7 @@
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limits.h"
 #include "src/region/card.h"
+#include "src/region/turn.h"
 
 namespace gs::enforcer {
 namespace {
@@ -77,52 +78,86 @@ constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn
 constexpr int64_t kCostMemoryNs = 250'000'000;
 constexpr int64_t kHighCostNs = 1'000'000;
 
-// This process on one device.
+// This process on one device, split by who may touch what.
 enum class Part : int { kOut, kIn, kLeaving };
-struct Local {
-  std::atomic<bool> open{false};  // launches may go ahead now (fast path)
-  std::atomic<uint64_t> launches{0};
-  // Launches this turn may take: the turn's time over the learned cost of a launch, so a
-  // deep asynchronous queue cannot run far beyond the turn.
-  std::atomic<int64_t> in_turn{0};
-  std::atomic<int64_t> budget{0};
-  int64_t cost_ns = 0;  // learned GPU time of one launch (EWMA), controller-owned
-  // The highest exact cost of a launch seen recently (LearnLaunchCost), and when.
-  std::atomic<int64_t> cost_high{0};
-  std::atomic<int64_t> cost_high_at{0};
-  int64_t exact_samples = 0;  // controller-owned
-  int64_t joined_ns = 0;
-  uint64_t launches_at_join = 0;
-  std::atomic<int> part{static_cast<int>(Part::kOut)};
-  std::atomic<int> asking{0};  // threads of this process waiting in WaitForTurn
-  uint32_t seq = 0;            // the turn this process is part of
-  std::atomic<CUcontext> ctx{nullptr};
-  // Joined lazily on the first slow-path launch (under g_join_mu).
-  std::atomic<bool> joined{false};
+
+// The card this process takes turns on: written once under g_join_mu before `joined` is
+// released, read-only after.
+struct Membership {
+  std::atomic<bool> joined{false};  // joined lazily on the first slow-path launch
   bool join_failed = false;
   rg::Card* card = nullptr;
   int tenant = -1;
-  // Controller bookkeeping.
-  uint64_t seen_launches = 0;
+};
+
+// The launch gate: what every launching thread reads and bumps on the fast path.
+struct LaunchGate {
+  std::atomic<bool> open{false};  // launches may go ahead now
+  std::atomic<uint64_t> launches{0};
+  // Launches this part of a turn may take: its time over the cost of a launch, so a deep
+  // asynchronous queue cannot run far beyond the turn.
+  std::atomic<int64_t> in_turn{0};
+  std::atomic<int64_t> budget{0};
+};
+
+// This process's part in its container's turn. `state` is the hand-off: the thread that
+// opens a part (a launching thread joining, or the controller reopening) writes the plain
+// fields, then publishes kIn; from then on only the controller touches them until it
+// stores kOut.
+struct TurnPart {
+  std::atomic<int> state{static_cast<int>(Part::kOut)};
+  uint32_t seq = 0;  // the turn this process is part of
+  int64_t joined_ns = 0;
+  uint64_t launches_at_join = 0;
+  uint64_t seen_launches = 0;  // the controller's last look at gate.launches, and when it changed
   int64_t last_change_ns = 0;
-  // The starvation guard's ledger (kOwedBoundNs), in process memory only.
+  std::atomic<int64_t> start{0};        // this process's part of the turn counts from here
+  std::atomic<int> asking{0};           // threads of this process waiting in WaitForTurn
+  std::atomic<CUcontext> ctx{nullptr};  // the context whose queued work the controller drains
+};
+
+// What one launch costs in GPU time: the controller measures it (LearnLaunchCost),
+// launching threads read it when they open a part or a grant.
+struct LaunchCost {
+  std::atomic<int64_t> learned_ns{0};  // EWMA; 0 until measured
+  // The highest exact cost of a launch seen recently, and when.
+  std::atomic<int64_t> high_ns{0};
+  std::atomic<int64_t> high_at{0};
+  int64_t exact_samples = 0;  // controller only
+};
+
+// What this process's waiters saw of the card: the turn word as first seen, and when (a
+// turn that never changes hands and has no believable deadline is stuck), and when the
+// turn was last another's.
+struct TurnSeen {
+  std::atomic<uint64_t> word{0};
+  std::atomic<int64_t> at{0};
+  std::atomic<int64_t> not_ours_at{0};
+};
+
+// The starvation guard's ledger (kOwedBoundNs), in process memory only; every thread of
+// the process may update it, with compare-and-swap.
+struct Guard {
   std::atomic<int64_t> owed{0};         // entitlement not received, ns of GPU time
   std::atomic<int64_t> owed_at{0};      // waiting up to here is accounted
   std::atomic<int64_t> excused{0};      // of owed, what accrued while a holder drained past its turn
-  std::atomic<int64_t> part_start{0};   // this process's part of the turn counts from here
-  std::atomic<int64_t> not_ours_at{0};  // a waiter of ours last saw the turn another's
   std::atomic<int64_t> grant_until{0};  // a self-granted part runs until then; 0 none
   std::atomic<int64_t> grant_start{0};
   std::atomic<int64_t> grant_launches{0};
   std::atomic<int64_t> grant_budget{0};
-  std::atomic<int64_t> grant_cost{0};  // learned GPU time of a launch in a grant
-  // The turn word as a waiter of ours first saw it, and when (a turn that never changes
-  // hands and has no believable deadline is stuck).
-  std::atomic<uint64_t> seen_turn{0};
-  std::atomic<int64_t> seen_turn_at{0};
+  std::atomic<int64_t> grant_cost{0};  // measured GPU time of a launch in a grant
 };
 
-Local g_local[rg::kMaxDevices];
+struct DeviceTurns {
+  Membership member;
+  LaunchGate gate;
+  TurnPart part;
+  LaunchCost cost;
+  TurnSeen seen;
+  Guard guard;
+};
+
+DeviceTurns g_turns[rg::kMaxDevices];
 pthread_mutex_t g_join_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_turn_mu = PTHREAD_MUTEX_INITIALIZER;  // joining a turn, per process
 std::atomic<bool> g_controller_started{false};
@@ -142,7 +177,7 @@ thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
 
 // The best priority believed of another tenant (src/common/contract.h, kCardBestPriority).
-int Best() {
+int BestBelievedPriority() {
   return g_state.cfg.card_best_priority;
 }
 
@@ -163,7 +198,7 @@ int LaunchDevice() {
   if (ctx != t_ctx) {  // rare: the thread switched contexts
     t_ctx = ctx;
     t_dev = CurrentDevice();
-    if (t_dev >= 0) g_local[t_dev].ctx.store(ctx);
+    if (t_dev >= 0) g_turns[t_dev].part.ctx.store(ctx);
   }
   return t_dev;
 }
@@ -255,83 +290,48 @@ bool CardPath(int dev, char* out, size_t size) {
 }
 
 bool Join(int dev) {
-  Local& L = g_local[dev];
-  if (L.joined.load(std::memory_order_acquire)) return true;
+  DeviceTurns& turns = g_turns[dev];
+  if (turns.member.joined.load(std::memory_order_acquire)) return true;
   pthread_mutex_lock(&g_join_mu);
-  if (!L.joined.load() && !L.join_failed) {
+  if (!turns.member.joined.load() && !turns.member.join_failed) {
     char path[640], msg[768];
     bool shared = CardPath(dev, path, sizeof(path));
-    L.card = rg::OpenCard(shared ? path : nullptr, msg, sizeof(msg));
-    if (L.card == nullptr && shared) {
+    turns.member.card = rg::OpenCard(shared ? path : nullptr, msg, sizeof(msg));
+    if (turns.member.card == nullptr && shared) {
       GS_LOG(kError, "%s: the compute share of device %d is coordinated within this process only", msg, dev);
-      L.card = rg::OpenCard(nullptr, msg, sizeof(msg));
+      turns.member.card = rg::OpenCard(nullptr, msg, sizeof(msg));
     }
-    if (L.card) {
+    if (turns.member.card) {
       // The entry the host handed the container when it made its slice, else one claimed
       // from the card (which a tenant that fills the card can deny).
       bool force = g_state.cfg.core_policy == CorePolicy::kForce;
-      L.tenant = CardEntry(dev) >= 0
-                     ? rg::TakeCardEntry(L.card, CardEntry(dev), TenantId(dev), SmShare(dev), force,
-                                         g_state.cfg.priority, MonotonicNowNs())
-                     : rg::JoinCard(L.card, TenantId(dev), SmShare(dev), force, g_state.cfg.priority, MonotonicNowNs());
-      if (L.tenant < 0) GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
-      if (shared && L.tenant >= 0)
-        GuardCard(dev, L.card, L.tenant, TenantId(dev), SmShare(dev), g_state.cfg.core_policy == CorePolicy::kForce,
-                  g_state.cfg.priority);
+      turns.member.tenant = CardEntry(dev) >= 0
+                                ? rg::TakeCardEntry(turns.member.card, CardEntry(dev), TenantId(dev), SmShare(dev),
+                                                    force, g_state.cfg.priority, MonotonicNowNs())
+                                : rg::JoinCard(turns.member.card, TenantId(dev), SmShare(dev), force,
+                                               g_state.cfg.priority, MonotonicNowNs());
+      if (turns.member.tenant < 0)
+        GS_LOG(kError, "the card region of device %d is full: its compute share is NOT enforced", dev);
+      if (shared && turns.member.tenant >= 0)
+        GuardCard(dev, turns.member.card, turns.member.tenant, TenantId(dev), SmShare(dev),
+                  g_state.cfg.core_policy == CorePolicy::kForce, g_state.cfg.priority);
     }
-    if (L.card && L.tenant >= 0)
-      L.joined.store(true, std::memory_order_release);
+    if (turns.member.card && turns.member.tenant >= 0)
+      turns.member.joined.store(true, std::memory_order_release);
     else
-      L.join_failed = true;
+      turns.member.join_failed = true;
   }
   pthread_mutex_unlock(&g_join_mu);
-  return L.joined.load();
-}
-
-// Charges our turn `w` and gives the card to the next tenant; false (nothing changed) if
-// the turn word changed meanwhile (someone joined or took it).
-bool HandOver(Local& L, uint64_t w, int64_t now) {
-  rg::Card* c = L.card;
-  rg::CardTenant& me = c->tenants[L.tenant];
-  uint32_t seq = rg::TurnSeq(w);
-  int64_t start = c->turn_start_ns.load();
-  bool started = c->deadline_seq.load() == seq;
-  // Charge the turn before choosing whom the card goes to (our credit must be current to
-  // compare), and take the charge back if the turn word changed meanwhile.
-  int64_t credit = me.credit_ns.load(), credit_at = me.credit_at_ns.load();
-  uint64_t used = me.used_ns.load();
-  if (started) rg::Charge(c, L.tenant, now - start, now, Best());
-  uint32_t next = rg::PickNext(c, static_cast<uint32_t>(L.tenant), now, Best());
-  if (!c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
-    me.credit_ns.store(credit);
-    me.credit_at_ns.store(credit_at);
-    me.used_ns.store(used);
-    return false;
-  }
-  if (started) rg::KeepRefillOfWaiters(c, static_cast<uint32_t>(L.tenant), c->deadline_ns.load(), now, Best());
-  rg::LendIdle(c, next, now, Best());
-  c->turn_start_ns.store(now);
-  c->deadline_ns.store(now + (next == rg::kNoHolder ? 0 : rg::TurnLength(c, static_cast<int>(next), now, Best())));
-  c->deadline_seq.store(seq + 1);
-  FutexWakeAll(&c->turn_futex);
-  return true;
+  return turns.member.joined.load();
 }
 
 // This process leaves the turn it is part of; the last one of the container to leave
 // hands the card on.
-void Leave(Local& L) {
-  rg::Card* c = L.card;
-  for (;;) {
-    uint64_t w = c->turn.load();
-    if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant) || rg::TurnActive(w) == 0)
-      break;  // the turn was taken from us (stuck) or is over
-    if (rg::TurnActive(w) > 1) {
-      if (c->turn.compare_exchange_strong(w, w - 1)) break;
-      continue;
-    }
-    if (HandOver(L, w, MonotonicNowNs())) break;
-  }
-  L.part.store(static_cast<int>(Part::kOut));
+void Leave(DeviceTurns& turns) {
+  if (rg::LeaveTurn(turns.member.card, static_cast<uint32_t>(turns.member.tenant), turns.part.seq, MonotonicNowNs(),
+                    BestBelievedPriority()))
+    FutexWakeAll(&turns.member.card->turn_futex);
+  turns.part.state.store(static_cast<int>(Part::kOut));
 }
 
 void* ControllerMain(void*);
@@ -341,53 +341,57 @@ void StartController() {
     GS_LOG(kError, "cannot start the compute limiter thread: the SM share is NOT enforced");
 }
 
+// The learned cost of one launch, or kInitialLaunchCostNs before one is measured.
+int64_t LearnedCost(const DeviceTurns& turns) {
+  int64_t cost = turns.cost.learned_ns.load(std::memory_order_relaxed);
+  return cost != 0 ? cost : kInitialLaunchCostNs;
+}
+
 // The highest cost of a launch measured recently (LearnLaunchCost), decayed with age.
-int64_t HighCost(const Local& L, int64_t now) {
-  int64_t high = L.cost_high.load(std::memory_order_relaxed);
-  int64_t age = now - L.cost_high_at.load(std::memory_order_relaxed);
+int64_t HighCost(const DeviceTurns& turns, int64_t now) {
+  int64_t high = turns.cost.high_ns.load(std::memory_order_relaxed);
+  int64_t age = now - turns.cost.high_at.load(std::memory_order_relaxed);
   if (high > 0 && age > kCostMemoryNs) high >>= std::min<int64_t>(62, (age - 1) / kCostMemoryNs);
   return high;
 }
 
 // What one launch is taken to cost when counting how many a turn admits: the learned
 // cost, or the highest measured recently when that is more.
-int64_t AdmitCost(const Local& L, int64_t now) {
-  int64_t cost = L.cost_ns ? L.cost_ns : kInitialLaunchCostNs;
-  return std::max<int64_t>(1, std::max(cost, HighCost(L, now)));
+int64_t AdmitCost(const DeviceTurns& turns, int64_t now) {
+  int64_t cost = LearnedCost(turns);
+  return std::max<int64_t>(1, std::max(cost, HighCost(turns, now)));
 }
 
 // This process takes part in the current turn until `deadline`: launches counted from
 // now, as many allowed as the learned cost fits in the time left, the gate open.
-void OpenPart(Local& L, int64_t deadline, int64_t now, int64_t launches_taken) {
-  L.seen_launches = L.launches.load();
-  L.launches_at_join = L.seen_launches;
-  L.last_change_ns = now;
-  L.joined_ns = now;
-  L.budget.store(std::max<int64_t>(1, (deadline - now) / AdmitCost(L, now)));
-  L.part_start.store(now);
-  L.in_turn.store(launches_taken);
-  L.part.store(static_cast<int>(Part::kIn));
-  L.open.store(true, std::memory_order_release);
+void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launches_taken) {
+  turns.part.seen_launches = turns.gate.launches.load();
+  turns.part.launches_at_join = turns.part.seen_launches;
+  turns.part.last_change_ns = now;
+  turns.part.joined_ns = now;
+  turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / AdmitCost(turns, now)));
+  turns.part.start.store(now);
+  turns.gate.in_turn.store(launches_taken);
+  turns.part.state.store(static_cast<int>(Part::kIn));
+  turns.gate.open.store(true, std::memory_order_release);
 }
 
 // Joins the turn of our tenant when it holds the card; true when launches may go ahead.
-bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
-  rg::Card* c = L.card;
+bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
+  rg::Card* c = turns.member.card;
   pthread_mutex_lock(&g_turn_mu);
   bool joined = false;
-  if (L.part.load() == static_cast<int>(Part::kOut) &&
-      c->turn.compare_exchange_strong(w, rg::PackTurn(rg::TurnSeq(w), rg::TurnHolder(w), rg::TurnActive(w) + 1))) {
-    L.seq = rg::TurnSeq(w);
-    int64_t deadline =
-        c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now + rg::TurnLength(c, L.tenant, now, Best());
-    c->tenants[L.tenant].wants_ns.store(0);
-    OpenPart(L, deadline, now, /*launches_taken=*/1);  // this launch
+  int64_t deadline = 0;
+  if (turns.part.state.load() == static_cast<int>(Part::kOut) &&
+      rg::JoinTurn(c, static_cast<uint32_t>(turns.member.tenant), w, now, BestBelievedPriority(), &deadline)) {
+    turns.part.seq = rg::TurnSeq(w);
+    OpenPart(turns, deadline, now, /*launches_taken=*/1);  // this launch
     // The card charges the turn from its hand-over; we count it from then too, but never
     // from before a waiter of ours last saw the turn another's (turn_start_ns may be forged).
     int64_t handed = std::min(now, c->turn_start_ns.load());
-    L.part_start.store(std::max(handed, L.not_ours_at.load()));
+    turns.part.start.store(std::max(handed, turns.seen.not_ours_at.load()));
     joined = true;
-  } else if (L.part.load() == static_cast<int>(Part::kIn) && L.open.load()) {
+  } else if (turns.part.state.load() == static_cast<int>(Part::kIn) && turns.gate.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
   }
   pthread_mutex_unlock(&g_turn_mu);
@@ -397,16 +401,17 @@ bool TryJoinTurn(Local& L, uint64_t w, int64_t now) {
 
 // The share this process is owed while it waits (kOwedBoundNs): its own, from the limits
 // file, or kYieldShare while a tenant of better believed priority is active.
-unsigned TrustedShare(int dev, const Local& L, int64_t now) {
+unsigned TrustedShare(int dev, const DeviceTurns& turns, int64_t now) {
   unsigned share = std::clamp(SmShare(dev), 1u, 100u);
-  if (rg::BetterPriorityActive(L.card, L.tenant, g_state.cfg.priority, Best(), now))
+  if (rg::BetterPriorityActive(turns.member.card, turns.member.tenant, g_state.cfg.priority, BestBelievedPriority(),
+                               now))
     share = std::min(share, rg::kYieldShare);
   return share;
 }
 
-void AddOwed(Local& L, int64_t delta) {
-  int64_t cur = L.owed.load();
-  while (!L.owed.compare_exchange_weak(cur, std::max(kOwedFloorNs, cur + delta))) {
+void AddOwed(DeviceTurns& turns, int64_t delta) {
+  int64_t cur = turns.guard.owed.load();
+  while (!turns.guard.owed.compare_exchange_weak(cur, std::max(kOwedFloorNs, cur + delta))) {
   }
 }
 
@@ -414,68 +419,68 @@ void AddOwed(Local& L, int64_t delta) {
 // was wanted and not got, and accrues at the trusted share. One waiter claims each stretch.
 // `overrun`: the holder drains a kernel past its deadline (card.h, kLongKernelNs); what
 // accrues then is also excused, up to what a kernel of kLongKernelNs would leave owed.
-void AccrueWaiting(int dev, Local& L, int64_t now, bool overrun) {
-  int64_t at = L.owed_at.load();
-  if (L.grant_until.load() != 0) return;  // a grant is got, not waited for (Got at its end)
-  if (at >= now || !L.owed_at.compare_exchange_strong(at, now)) return;
-  unsigned share = TrustedShare(dev, L, now);
+void AccrueWaiting(int dev, DeviceTurns& turns, int64_t now, bool overrun) {
+  int64_t at = turns.guard.owed_at.load();
+  if (turns.guard.grant_until.load() != 0) return;  // a grant is got, not waited for (CountHeld at its end)
+  if (at >= now || !turns.guard.owed_at.compare_exchange_strong(at, now)) return;
+  unsigned share = TrustedShare(dev, turns, now);
   int64_t accrued = std::min(now - at, kWaitTickMaxNs) * share / 100;
-  AddOwed(L, accrued);
+  AddOwed(turns, accrued);
   if (overrun) {
     int64_t most = (rg::kLongKernelNs + rg::kStuckGraceNs) * share / 100;
-    int64_t cur = L.excused.load();
-    while (cur < most && !L.excused.compare_exchange_weak(cur, std::min(most, cur + accrued))) {
+    int64_t cur = turns.guard.excused.load();
+    while (cur < most && !turns.guard.excused.compare_exchange_weak(cur, std::min(most, cur + accrued))) {
     }
   }
 }
 
 // This process had the card for `held` (part of a turn, or a self-granted part), which it
 // also wanted: it owes back what went beyond its share, the excused part first.
-void Got(int dev, Local& L, int64_t held, int64_t now) {
+void CountHeld(int dev, DeviceTurns& turns, int64_t held, int64_t now) {
   if (held > 0) {
-    int64_t back = held * (100 - TrustedShare(dev, L, now)) / 100;
-    AddOwed(L, -back);
-    int64_t cur = L.excused.load();
-    while (cur > 0 && !L.excused.compare_exchange_weak(cur, std::max<int64_t>(0, cur - back))) {
+    int64_t back = held * (100 - TrustedShare(dev, turns, now)) / 100;
+    AddOwed(turns, -back);
+    int64_t cur = turns.guard.excused.load();
+    while (cur > 0 && !turns.guard.excused.compare_exchange_weak(cur, std::max<int64_t>(0, cur - back))) {
     }
   }
-  L.owed_at.store(now);
+  turns.guard.owed_at.store(now);
 }
 
 // While a self-granted part runs, a launch goes ahead without the card: at most as many
 // as its length fits at the learned cost of a launch, so a deep queue cannot run far past
 // it. The first launch after it drains the queue (as the end of a turn does), counts the
 // part as got and goes back to asking. True when this launch may go ahead.
-bool InGrant(int dev, Local& L, int64_t now) {
-  int64_t until = L.grant_until.load();
+bool InGrant(int dev, DeviceTurns& turns, int64_t now) {
+  int64_t until = turns.guard.grant_until.load();
   if (until == 0) return false;
-  if (now < until && L.grant_launches.fetch_add(1) < L.grant_budget.load()) return true;
-  if (!L.grant_until.compare_exchange_strong(until, 0)) return false;
+  if (now < until && turns.guard.grant_launches.fetch_add(1) < turns.guard.grant_budget.load()) return true;
+  if (!turns.guard.grant_until.compare_exchange_strong(until, 0)) return false;
   g_cuda.cuCtxSynchronize();  // the launching thread's context: the one this device's launches use
-  int64_t end = MonotonicNowNs(), start = L.grant_start.load();
-  int64_t n = std::max<int64_t>(1, std::min(L.grant_launches.load(), L.grant_budget.load()));
-  L.grant_cost.store(std::max<int64_t>(1, (end - start) / n));
-  Got(dev, L, end - start, end);
+  int64_t end = MonotonicNowNs(), start = turns.guard.grant_start.load();
+  int64_t n = std::max<int64_t>(1, std::min(turns.guard.grant_launches.load(), turns.guard.grant_budget.load()));
+  turns.guard.grant_cost.store(std::max<int64_t>(1, (end - start) / n));
+  CountHeld(dev, turns, end - start, end);
   return false;
 }
 
 // Starts a self-granted part when the card owes this process more than kOwedBoundNs.
-bool StartGrant(int dev, Local& L, int64_t now) {
-  int64_t owed = L.owed.load();
-  if (owed <= kOwedBoundNs + L.excused.load()) return false;
-  int64_t cost = L.grant_cost.load();
-  if (cost == 0) cost = L.cost_ns ? L.cost_ns : kInitialLaunchCostNs;
-  L.grant_start.store(now);
-  L.grant_launches.store(1);  // this launch
-  L.grant_budget.store(std::max<int64_t>(1, kOwedBoundNs / cost));
+bool StartGrant(int dev, DeviceTurns& turns, int64_t now) {
+  int64_t owed = turns.guard.owed.load();
+  if (owed <= kOwedBoundNs + turns.guard.excused.load()) return false;
+  int64_t cost = turns.guard.grant_cost.load();
+  if (cost == 0) cost = LearnedCost(turns);
+  turns.guard.grant_start.store(now);
+  turns.guard.grant_launches.store(1);  // this launch
+  turns.guard.grant_budget.store(std::max<int64_t>(1, kOwedBoundNs / cost));
   int64_t none = 0;
-  if (!L.grant_until.compare_exchange_strong(none, now + kOwedBoundNs)) return InGrant(dev, L, now);
+  if (!turns.guard.grant_until.compare_exchange_strong(none, now + kOwedBoundNs)) return InGrant(dev, turns, now);
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
     GS_LOG(kWarn,
            "compute limiter: the card of device %d is not handing out turns fairly (owed %lld ms of GPU time at a "
            "%u %% share): going ahead without the turn for %lld ms at a time while that lasts",
-           dev, static_cast<long long>(owed / 1'000'000), TrustedShare(dev, L, now),
+           dev, static_cast<long long>(owed / 1'000'000), TrustedShare(dev, turns, now),
            static_cast<long long>(kOwedBoundNs / 1'000'000));
   return true;
 }
@@ -491,16 +496,16 @@ void Republish(int dev, rg::CardTenant& t) {
 }
 
 void WaitForTurn(int dev) {
-  Local& L = g_local[dev];
+  DeviceTurns& turns = g_turns[dev];
   if (!Join(dev)) return;  // no card: not enforced (logged once in Join)
-  rg::Card* c = L.card;
-  const uint32_t me = static_cast<uint32_t>(L.tenant);
+  rg::Card* c = turns.member.card;
+  const uint32_t me = static_cast<uint32_t>(turns.member.tenant);
   if (TakeCardLost(dev))
     GS_LOG(kError,
            "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
            "coordinated within this process only",
            dev);
-  if (InGrant(dev, L, MonotonicNowNs())) return;
+  if (InGrant(dev, turns, MonotonicNowNs())) return;
   Republish(dev, c->tenants[me]);
   struct Asking {
     std::atomic<int>& n;
@@ -509,74 +514,59 @@ void WaitForTurn(int dev) {
       if (n.fetch_add(1) == 0) waited_to.store(MonotonicNowNs());
     }
     ~Asking() { n.fetch_sub(1); }
-  } asking(L.asking, L.owed_at);
+  } asking(turns.part.asking, turns.guard.owed_at);
   for (;;) {
     int64_t now = MonotonicNowNs();
     uint32_t futex = c->turn_futex.load();
     uint64_t w = c->turn.load();
-    uint32_t holder = rg::TurnHolder(w), seq = rg::TurnSeq(w);
-    bool deadline_known = c->deadline_seq.load() == seq;
-    int64_t deadline = c->deadline_ns.load();
     c->tenants[me].seen_ns.store(now);
-    if (holder != me) L.not_ours_at.store(now);
-    // Another's turn: an honest holder never sets a deadline more than kTurnMaxNs ahead
-    // (it extends a turn by at most that, while nobody else waits), and sets one as soon as
-    // it takes the turn. A later deadline, or none, is forged or garbage: the turn then ends
-    // kTurnMaxNs after we first saw it. (A holder that keeps moving a believable deadline
-    // and bumping the sequence is left to the starvation guard.)
-    uint64_t seen = L.seen_turn.load();
-    if (seen != w && L.seen_turn.compare_exchange_strong(seen, w)) L.seen_turn_at.store(now);
-    if (holder != me && (!deadline_known || deadline > now + rg::kTurnMaxNs)) {
-      deadline = L.seen_turn_at.load() + rg::kTurnMaxNs;
-      deadline_known = true;
-    }
-    if (holder == me && L.part.load() == static_cast<int>(Part::kOut)) {
-      bool expired = deadline_known && now >= deadline;
-      if (!expired && TryJoinTurn(L, w, now)) return;
+    // A turn that never changes hands and has no believable deadline ends kTurnMaxNs after
+    // a waiter of ours first saw it (ReadTurn). (A holder that keeps moving a believable
+    // deadline and bumping the sequence is left to the starvation guard.)
+    uint64_t seen = turns.seen.word.load();
+    if (seen != w && turns.seen.word.compare_exchange_strong(seen, w)) turns.seen.at.store(now);
+    const rg::BelievedTurn turn = rg::ReadTurn(c, w, me, turns.seen.at.load(), now);
+    const uint32_t holder = turn.holder;
+    if (holder != me) turns.seen.not_ours_at.store(now);
+    if (holder == me && turns.part.state.load() == static_cast<int>(Part::kOut)) {
+      bool expired = turn.deadline_known && now >= turn.deadline;
+      if (!expired && TryJoinTurn(turns, w, now)) return;
       // Our turn is over and no process of ours is in it any more: hand it on ourselves.
-      if (expired && rg::TurnActive(w) == 0) HandOver(L, w, now);
-    } else if (holder == me && L.open.load()) {
-      if (L.in_turn.fetch_add(1) < L.budget.load()) return;
+      if (expired && turn.active == 0 && rg::HandOverTurn(c, me, w, now, BestBelievedPriority()))
+        FutexWakeAll(&c->turn_futex);
+    } else if (holder == me && turns.gate.open.load()) {
+      if (turns.gate.in_turn.fetch_add(1) < turns.gate.budget.load()) return;
       // The turn's launches are spent: the controller drains them, then goes on or hands over.
       FutexWakeAll(&g_kick);
-    } else if (holder == rg::kNoHolder) {
-      c->tenants[me].wants_ns.store(now);
-      uint32_t next = rg::PickNext(c, me, now, Best());
-      if (next != rg::kNoHolder && c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, next, 0))) {
-        rg::LendIdle(c, next, now, Best());
-        c->turn_start_ns.store(now);
-        c->deadline_ns.store(now + rg::TurnLength(c, static_cast<int>(next), now, Best()));
-        c->deadline_seq.store(seq + 1);
-        FutexWakeAll(&c->turn_futex);
-        continue;
-      }
+    } else if (holder == rg::kNoHolder && rg::GiveFreeCard(c, me, w, now, BestBelievedPriority())) {
+      FutexWakeAll(&c->turn_futex);
+      continue;
     }
     // A holder far past its deadline is stuck, dead or hostile: take the card from it. That
     // includes a dead process of a tenant whose slot we have since taken over (then the
     // holder is "us", but no process of ours is in the turn), and a holder that is no
     // tenant at all (a garbage turn word).
-    bool ours_inside = holder == me && L.part.load() != static_cast<int>(Part::kOut);
-    if (holder != rg::kNoHolder && !ours_inside && deadline_known && now > deadline + rg::StuckGrace(c, holder, now) &&
-        c->turn.compare_exchange_strong(w, rg::PackTurn(seq + 1, rg::kNoHolder, 0))) {
+    bool ours_inside = holder == me && turns.part.state.load() != static_cast<int>(Part::kOut);
+    if (rg::TurnIsStuck(c, turn, ours_inside, now) && rg::TakeStuckTurn(c, w)) {
       // A turn restored as it was is not believed again before another kTurnMaxNs.
-      L.seen_turn.store(rg::PackTurn(seq + 1, rg::kNoHolder, 0));
-      L.seen_turn_at.store(now);
+      turns.seen.word.store(rg::PackTurn(turn.seq + 1, rg::kNoHolder, 0));
+      turns.seen.at.store(now);
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
         GS_LOG(kWarn, "compute limiter: the tenant holding device %d overran its turn by %lld ms; taking it", dev,
-               static_cast<long long>((now - deadline) / 1'000'000));
+               static_cast<long long>((now - turn.deadline) / 1'000'000));
       FutexWakeAll(&c->turn_futex);
       continue;
     }
     // Whatever the turn's state (ours ending, another's, none), we want the card: the
     // next holder is chosen among the tenants seen wanting it.
     c->tenants[me].wants_ns.store(now);
-    if (L.part.load() == static_cast<int>(Part::kOut)) {
+    if (turns.part.state.load() == static_cast<int>(Part::kOut)) {
       // Another tenant draining a kernel past its believed deadline: that wait is excused.
-      bool overrun =
-          holder != me && holder != rg::kNoHolder && deadline_known && now > deadline && rg::Draining(c, holder, now);
-      AccrueWaiting(dev, L, now, overrun);
-      if (StartGrant(dev, L, now)) return;
+      bool overrun = holder != me && holder != rg::kNoHolder && turn.deadline_known && now > turn.deadline &&
+                     rg::Draining(c, holder, now);
+      AccrueWaiting(dev, turns, now, overrun);
+      if (StartGrant(dev, turns, now)) return;
     }
     // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
     FutexWait(&c->turn_futex, futex, std::min<int64_t>(rg::kWantFreshNs / 2, 1'000'000));
@@ -591,53 +581,54 @@ void WaitForTurn(int dev) {
 // (closed - joined) / launches is only an upper bound: it may lower the estimate, never
 // raise it. The gate closes as soon as a launch is refused (g_kick), so short launches
 // are not taken for as long as the controller's poll.
-void LearnLaunchCost(Local& L, int64_t closed, int64_t drained) {
-  uint64_t n = L.launches.load() - L.launches_at_join;
+void LearnLaunchCost(DeviceTurns& turns, int64_t closed, int64_t drained) {
+  uint64_t n = turns.gate.launches.load() - turns.part.launches_at_join;
   if (n == 0) return;
+  const int64_t cost = turns.cost.learned_ns.load(std::memory_order_relaxed);  // 0: none yet
   if (drained - closed > 20'000) {  // the card was busy with our launches until `drained`
-    int64_t sample = std::max<int64_t>(1, (drained - L.joined_ns) / static_cast<int64_t>(n));
-    L.cost_ns = (L.cost_ns == 0 || sample > L.cost_ns) ? sample : (L.cost_ns + sample) / 2;
+    int64_t sample = std::max<int64_t>(1, (drained - turns.part.joined_ns) / static_cast<int64_t>(n));
+    turns.cost.learned_ns.store((cost == 0 || sample > cost) ? sample : (cost + sample) / 2, std::memory_order_relaxed);
     // A high cost is remembered when it is a kernel's: at least kHighCostNs a launch, and
     // the drain waited at least half of it (the card was still busy with our launches when
     // the gate closed). What the turn's few launches spent on waking threads and on the
     // drain itself is neither.
     // The first sample also holds the first launch's one-time costs.
-    if (++L.exact_samples > 1 && sample >= kHighCostNs && drained - closed >= sample / 2 &&
-        sample >= HighCost(L, drained)) {
-      L.cost_high.store(sample, std::memory_order_relaxed);
-      L.cost_high_at.store(drained, std::memory_order_relaxed);
+    if (++turns.cost.exact_samples > 1 && sample >= kHighCostNs && drained - closed >= sample / 2 &&
+        sample >= HighCost(turns, drained)) {
+      turns.cost.high_ns.store(sample, std::memory_order_relaxed);
+      turns.cost.high_at.store(drained, std::memory_order_relaxed);
     }
     return;
   }
   // The work was done before the gate closed: what it took is at most this, so it may
   // only lower the estimate.
-  int64_t bound = std::max<int64_t>(1, (closed - L.joined_ns) / static_cast<int64_t>(n));
-  if (L.cost_ns == 0 || bound < L.cost_ns) L.cost_ns = L.cost_ns == 0 ? bound : (L.cost_ns + bound) / 2;
+  int64_t bound = std::max<int64_t>(1, (closed - turns.part.joined_ns) / static_cast<int64_t>(n));
+  if (cost == 0 || bound < cost)
+    turns.cost.learned_ns.store(cost == 0 ? bound : (cost + bound) / 2, std::memory_order_relaxed);
 }
 
 // Called by the controller after draining, when a thread of ours asked for the card again
 // before the turn's deadline: this process takes part in the turn again (the turn word
 // still counts it). False when the turn is no longer ours.
-bool ReopenTurn(Local& L, int64_t now) {
-  rg::Card* c = L.card;
-  uint64_t w = c->turn.load();
-  if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) return false;
-  int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : now;
+bool ReopenTurn(DeviceTurns& turns, int64_t now) {
+  rg::Card* c = turns.member.card;
+  if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) return false;
+  int64_t deadline = rg::TurnDeadline(c, turns.part.seq, now);
   if (deadline <= now) return false;
-  OpenPart(L, deadline, now, /*launches_taken=*/0);
+  OpenPart(turns, deadline, now, /*launches_taken=*/0);
   FutexWakeAll(&c->turn_futex);  // our waiting threads sleep on it
   return true;
 }
 
-// Waits for the work this process queued on device L (cuCtxSynchronize in its context),
+// Waits for the work this process queued on this device (cuCtxSynchronize in its context),
 // keeping the tenant's drain heartbeat on the card meanwhile, so that waiters neither take
 // the card from it nor count the wait as the card's unfairness while a long kernel ends.
 // The last heartbeat stays: the card is handed over or the turn goes on within kRelaunchNs,
 // and it is stale kDrainFreshNs later anyway.
-void Drain(Local& L) {
-  CUcontext ctx = L.ctx.load();
+void Drain(DeviceTurns& turns) {
+  CUcontext ctx = turns.part.ctx.load();
   if (ctx == nullptr || g_cuda.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
-  rg::CardTenant& me = L.card->tenants[L.tenant];
+  rg::CardTenant& me = turns.member.card->tenants[turns.member.tenant];
   me.drain_ns.store(MonotonicNowNs());
   g_drain_entry.store(&me);
   g_drain_seq.fetch_add(1);  // odd: draining
@@ -652,80 +643,78 @@ void* ControllerMain(void*) {
   for (;;) {
     bool any = false;
     for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
-      Local& L = g_local[dev];
-      if (L.part.load() != static_cast<int>(Part::kIn)) continue;
+      DeviceTurns& turns = g_turns[dev];
+      if (turns.part.state.load() != static_cast<int>(Part::kIn)) continue;
       any = true;
-      rg::Card* c = L.card;
+      rg::Card* c = turns.member.card;
       int64_t now = MonotonicNowNs();
-      c->tenants[L.tenant].seen_ns.store(now);
-      uint64_t w = c->turn.load();
-      if (rg::TurnSeq(w) != L.seq || rg::TurnHolder(w) != static_cast<uint32_t>(L.tenant)) {
-        L.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
+      c->tenants[turns.member.tenant].seen_ns.store(now);
+      if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
+        turns.gate.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
         // Nobody hands this turn over, so we drain what we queued in it and charge what we
         // held of it ourselves (from our own clock, not the card's turn start); otherwise a
         // tenant whose turns are taken would never pay for them and keep being picked.
         // (Each process of a container in the turn charges its own part.)
-        L.part.store(static_cast<int>(Part::kLeaving));
-        Drain(L);
+        turns.part.state.store(static_cast<int>(Part::kLeaving));
+        Drain(turns);
         now = MonotonicNowNs();
-        int64_t held = now - L.part_start.load();
-        rg::Charge(c, L.tenant, held, now, Best());
-        Got(dev, L, held, now);
-        L.part.store(static_cast<int>(Part::kOut));
+        int64_t held = now - turns.part.start.load();
+        rg::Charge(c, turns.member.tenant, held, now, BestBelievedPriority());
+        CountHeld(dev, turns, held, now);
+        turns.part.state.store(static_cast<int>(Part::kOut));
         continue;
       }
-      uint64_t count = L.launches.load(std::memory_order_relaxed);
-      if (count != L.seen_launches) {
-        L.seen_launches = count;
-        L.last_change_ns = now;
+      uint64_t count = turns.gate.launches.load(std::memory_order_relaxed);
+      if (count != turns.part.seen_launches) {
+        turns.part.seen_launches = count;
+        turns.part.last_change_ns = now;
       }
-      bool idle = now - L.last_change_ns >= kIdleNs;
-      int64_t deadline = c->deadline_seq.load() == L.seq ? c->deadline_ns.load() : INT64_MAX;
+      bool idle = now - turns.part.last_change_ns >= kIdleNs;
+      int64_t deadline = rg::TurnDeadline(c, turns.part.seq, INT64_MAX);
       bool expired = now >= deadline;
-      if (expired && !idle && !rg::OthersWait(c, L.tenant, now)) {
-        // Alone on the card: keep it without draining, charging what the turn took so far.
-        // One process of the container wins the extension (and charges).
-        int64_t start = c->turn_start_ns.load();
-        bool force = g_state.cfg.core_policy == CorePolicy::kForce;
-        unsigned share = rg::EffectiveShare(c, L.tenant, now, Best());
-        bool may = !force || rg::CreditAt(c->tenants[L.tenant], share, now) - (now - start) > 0;
-        if (may && c->turn_start_ns.compare_exchange_strong(start, now)) {
-          rg::Charge(c, L.tenant, now - start, now, Best());
-          int64_t length = rg::TurnLength(c, L.tenant, now, Best());
-          c->deadline_ns.store(now + length);
-          L.budget.fetch_add(std::max<int64_t>(1, length / AdmitCost(L, now)));
-          continue;
+      if (expired && !idle && !rg::OthersWait(c, turns.member.tenant, now)) {
+        // Alone on the card: keep it without draining.
+        int64_t length = 0;
+        switch (rg::ExtendTurnAlone(c, static_cast<uint32_t>(turns.member.tenant),
+                                    g_state.cfg.core_policy == CorePolicy::kForce, now, BestBelievedPriority(),
+                                    &length)) {
+          case rg::Extension::kExtended:
+            turns.gate.budget.fetch_add(std::max<int64_t>(1, length / AdmitCost(turns, now)));
+            continue;
+          case rg::Extension::kByAnother:
+            continue;
+          case rg::Extension::kNotAllowed:
+            break;
         }
-        if (may) continue;  // another process of ours extended it
       }
       // A launch was refused because the turn's launches are spent: drain now and go on
       // with a fresh count (or hand over), rather than after kIdleNs of an idle card.
-      bool spent = L.in_turn.load() > L.budget.load();
+      bool spent = turns.gate.in_turn.load() > turns.gate.budget.load();
       if (!expired && !idle && !spent) continue;
       // Close the gate, let our queued work finish, then leave the turn.
-      L.part.store(static_cast<int>(Part::kLeaving));
-      L.open.store(false);
+      turns.part.state.store(static_cast<int>(Part::kLeaving));
+      turns.gate.open.store(false);
       int64_t closed = MonotonicNowNs();
-      Drain(L);
+      Drain(turns);
       int64_t drained = MonotonicNowNs();
-      LearnLaunchCost(L, closed, drained);
-      if (uint64_t t = c->turn.load();
-          rg::TurnSeq(t) != L.seq || rg::TurnHolder(t) != static_cast<uint32_t>(L.tenant)) {
+      LearnLaunchCost(turns, closed, drained);
+      if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
         // Taken from us while we drained (a drain longer than the card believes): nobody
         // hands this turn over, so we charge what we held of it ourselves, as above.
-        rg::Charge(c, L.tenant, drained - L.part_start.load(), drained, Best());
-        Got(dev, L, drained - L.part_start.load(), drained);
-        L.part.store(static_cast<int>(Part::kOut));
+        rg::Charge(c, turns.member.tenant, drained - turns.part.start.load(), drained, BestBelievedPriority());
+        CountHeld(dev, turns, drained - turns.part.start.load(), drained);
+        turns.part.state.store(static_cast<int>(Part::kOut));
         continue;
       }
-      while (L.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs) SleepUntilNs(MonotonicNowNs() + 20'000);
+      while (turns.part.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs)
+        SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
-      Got(dev, L, now - L.part_start.load(), now);  // our part so far; a reopened one counts from now
-      if (L.asking.load() > 0) {
-        if (now < deadline && ReopenTurn(L, now)) continue;  // asked again in time: the turn goes on
-        c->tenants[L.tenant].wants_ns.store(now);            // chosen among the waiters when handing over
+      CountHeld(dev, turns, now - turns.part.start.load(), now);  // our part so far; a reopened one counts from now
+      if (turns.part.asking.load() > 0) {
+        if (now < deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
+        c->tenants[turns.member.tenant].wants_ns.store(now);     // chosen among the waiters when handing over
       }
-      Leave(L);
+      Leave(turns);
     }
     FutexWait(&g_kick, g_kick.load(), any ? kPollNs : 2'000'000);
   }
@@ -739,13 +728,13 @@ __attribute__((constructor)) void RegisterAtFork() {
     g_beat_started.store(false);
     g_drain_seq.store(0);
     t_ctx = nullptr;
-    for (Local& L : g_local) {
-      L.open.store(false);
-      L.part.store(static_cast<int>(Part::kOut));
-      L.owed.store(0);  // the guard's ledger is per process: the child starts with none
-      L.owed_at.store(0);
-      L.excused.store(0);
-      L.grant_until.store(0);
+    for (DeviceTurns& turns : g_turns) {
+      turns.gate.open.store(false);
+      turns.part.state.store(static_cast<int>(Part::kOut));
+      turns.guard.owed.store(0);  // the guard's ledger is per process: the child starts with none
+      turns.guard.owed_at.store(0);
+      turns.guard.excused.store(0);
+      turns.guard.grant_until.store(0);
     }
   });
 }
@@ -765,10 +754,10 @@ namespace {
 // The gate of region device dev (Gate): the fast path while this process is part of a turn
 // with launches left, else the capture check and the wait for a turn.
 __attribute__((always_inline)) inline void Admit(int dev, CUstream stream) {
-  Local& L = g_local[dev];
-  if (L.open.load(std::memory_order_relaxed) &&
-      L.in_turn.fetch_add(1, std::memory_order_relaxed) < L.budget.load(std::memory_order_relaxed)) {
-    L.launches.fetch_add(1, std::memory_order_relaxed);  // our turn: the fast path
+  DeviceTurns& turns = g_turns[dev];
+  if (turns.gate.open.load(std::memory_order_relaxed) &&
+      turns.gate.in_turn.fetch_add(1, std::memory_order_relaxed) < turns.gate.budget.load(std::memory_order_relaxed)) {
+    turns.gate.launches.fetch_add(1, std::memory_order_relaxed);  // our turn: the fast path
     return;
   }
   // A launch into a capturing stream only records a graph node: the graph's launches pay.
@@ -781,7 +770,7 @@ __attribute__((always_inline)) inline void Admit(int dev, CUstream stream) {
   }
   if (SmShare(dev) == 0) return;
   WaitForTurn(dev);
-  L.launches.fetch_add(1, std::memory_order_relaxed);
+  turns.gate.launches.fetch_add(1, std::memory_order_relaxed);
 }
 }  // namespace
 
@@ -795,7 +784,7 @@ void Limiter::Gate(CUstream stream) {
 void Limiter::GateOn(int dev, CUcontext ctx, CUstream stream) {
   if (!Shared(dev)) return;
   // The controller drains the turn's work in this context.
-  if (ctx != nullptr) g_local[dev].ctx.store(ctx);
+  if (ctx != nullptr) g_turns[dev].part.ctx.store(ctx);
   Admit(dev, stream);
 }
 

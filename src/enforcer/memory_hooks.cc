@@ -42,10 +42,11 @@ CUresult Spill(int dev, uint64_t bytes, uint64_t charge, CUdeviceptr* dptr) {
 
 CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresult (*real)(CUdeviceptr*, size_t)) {
   int dev = CurrentDevice();
-  Gate g = CheckDevice(dev);
-  if (g == Gate::kPass) return real(dptr, bytes);
+  DeviceCheck g = CheckDevice(dev);
+  if (g == DeviceCheck::kPass) return real(dptr, bytes);
   uint64_t charge = Footprint(bytes);
-  if (g == Gate::kRefuse || !Reserve(dev, charge, false, api)) return CUDA_ERROR_OUT_OF_MEMORY;  // the slice is full
+  if (g == DeviceCheck::kRefuse || !Reserve(dev, charge, false, api))
+    return CUDA_ERROR_OUT_OF_MEMORY;  // the slice is full
   CUresult rc = real(dptr, bytes);
   if (rc == CUDA_SUCCESS) {
     TheAllocations().Add(HandleKind::kPointer, *dptr, Charge{dev, charge, false, CurrentContextId()});

@@ -15,9 +15,12 @@
 #include <string>
 
 #include "src/common/proc_identity.h"
+#include "tests/wait_until.h"
 
 namespace gs::host {
 namespace {
+
+using gs::testing::WaitUntil;
 
 // Reads one line a child wrote to the pipe (its news), or "" when it died first.
 std::string ReadLine(int fd) {
@@ -138,8 +141,7 @@ TEST(ReadPidNamespaces, NamesANestedNamespaceAndEachParentBelowTheReaders) {
   close(p[0]);
   ASSERT_GT(outer, 0);
   pid_t inner = 0;
-  for (int i = 0; i < 200 && inner == 0; ++i, usleep(10000)) inner = ChildOf(outer);
-  ASSERT_GT(inner, 0);
+  ASSERT_TRUE(WaitUntil([&] { return (inner = ChildOf(outer)) > 0; })) << "no child of " << outer;
   auto o = ReadPidNamespaces(outer), in = ReadPidNamespaces(inner);
   ASSERT_TRUE(o.ok()) << o.status().message();
   ASSERT_TRUE(in.ok()) << in.status().message();

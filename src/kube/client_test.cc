@@ -11,9 +11,12 @@
 
 #include "src/kube/testing/fake_api_server.h"
 #include "tests/temp_dir.h"
+#include "tests/wait_until.h"
 
 namespace gs::kube {
 namespace {
+
+using gs::testing::WaitUntil;
 
 using nlohmann::json;
 using testing::FakeApiServer;
@@ -122,13 +125,10 @@ TEST(ClientTest, WatchDeliversEventsWrittenInPiecesAsTheyArrive) {
   a["metadata"]["labels"]["x"] = "y";
   api.Put("pods", a);
   api.Delete("pods", "default", "a");
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (events.size() >= 3) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return events.size() >= 3;
+  });
   auto asked = std::chrono::steady_clock::now();
   stop.request_stop();
   watcher.join();

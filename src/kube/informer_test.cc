@@ -11,9 +11,12 @@
 #include <thread>
 
 #include "src/kube/testing/fake_api_server.h"
+#include "tests/wait_until.h"
 
 namespace gs::kube {
 namespace {
+
+using gs::testing::WaitUntil;
 
 using nlohmann::json;
 using testing::FakeApiServer;
@@ -58,13 +61,10 @@ class Recorder {
   }
   // Waits until `n` calls were recorded; returns them all.
   std::vector<std::string> WaitFor(size_t n) {
-    for (int i = 0; i < 500; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (calls_.size() >= n) return calls_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    WaitUntil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return calls_.size() >= n;
+    });
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
@@ -111,9 +111,8 @@ class InformerTest : public ::testing::Test {
   }
   // Waits until the fake has seen `n` watch requests.
   void WaitForWatches(int n) {
-    for (int i = 0; i < 500 && api_.CountRequests("GET", "/api/v1/pods", true) < n; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_GE(api_.CountRequests("GET", "/api/v1/pods", true), n);
+    ASSERT_TRUE(WaitUntil([&] { return api_.CountRequests("GET", "/api/v1/pods", true) >= n; }))
+        << "the informer made fewer than " << n << " watch requests";
   }
 
   FakeApiServer api_;
