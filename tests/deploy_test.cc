@@ -622,11 +622,13 @@ TEST(Deploy, RbacCoversWhatTheComponentsCall) {
   const std::string ns = "gpuslice-system";
   const std::string sched = Str(dep["spec"]["template"]["spec"]["serviceAccountName"]);
   const std::string node = Str(ds["spec"]["template"]["spec"]["serviceAccountName"]);
-  // The extender: informers on nodes and pods; bind creates the Binding, which carries the
-  // decision.
+  // The extender: informers on nodes, pods and resource quotas; bind creates the Binding,
+  // which carries the decision.
   for (const char* verb : {"get", "list", "watch"}) EXPECT_TRUE(Allows(objects, ns, sched, "", "nodes", verb)) << verb;
   for (const char* verb : {"get", "list", "watch"}) EXPECT_TRUE(Allows(objects, ns, sched, "", "pods", verb)) << verb;
   EXPECT_TRUE(Allows(objects, ns, sched, "", "pods/binding", "create"));
+  for (const char* verb : {"list", "watch"})
+    EXPECT_TRUE(Allows(objects, ns, sched, "", "resourcequotas", verb)) << verb;
   // kube-scheduler: the built-in roles, the authentication configmap, its own lease.
   EXPECT_TRUE(BoundTo(objects, ns, sched, "ClusterRoleBinding", "system:kube-scheduler"));
   EXPECT_TRUE(BoundTo(objects, ns, sched, "ClusterRoleBinding", "system:volume-scheduler"));

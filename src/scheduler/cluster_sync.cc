@@ -5,6 +5,7 @@
 
 #include "src/scheduler/hami_format.h"
 #include "src/scheduler/pod_spec.h"
+#include "src/scheduler/quota.h"
 
 namespace gs::scheduler {
 namespace {
@@ -64,6 +65,21 @@ ClusterSync::ClusterSync(kube::Client* client, Extender* extender, ClusterSyncOp
   nodes.on_error = [this](const Status& s) { Log("nodes: " + s.message()); };
   nodes_ = std::make_unique<kube::Informer>(client_, informer_options("/api/v1/nodes"), std::move(nodes));
 
+  kube::InformerHandler quotas;
+  quotas.on_add = [this](const json& q) { OnQuota(q); };
+  quotas.on_update = [this](const json& q) { OnQuota(q); };
+  quotas.on_delete = [this](const json& q) {
+    quota_errors_.erase(Meta(q, "namespace") + "/" + Meta(q, "name"));
+    extender_->RemoveQuota(Meta(q, "namespace"), Meta(q, "name"));
+  };
+  quotas.on_synced = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    quotas_synced_ = true;
+    cv_.notify_all();
+  };
+  quotas.on_error = [this](const Status& s) { Log("resourcequotas: " + s.message()); };
+  quotas_ = std::make_unique<kube::Informer>(client_, informer_options("/api/v1/resourcequotas"), std::move(quotas));
+
   kube::InformerHandler pods;
   pods.on_add = [this](const json& p) { OnPod(p); };
   pods.on_update = [this](const json& p) { OnPod(p); };
@@ -81,10 +97,11 @@ ClusterSync::~ClusterSync() {
 
 void ClusterSync::Start() {
   node_thread_ = std::jthread([this](std::stop_token stop) { nodes_->Run(stop); });
+  quota_thread_ = std::jthread([this](std::stop_token stop) { quotas_->Run(stop); });
   pod_thread_ = std::jthread([this](std::stop_token stop) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait(lock, stop, [this] { return nodes_synced_; })) return;
+      if (!cv_.wait(lock, stop, [this] { return nodes_synced_ && quotas_synced_; })) return;
     }
     pods_->Run(stop);
   });
@@ -92,8 +109,10 @@ void ClusterSync::Start() {
 
 void ClusterSync::Stop() {
   node_thread_.request_stop();
+  quota_thread_.request_stop();
   pod_thread_.request_stop();
   if (node_thread_.joinable()) node_thread_.join();
+  if (quota_thread_.joinable()) quota_thread_.join();
   if (pod_thread_.joinable()) pod_thread_.join();
 }
 
@@ -142,6 +161,21 @@ void ClusterSync::OnNode(const json& node) {
   bool known = it != applied_.end();
   applied_[name] = applied;
   Log("node " + name + ": " + std::to_string(cards) + " GPU(s)" + (known ? " (updated)" : ""));
+}
+
+void ClusterSync::OnQuota(const json& quota) {
+  std::string ns = Meta(quota, "namespace"), name = Meta(quota, "name");
+  if (name.empty()) return;
+  QuotaLimits limits;
+  Status s = QuotaLimitsFromJson(quota, extender_->quota_keys(), &limits);
+  // The quota controller rewrites status on every pod change: a problem is logged once.
+  std::string key = ns + "/" + name;
+  if (!s.ok() && quota_errors_[key] != s.message()) Log(s.message());
+  if (s.ok())
+    quota_errors_.erase(key);
+  else
+    quota_errors_[key] = s.message();
+  extender_->SetQuota(ns, name, limits);
 }
 
 void ClusterSync::OnPod(const json& pod) {

@@ -1,4 +1,4 @@
-// Keeps the extender's view of the cluster in step with the API server (two informers,
+// Keeps the extender's view of the cluster in step with the API server (three informers,
 // src/kube/informer.h):
 //  - Nodes: hami.io/node-nvidia-register -> Extender::UpsertNode; a node deleted, without
 //    the annotation, with an unreadable one, or whose hami.io/node-handshake says
@@ -9,11 +9,14 @@
 //    a pod deleted or finished (phase Succeeded or Failed) gives its cards back
 //    (Extender::ReleasePod). Decisions on pods that appear later are the extender's own
 //    binds, already in its ledger.
-// synced() becomes true after that rebuild; until then SyncedBinder refuses bind, so no
-// capacity is handed out before the capacity already in use is known.
+//  - ResourceQuotas: the limits of each (quota.h) -> Extender::SetQuota; deleted ->
+//    Extender::RemoveQuota. A value that cannot be read is logged, naming the quota.
+// Pods are listed once nodes and quotas are. synced() becomes true after the rebuild;
+// until then SyncedBinder refuses bind, so no capacity is handed out before the capacity
+// already in use, and the quotas on it, are known.
 //
-// Created by `gpuslice scheduler` with an API client. Start() runs two threads (nodes,
-// pods) that call the Extender (thread-safe) and `log` (must be thread-safe); Stop()
+// Created by `gpuslice scheduler` with an API client. Start() runs three threads (nodes,
+// quotas, pods) that call the Extender (thread-safe) and `log` (must be thread-safe); Stop()
 // (or the destructor) ends them. Never prints.
 #pragma once
 
@@ -62,6 +65,7 @@ class ClusterSync {
   void Log(const std::string& line);
   void OnNode(const nlohmann::json& node);
   void ForgetNode(const std::string& name, const std::string& why);
+  void OnQuota(const nlohmann::json& quota);
   void OnPod(const nlohmann::json& pod);
   void OnPodDeleted(const nlohmann::json& pod);
   void OnPodsListed();
@@ -71,17 +75,19 @@ class ClusterSync {
   kube::Client* client_;
   Extender* extender_;
   ClusterSyncOptions options_;
-  std::unique_ptr<kube::Informer> nodes_, pods_;
-  std::jthread node_thread_, pod_thread_;
+  std::unique_ptr<kube::Informer> nodes_, quotas_, pods_;
+  std::jthread node_thread_, quota_thread_, pod_thread_;
 
   std::mutex mu_;
-  std::condition_variable_any cv_;  // nodes_synced_ and synced_ changes, under mu_
+  std::condition_variable_any cv_;  // nodes_synced_, quotas_synced_ and synced_ changes, under mu_
   bool nodes_synced_ = false;
+  bool quotas_synced_ = false;
   std::atomic<bool> synced_{false};
 
-  std::map<std::string, std::string> applied_;  // node -> annotations applied; node thread
-  std::vector<std::string> listed_pods_;        // decisions in the first pod list; pod thread
-  uint64_t list_mark_ = 0;                      // Extender::ReservationMark at a list's start; pod thread
+  std::map<std::string, std::string> applied_;       // node -> annotations applied; node thread
+  std::map<std::string, std::string> quota_errors_;  // "ns/name" -> the problem logged; quota thread
+  std::vector<std::string> listed_pods_;             // decisions in the first pod list; pod thread
+  uint64_t list_mark_ = 0;                           // Extender::ReservationMark at a list's start; pod thread
 };
 
 // Bind's API calls, refused until `sync` has synced (GetPod is always allowed). The

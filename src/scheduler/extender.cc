@@ -30,7 +30,7 @@ void AppendRawString(std::string_view raw, std::string* out) {
 }  // namespace
 
 Extender::Extender(ExtenderOptions options, KubeBinder* binder)
-    : options_(std::move(options)), binder_(binder), gate_(options_.pod_spec) {
+    : options_(std::move(options)), binder_(binder), quotas_(options_.quota_keys), gate_(options_.pod_spec) {
   if (!options_.now_unix_seconds) options_.now_unix_seconds = [] { return int64_t{0}; };
 }
 
@@ -82,6 +82,8 @@ std::string Extender::Filter(std::string_view body) {
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     scheduler::Filter(ledger_, request, args.names, options_.defaults, &t_scratch, scores.get(), &r);
+    if (!r.feasible.empty() && quotas_.Limited(request.namespace_name))
+      ApplyQuota(request, args.names, scores.get(), &r);
   }
   {
     std::lock_guard<std::mutex> lock(memo_mu_);
@@ -107,6 +109,41 @@ std::string Extender::Filter(std::string_view body) {
   }
   reply += "},\"Error\":\"\"}";
   return reply;
+}
+
+void Extender::ApplyQuota(const PodRequest& request, const std::vector<std::string_view>& names, ScoreMemo* scores,
+                          FilterResult* r) {
+  // Memory asked in MiB, and cores, are the same wherever the pod goes; a percentage or
+  // a whole card is the MiB of the cards chosen on each node.
+  QuotaUsage fixed;
+  bool same_everywhere = true;
+  for (const ContainerRequest& c : request.containers) {
+    if (c.gpus <= 0) continue;
+    if (c.memory_mib <= 0) same_everywhere = false;
+    fixed.memory_mib += int64_t{c.gpus} * c.memory_mib;
+    fixed.cores += int64_t{c.gpus} * c.cores;
+  }
+  std::vector<int> feasible;
+  feasible.reserve(r->feasible.size());
+  for (int i : r->feasible) {
+    QuotaUsage wanted = fixed;
+    if (!same_everywhere) {
+      auto d = Decide(ledger_, request, names[static_cast<size_t>(i)], options_.defaults, &t_scratch);
+      if (d.ok()) wanted = UsageOf(*d);
+    }
+    std::string why = quotas_.Check(request.namespace_name, wanted);
+    if (why.empty()) {
+      feasible.push_back(i);
+      continue;
+    }
+    auto known = std::find(r->reasons.begin(), r->reasons.end(), why);
+    int k = static_cast<int>(known - r->reasons.begin());
+    if (known == r->reasons.end()) r->reasons.push_back(std::move(why));
+    r->failed.emplace_back(i, k);
+    NodeView view = ledger_.Lookup(names[static_cast<size_t>(i)]);
+    if (scores != nullptr && view.node != nullptr) scores->Put(view.slot, view.version, 0);
+  }
+  r->feasible.swap(feasible);
 }
 
 std::string Extender::Prioritize(std::string_view body) {
@@ -198,13 +235,24 @@ std::string Extender::Bind(std::string_view body) {
     if (held != nullptr && held->decision.node == node) {
       decision = held->decision;  // a retried bind: keep what was reserved
     } else {
-      if (held != nullptr) ledger_.Release(uid);  // a new node for the same pod: start over
+      if (held != nullptr) {  // a new node for the same pod: start over
+        ledger_.Release(uid);
+        quotas_.RemovePod(uid);
+      }
       auto d = Decide(ledger_, *request, node, options_.defaults, &t_scratch);
-      Status s = d.ok() ? ledger_.Reserve(uid, *d) : d.status();
+      Status s = d.status();
+      QuotaUsage usage;
+      if (s.ok()) {
+        usage = UsageOf(*d);
+        std::string over = quotas_.Check(ns, usage);
+        if (!over.empty()) s = FailedPrecondition(over);
+      }
+      if (s.ok()) s = ledger_.Reserve(uid, *d);
       if (!s.ok()) {
         gate_.Abandon(uid);
         return result("bind " + ns + "/" + name + ": " + s.message());
       }
+      quotas_.AddPod(uid, ns, usage);
       decision = std::move(*d);
     }
   }
@@ -212,6 +260,7 @@ std::string Extender::Bind(std::string_view body) {
     gate_.Abandon(uid);
     std::unique_lock<std::shared_mutex> lock(mu_);
     ledger_.Release(uid);
+    quotas_.RemovePod(uid);
     return result("bind " + ns + "/" + name + " to " + node + ": " + why.message());
   };
   if (binder_ == nullptr) return undo(Unavailable("no Kubernetes API client"));
@@ -251,7 +300,23 @@ bool Extender::ReleasePod(const std::string& uid) {
     memo_.Forget(uid);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
+  quotas_.RemovePod(uid);
   return ledger_.Release(uid);
+}
+
+void Extender::SetQuota(const std::string& ns, const std::string& name, const QuotaLimits& limits) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  quotas_.SetQuota(ns, name, limits);
+}
+
+void Extender::RemoveQuota(const std::string& ns, const std::string& name) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  quotas_.RemoveQuota(ns, name);
+}
+
+QuotaUsage Extender::QuotaUsed(const std::string& ns) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return quotas_.Used(ns);
 }
 
 uint64_t Extender::ReservationMark() const {
@@ -273,6 +338,7 @@ std::vector<std::string> Extender::ReleaseAbsent(const std::unordered_set<std::s
 
 RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_json) {
   std::vector<LedgerRecord> records;
+  std::unordered_map<std::string, std::string> namespaces;  // by UID
   RebuildReport bad;
   for (const std::string& text : pods_json) {
     json pod = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -300,10 +366,15 @@ RebuildReport Extender::RebuildFromPods(const std::vector<std::string>& pods_jso
                             "'");
       continue;
     }
+    namespaces[uid] = StringField(pod["metadata"], "namespace");
     records.push_back(std::move(**r));
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   RebuildReport report = ledger_.Rebuild(records);
+  quotas_.ClearPods();
+  for (const LedgerRecord& rec : records)
+    if (const LedgerEntry* held = ledger_.FindPod(rec.pod_uid))
+      quotas_.AddPod(rec.pod_uid, namespaces[rec.pod_uid], UsageOf(held->decision));
   report.refused.insert(report.refused.begin(), bad.refused.begin(), bad.refused.end());
   return report;
 }

@@ -45,6 +45,7 @@
 #include "src/scheduler/placement.h"
 #include "src/scheduler/pod_memo.h"
 #include "src/scheduler/pod_spec.h"
+#include "src/scheduler/quota.h"
 
 namespace gs::scheduler {
 
@@ -69,6 +70,7 @@ struct ExtenderOptions {
   // How long bind waits for a pod it could be mistaken for to be allocated on the node
   // (handoff_gate.h); below kube-scheduler's extender timeout (5 s by default).
   std::chrono::milliseconds handoff_wait{3000};
+  QuotaKeys quota_keys;  // the ResourceQuota keys counted
 };
 
 class Extender {
@@ -97,6 +99,11 @@ class Extender {
   // Every pod the watch reports: keeps track of the pods still waiting for kubelet's
   // Allocate on their node (handoff_gate.h).
   void ObservePod(const nlohmann::json& pod) { gate_.Observe(pod); }
+  // ResourceQuota objects (quota.h); empty limits forget the quota.
+  void SetQuota(const std::string& ns, const std::string& name, const QuotaLimits& limits);
+  void RemoveQuota(const std::string& ns, const std::string& name);
+  const QuotaKeys& quota_keys() const { return options_.quota_keys; }
+  QuotaUsage QuotaUsed(const std::string& ns) const;
   size_t pending_count() const { return gate_.pending_count(); }
 
   // Counters for /metrics.
@@ -121,11 +128,16 @@ class Extender {
   StatusOr<std::shared_ptr<const PodRequest>> RequestFor(std::string_view pod_json);
   StatusOr<PodRequest> RequestForBind(const std::string& uid, const std::string& ns, const std::string& name);
   void Remember(const PodRequest& r);
+  // Moves the feasible nodes of `r` whose placement would exceed the pod's namespace
+  // quota to the failed ones (mu_ held, shared).
+  void ApplyQuota(const PodRequest& request, const std::vector<std::string_view>& names, ScoreMemo* scores,
+                  FilterResult* r);
 
   ExtenderOptions options_;
   KubeBinder* binder_;
   mutable std::shared_mutex mu_;
   ClusterLedger ledger_;
+  QuotaBook quotas_;                                  // guarded by mu_, in step with ledger_
   std::unordered_map<std::string, PodRequest> seen_;  // by UID, guarded by seen_mu_
   std::deque<std::string> seen_order_;
   std::mutex seen_mu_;

@@ -99,8 +99,8 @@ std::string BindError(Extender& e, const json& pod, const std::string& node) {
 }
 
 // What the node agent's claim does to a bound pod, as the extender's pod watch sees it.
-void ReportAllocated(Extender& e, FakeApi& api, const std::string& name) {
-  json pod = api.Pod("default", name);
+void ReportAllocated(Extender& e, FakeApi& api, const std::string& name, const std::string& ns = "default") {
+  json pod = api.Pod(ns, name);
   pod["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
   e.ObservePod(pod);
 }
@@ -632,6 +632,128 @@ TEST_F(ExtenderHttpTest, RestartRebuildsTheLedgerWithNoDoubleAllocation) {
     restarted.Bind(BindArgs(p, i % 2 ? "node-a" : "node-b"));
     ASSERT_TRUE(restarted.CheckConsistency().ok());
   }
+}
+
+// A pod with `limits` on its one container, in namespace `ns`.
+json PodWith(const std::string& name, const std::string& ns, json limits) {
+  json pod = GpuPod(name, "1", "0");
+  pod["metadata"]["namespace"] = ns;
+  pod["spec"]["containers"][0]["resources"]["limits"] = std::move(limits);
+  return pod;
+}
+
+// The reason Filter gave for `node`, "" when the node passed.
+std::string FilterReason(Extender& e, const json& pod, const std::vector<std::string>& nodes, const std::string& node) {
+  json r = json::parse(e.Filter(Args(pod, nodes)));
+  EXPECT_EQ(r["Error"], "");
+  return r["FailedNodes"].contains(node) ? r["FailedNodes"][node].get<std::string>() : "";
+}
+
+// HAMi counts a percentage or a whole card as the MiB of the card chosen, per namespace,
+// for every pod placed; Filter fails the nodes where the pod would go past the quota.
+TEST(ExtenderQuota, FilterCountsTheMemoryOfTheCardsChosenAgainstTheNamespaceQuota) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("small", 2, 16000)).ok());
+  ASSERT_TRUE(e.UpsertNode(Node("big", 2, 40000)).ok());
+  e.SetQuota("team-a", "gpu", {16000, 100});
+  const std::vector<std::string> both = {"small", "big"};
+
+  json half = PodWith("half", "team-a", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}});
+  EXPECT_EQ(FilterReason(e, half, both, "small"), "") << "50 % of 16000 MiB fits 16000";
+  EXPECT_EQ(FilterReason(e, half, both, "big"),
+            "ResourceQuota team-a/gpu: limits.nvidia.com/gpumem used 0 + requested 20000 > hard 16000");
+  json whole = PodWith("whole", "team-a", {{"nvidia.com/gpu", "1"}});
+  EXPECT_EQ(FilterReason(e, whole, both, "small"), "") << "a whole card counts all its memory";
+  EXPECT_NE(FilterReason(e, whole, both, "big"), "");
+
+  api.AddPod(half);
+  ASSERT_EQ(BindError(e, half, "small"), "");
+  ReportAllocated(e, api, "half", "team-a");
+  EXPECT_EQ(e.QuotaUsed("team-a"), (QuotaUsage{8000, 0}));
+
+  json fixed = PodWith("fixed", "team-a", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "5000"}});
+  json r = json::parse(e.Filter(Args(fixed, both)));
+  EXPECT_TRUE(r["NodeNames"].empty());
+  EXPECT_EQ(r["FailedNodes"]["small"],
+            "ResourceQuota team-a/gpu: limits.nvidia.com/gpumem used 8000 + requested 10000 > hard 16000");
+  EXPECT_EQ(r["FailedNodes"]["big"], r["FailedNodes"]["small"]);
+  EXPECT_EQ(FilterReason(e, PodWith("elsewhere", "team-b", fixed["spec"]["containers"][0]["resources"]["limits"]), both,
+                         "small"),
+            "")
+      << "another namespace has no quota";
+  json cores = PodWith("cores", "team-a",
+                       {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "60"}});
+  EXPECT_EQ(FilterReason(e, cores, both, "big"),
+            "ResourceQuota team-a/gpu: limits.nvidia.com/gpucores used 0 + requested 120 > hard 100");
+
+  // The pod's usage goes when the pod does.
+  EXPECT_TRUE(e.ReleasePod("uid-half"));
+  EXPECT_EQ(e.QuotaUsed("team-a"), QuotaUsage{});
+  EXPECT_EQ(FilterReason(e, fixed, both, "small"), "");
+  // A quota removed holds no more.
+  e.RemoveQuota("team-a", "gpu");
+  EXPECT_EQ(FilterReason(e, cores, both, "big"), "");
+}
+
+// Two pods filtered side by side both fit the quota alone; bind counts again, so only
+// one gets the room, and the other's bind names the quota.
+TEST(ExtenderQuota, BindChecksTheQuotaOnTheUsageOfTheMoment) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  Extender e(o, &api);
+  ASSERT_TRUE(e.UpsertNode(Node("node-a", 2, 40000)).ok());
+  ASSERT_TRUE(e.UpsertNode(Node("node-b", 2, 40000)).ok());
+  e.SetQuota("team-a", "gpu", {10000, std::nullopt});
+  json a = PodWith("a", "team-a", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "6000"}});
+  json b = PodWith("b", "team-a", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "6000"}});
+  api.AddPod(a);
+  api.AddPod(b);
+  EXPECT_EQ(FilterReason(e, a, {"node-a"}, "node-a"), "");
+  EXPECT_EQ(FilterReason(e, b, {"node-b"}, "node-b"), "");
+  EXPECT_EQ(BindError(e, a, "node-a"), "");
+  std::string refused = BindError(e, b, "node-b");
+  EXPECT_NE(refused.find("ResourceQuota team-a/gpu: limits.nvidia.com/gpumem used 6000 + requested 6000 > hard 10000"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(e.pod_count(), 1u) << "nothing reserved for the refused bind";
+  EXPECT_EQ(e.QuotaUsed("team-a"), (QuotaUsage{6000, 0}));
+
+  // A binding the API refuses gives the quota back with the cards.
+  EXPECT_TRUE(e.ReleasePod("uid-a"));
+  api.fail_binding = true;
+  EXPECT_NE(BindError(e, b, "node-b"), "");
+  EXPECT_EQ(e.QuotaUsed("team-a"), QuotaUsage{});
+}
+
+// After a restart the pods already placed count again, in their own namespaces.
+TEST(ExtenderQuota, ARestartedExtenderCountsThePodsAlreadyPlaced) {
+  FakeApi api;
+  ExtenderOptions o;
+  o.now_unix_seconds = [] { return int64_t{1790000000}; };
+  {
+    Extender first(o, &api);
+    ASSERT_TRUE(first.UpsertNode(Node("node-a", 2, 40000)).ok());
+    json a = PodWith("a", "team-a", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem-percentage", "25"}});
+    json b = PodWith("b", "team-b", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+    api.AddPod(a);
+    api.AddPod(b);
+    ASSERT_EQ(BindError(first, a, "node-a"), "");
+    ReportAllocated(first, api, "a", "team-a");
+    ASSERT_EQ(BindError(first, b, "node-a"), "");
+  }
+  Extender second(o, &api);
+  ASSERT_TRUE(second.UpsertNode(Node("node-a", 2, 40000)).ok());
+  EXPECT_EQ(second.RebuildFromPods(api.AllPods()).applied, 2);
+  EXPECT_EQ(second.QuotaUsed("team-a"), (QuotaUsage{20000, 0}));
+  EXPECT_EQ(second.QuotaUsed("team-b"), (QuotaUsage{3000, 0}));
+  second.SetQuota("team-a", "gpu", {20000, std::nullopt});
+  EXPECT_EQ(FilterReason(second, PodWith("c", "team-a", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1"}}),
+                         {"node-a"}, "node-a"),
+            "ResourceQuota team-a/gpu: limits.nvidia.com/gpumem used 20000 + requested 1 > hard 20000");
 }
 
 }  // namespace

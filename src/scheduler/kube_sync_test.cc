@@ -163,6 +163,58 @@ TEST(SchedulerKubeTest, CordonedCardsGetNoNewContainersUntilTheCordonIsLifted) {
       << "the card that is not cordoned";
 }
 
+json QuotaObject(const std::string& ns, const std::string& name, json hard) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ResourceQuota"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec", {{"hard", hard}}}};
+}
+
+// ResourceQuota objects come through their own watch: a namespace's pods are held to
+// `limits.nvidia.com/gpumem` with what its placed pods hold, a restarted scheduler counts
+// those pods again, and a quota raised, a quota deleted or a pod gone lets the next in.
+TEST(SchedulerKubeTest, ResourceQuotasHoldANamespaceToWhatItsPlacedPodsUse) {
+  FakeApiServer api;
+  api.Put("nodes", NodeObject("n1", 2));
+  api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "15000"}, {"pods", "10"}}));
+  json first = GpuPod("first", "10000", "10"), second = GpuPod("second", "10000", "10");
+  api.Put("pods", first);
+  api.Put("pods", second);
+  const std::string refused =
+      "ResourceQuota default/gpu: limits.nvidia.com/gpumem used 10000 + requested 10000 > hard 15000";
+  {
+    Scheduler s(&api);
+    EXPECT_GE(api.CountRequests("GET", "/api/v1/resourcequotas"), 1);
+    ASSERT_EQ(Filter(s, first, {"n1"})["NodeNames"], json::array({"n1"}));
+    ASSERT_EQ(json::parse(s.extender->Bind(BindArgs(first, "n1")))["Error"], "");
+    json r = Filter(s, second, {"n1"});
+    EXPECT_TRUE(r["NodeNames"].empty());
+    EXPECT_EQ(r["FailedNodes"]["n1"], refused);
+  }
+  Scheduler s(&api);  // restarted: the bound pod counts again
+  EXPECT_EQ(Filter(s, second, {"n1"})["FailedNodes"]["n1"], refused);
+
+  api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "20000"}}));
+  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "15000"}}));
+  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
+  api.Delete("resourcequotas", "default", "gpu");
+  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "15000"}}));
+  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
+  api.Delete("pods", "default", "first");
+  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+
+  // A value that is not a whole number is logged, naming the quota and the key.
+  api.Put("resourcequotas", QuotaObject("default", "odd", {{"limits.nvidia.com/gpucores", "1.5"}}));
+  EXPECT_TRUE(Eventually([&] {
+    for (const std::string& line : s.Log())
+      if (line.find("ResourceQuota default/odd: spec.hard limits.nvidia.com/gpucores '1.5'") != std::string::npos)
+        return true;
+    return false;
+  }));
+}
+
 TEST(SchedulerKubeTest, BindWritesTheDecisionWithTheBindingInOneWrite) {
   FakeApiServer api;
   api.Put("nodes", NodeObject("n1", 2));

@@ -61,6 +61,7 @@ Status Serve(const ServeOptions& o, const std::atomic<bool>& stop) {
   ExtenderOptions options;
   options.defaults = o.defaults;
   options.pod_spec = o.pod_spec;
+  options.quota_keys = QuotaKeysFor(o.pod_spec);
   options.now_unix_seconds = [] {
     return static_cast<int64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());

@@ -735,6 +735,45 @@ hami_examples() {
     fail "i10: use-gpuindexes 'first' pod: phase $(phase hami-badindex), '$(pod_scheduled hami-badindex)', $(annotations hami-badindex)"
   fi
   kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
+  hami_quota
+}
+
+# i11: a ResourceQuota on limits.nvidia.com/gpumem (HAMi's quota on its extended
+# resources), in a namespace of its own so no other check is held by it: a first pod of
+# 2000 MiB fits the 3000 MiB quota; a second stays Pending with the extender's reason
+# naming the quota, the key, used, requested and hard; once the first is deleted, the
+# second is placed.
+hami_quota() {
+  local ns=e2e-quota res="nvidia.com/gpu: 1, nvidia.com/gpumem: 2000"
+  local want="ResourceQuota $ns/gpu: limits.nvidia.com/gpumem used 2000 + requested 2000 > hard 3000"
+  q() { kubectl -n "$ns" "$@"; }
+  qphase() { q get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+  qwhy() { q get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}' 2>/dev/null; }
+  qbound() { [ -n "$(q get pod "$1" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" ]; }
+  qrefused() { qwhy quota-b | grep -qF "$want"; }
+  kubectl create namespace "$ns" >/dev/null 2>&1 || true
+  q create serviceaccount default >/dev/null 2>&1 || true
+  printf 'apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: gpu}\nspec:\n  hard: {limits.nvidia.com/gpumem: "3000"}\n' >"$D/quota.yaml"
+  gpu_pod_yaml quota-a "{batch: quota}" "$res" >"$D/quota-a.yaml"
+  gpu_pod_yaml quota-b "{batch: quota}" "$res" >"$D/quota-b.yaml"
+  if ! q apply -f "$D/quota.yaml" >/dev/null || ! poll 30 q apply -f "$D/quota-a.yaml"; then
+    fail "i11: could not create the ResourceQuota or pod quota-a in $ns"
+  elif ! poll 90 qbound quota-a; then
+    fail "i11: quota-a (2000 MiB of a 3000 MiB quota) not placed within 90 s: phase $(qphase quota-a), '$(qwhy quota-a)'"
+  elif ! q apply -f "$D/quota-b.yaml" >/dev/null; then
+    fail "i11: could not create pod quota-b in $ns"
+  elif ! poll 60 qrefused || [ "$(qphase quota-b)" != Pending ] || qbound quota-b; then
+    fail "i11: quota-b: phase $(qphase quota-b), '$(qwhy quota-b)', want Pending with '$want'"
+  else
+    pass "i11: ResourceQuota limits.nvidia.com/gpumem 3000: a second 2000 MiB pod stays Pending: $(qwhy quota-b)"
+    q delete pod quota-a --wait=true --timeout=60s >/dev/null 2>&1 || true
+    if poll 120 qbound quota-b; then
+      pass "i11: once quota-a is deleted, quota-b is placed"
+    else
+      fail "i11: quota-a deleted, quota-b still not placed after 120 s: phase $(qphase quota-b), '$(qwhy quota-b)'"
+    fi
+  fi
+  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 }
 
 # s: pods in their own PID namespaces share a card as the driver sees them. Two pods on one

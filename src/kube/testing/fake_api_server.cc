@@ -71,12 +71,13 @@ struct FakeApiServer::Impl {
 
   json Store(const std::string& kind, json object) {  // mu held
     std::string ns = Meta(object, "namespace");
-    if (kind == "pods" && ns.empty()) ns = object["metadata"]["namespace"] = "default";
+    bool namespaced = kind != "nodes";
+    if (namespaced && ns.empty()) ns = object["metadata"]["namespace"] = "default";
     std::string name = Meta(object, "name");
     if (Meta(object, "uid").empty()) object["metadata"]["uid"] = "uid-" + name;
     object["metadata"]["resourceVersion"] = std::to_string(++rv);
     auto& bucket = objects[kind];
-    std::string key = Key(kind == "pods" ? ns : "", name);
+    std::string key = Key(namespaced ? ns : "", name);
     std::string type = bucket.count(key) ? "MODIFIED" : "ADDED";
     bucket[key] = object;
     log.push_back({rv, kind, type, object});
@@ -145,7 +146,9 @@ struct FakeApiServer::Impl {
     json meta = {{"resourceVersion", std::to_string(list_rv)}};
     if (more) meta["continue"] = std::to_string(list_rv) + ":" + last;
     Reply(res, 200,
-          {{"kind", kind == "pods" ? "PodList" : "NodeList"},
+          {{"kind", kind == "pods"    ? "PodList"
+                    : kind == "nodes" ? "NodeList"
+                                      : "ResourceQuotaList"},
            {"apiVersion", "v1"},
            {"metadata", meta},
            {"items", items}});
@@ -336,6 +339,7 @@ FakeApiServer::FakeApiServer(FakeApiOptions options) : impl_(std::make_unique<Im
   s.Get("/api/v1/nodes", list_or_watch("nodes", false));
   s.Get("/api/v1/pods", list_or_watch("pods", false));
   s.Get(R"(/api/v1/namespaces/([^/]+)/pods)", list_or_watch("pods", true));
+  s.Get("/api/v1/resourcequotas", list_or_watch("resourcequotas", false));
   s.Get(R"(/api/v1/nodes/([^/]+))", get("nodes", false));
   s.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))", get("pods", true));
   s.Patch(R"(/api/v1/nodes/([^/]+))", [im](const httplib::Request& req, httplib::Response& res) {

@@ -1,10 +1,11 @@
 // A Kubernetes API server double for tests, over real HTTP(S) on 127.0.0.1 (port 0):
-// nodes (cluster-scoped) and pods (namespaced) kept in memory with a resourceVersion
-// counter and an event log, served as the API server does: GET object, list with
-// limit/continue and labelSelector (k=v), watch (?watch=true, chunked, one JSON event per
-// line, from a resourceVersion; an Expired ERROR event once the log was compacted past
-// it), PATCH (merge, strategic-merge, JSON patch), POST pods and pods/<name>/binding
-// (UID precondition, already-assigned conflict), Status bodies on errors.
+// nodes (cluster-scoped), pods and resourcequotas (namespaced) kept in memory with a
+// resourceVersion counter and an event log, served as the API server does: GET object,
+// list with limit/continue and labelSelector (k=v), watch (?watch=true, chunked, one JSON
+// event per line, from a resourceVersion; an Expired ERROR event once the log was
+// compacted past it), PATCH (merge, strategic-merge, JSON patch), POST pods and
+// pods/<name>/binding (UID precondition, already-assigned conflict), Status bodies on
+// errors.
 //
 // Test knobs: a required bearer token, TLS with an optional client CA, answers that fail
 // (FailNext), requests that hang, watch events written in pieces, ending open watches.
@@ -41,7 +42,7 @@ class FakeApiServer {
   std::string url() const;
   int port() const { return port_; }
 
-  // kind "nodes" or "pods". Adds or replaces (ADDED / MODIFIED), filling in uid (if
+  // kind "nodes", "pods" or "resourcequotas". Adds or replaces (ADDED / MODIFIED), filling in uid (if
   // missing), namespace and resourceVersion; returns the stored object.
   nlohmann::json Put(const std::string& kind, nlohmann::json object);
   bool Delete(const std::string& kind, const std::string& ns, const std::string& name);
