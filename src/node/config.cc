@@ -39,10 +39,6 @@ Status CheckStrategies(const std::vector<std::string>& list) {
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // Keys of the top level that a nodeConfig section may also set.
 constexpr const char* kKeys[] = {"resourceName",
                                  "deviceSplitCount",
@@ -121,7 +117,7 @@ Status ParsePolicy(const std::string& v, const std::string& where, contract::Cor
 }
 
 // Applies the settings of one map (the top level or a node's section); `where` prefixes
-// errors ("config file" or "nodeConfig[<name>]").
+// errors ("config file", or "config file: nodeConfig '<name>'").
 Status ApplySettings(const YAML::Node& root, const std::string& where, Config* c) {
   if (root["resourceName"]) c->resource_name = root["resourceName"].as<std::string>();
   if (root["deviceSplitCount"]) c->split.split_count = root["deviceSplitCount"].as<int>();
