@@ -165,6 +165,16 @@ class NodeAgentTest : public ::testing::Test {
     e["GPUSLICE_LIMITS_FILE"] = copy;
     return e;
   }
+  // Restarts the agent with `flags` and waits for it to register again.
+  void RestartWith(std::vector<std::string> flags) {
+    int before = kubelet_->registrations();
+    StopAgent();
+    agent_flags_ = std::move(flags);
+    StartAgent();
+    for (int i = 0; i < 200 && kubelet_->registrations() == before; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_GT(kubelet_->registrations(), before) << "the agent did not register again";
+  }
   std::vector<std::string> AllIds() {
     std::vector<std::string> ids;
     for (const auto& d : kubelet_->devices()) ids.push_back(d.id());
@@ -1387,6 +1397,139 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks
   EXPECT_GE(queries, 16);
   prom.Signal(SIGTERM);
   prom.Wait();
+}
+
+// HAMi's filterdevices: an excluded card gets no slices and is in neither the CDI spec
+// nor the register the scheduler reads; an exclusion that matches no card is logged.
+TEST_F(NodeAgentTest, ExcludedCardsAreNotRegisteredAnywhere) {
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::string gpu0 = AllIds().front().substr(0, AllIds().front().find("::"));
+  std::string gpu1 = AllIds().back().substr(0, AllIds().back().find("::"));
+  kube::testing::FakeApiServer api;
+  api.Put("nodes", {{"metadata", {{"name", "n1"}}}});
+  std::string kubeconfig = node_->root() + "/kubeconfig";
+  std::ofstream(kubeconfig) << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters: [{name: c, cluster: "
+                               "{server: '"
+                            << api.url()
+                            << "'}}]\nusers: [{name: u, user: {token: x}}]\n"
+                               "contexts: [{name: t, context: {cluster: c, user: u}}]\n";
+  RestartWith(
+      {"--exclude-devices", gpu1 + ",7", "--scheduler-decisions", "--node-name", "n1", "--kubeconfig", kubeconfig});
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 4; }, 10000)) << kubelet_->last_error();
+  for (const auto& d : kubelet_->devices()) EXPECT_EQ(d.id().rfind(gpu0 + "::", 0), 0u) << d.id();
+  std::string reg;
+  for (int i = 0; i < 100 && reg.empty(); ++i) {
+    auto n = api.Find("nodes", "", "n1");
+    reg = (*n)["metadata"].value("annotations", nlohmann::json::object()).value("hami.io/node-nvidia-register", "");
+    if (reg.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto cards = nlohmann::json::parse(reg);
+  ASSERT_EQ(cards.size(), 1u) << reg;
+  EXPECT_EQ(cards[0]["id"], gpu0);
+  std::string names;  // the spec is rewritten just after the agent registers
+  for (int i = 0; i < 50 && (names.empty() || names.find(gpu1) != std::string::npos); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    names = RunProcess({GpusliceBin(), "cdi", "list", "--spec", node_->root() + "/cdi/gpuslice.json"}).out;
+  }
+  EXPECT_NE(names.find("gpuslice.io/gpu=" + gpu0 + "\n"), std::string::npos) << names;
+  EXPECT_EQ(names.find(gpu1), std::string::npos) << names;
+  EXPECT_EQ(names.find("gpuslice.io/gpu=1\n"), std::string::npos) << names;
+  StopAgent();
+  EXPECT_NE(agent_log_.find("card 1 (" + gpu1 + ") is not registered: excluded by"), std::string::npos);
+  EXPECT_NE(agent_log_.find("--exclude-devices: '7' matches no card on this node"), std::string::npos);
+}
+
+// HAMi's disablecorelimit / gpuCorePolicy and libCudaLogLevel, written into every container.
+TEST_F(NodeAgentTest, TheNodesCorePolicyAndLogLevelReachEveryContainer) {
+  auto allocate = [&](v1beta1::ContainerAllocateResponse* resp, std::string* limits) {
+    ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+    ASSERT_TRUE(kubelet_->Allocate({AllIds()[0]}, resp).ok());
+    for (const auto& m : resp->mounts())
+      if (m.container_path() == "/etc/gpuslice/limits") {
+        auto text = ReadFile(m.host_path());
+        *limits = text.ok() ? *text : "";
+      }
+  };
+  v1beta1::ContainerAllocateResponse resp;
+  std::string limits;
+  allocate(&resp, &limits);
+  EXPECT_NE(limits.find("GPU_CORE_UTILIZATION_POLICY=default\n"), std::string::npos) << limits;
+  EXPECT_EQ(resp.envs().count("LIBCUDA_LOG_LEVEL"), 0u);
+
+  RestartWith({"--core-policy", "force", "--enforcer-log-level", "4"});
+  allocate(&resp, &limits);
+  EXPECT_NE(limits.find("GPU_CORE_UTILIZATION_POLICY=force\n"), std::string::npos) << limits;
+  EXPECT_NE(limits.find("CUDA_DEVICE_SM_LIMIT_0=25\n"), std::string::npos) << limits;
+  EXPECT_EQ(resp.envs().at("LIBCUDA_LOG_LEVEL"), "4");
+
+  RestartWith({"--disable-core-limit"});
+  allocate(&resp, &limits);
+  EXPECT_NE(limits.find("GPU_CORE_UTILIZATION_POLICY=disable\n"), std::string::npos) << limits;
+  EXPECT_EQ(limits.find("CUDA_DEVICE_SM_LIMIT"), std::string::npos) << limits;  // no compute share to hold
+  EXPECT_EQ(resp.envs().count("CUDA_DEVICE_SM_LIMIT_0"), 0u);
+  EXPECT_EQ(resp.envs().at("GPU_CORE_UTILIZATION_POLICY"), "disable");
+}
+
+// NVIDIA's gdrcopyEnabled, gdsEnabled, mofedEnabled: the nodes the node has go to every
+// container with GPUs (DeviceSpecs and the CDI spec); one it lacks is left out and logged.
+TEST_F(NodeAgentTest, GdrcopyGdsAndMofedNodesGoToContainersWithGpus) {
+  std::ofstream(node_->root() + "/dev/gdrdrv") << "";
+  std::ofstream(node_->root() + "/dev/nvidia-fs0") << "";
+  RestartWith({"--gdrcopy-enabled", "--gds-enabled", "--mofed-enabled"});
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  v1beta1::ContainerAllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate({AllIds()[0]}, &resp).ok());
+  std::map<std::string, std::string> specs;
+  for (const auto& d : resp.devices()) specs[d.container_path()] = d.host_path();
+  EXPECT_EQ(specs["/dev/gdrdrv"], node_->root() + "/dev/gdrdrv");
+  EXPECT_EQ(specs["/dev/nvidia-fs0"], node_->root() + "/dev/nvidia-fs0");
+  EXPECT_EQ(specs.count("/dev/infiniband/uverbs0"), 0u);
+  std::string spec;  // the spec is rewritten just after the agent registers
+  for (int i = 0; i < 50 && spec.find("/dev/nvidia-fs0") == std::string::npos; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto text = ReadFile(node_->root() + "/cdi/gpuslice.json");
+    spec = text.ok() ? *text : "";
+  }
+  EXPECT_NE(spec.find("\"path\": \"/dev/nvidia-fs0\""), std::string::npos) << spec;
+  EXPECT_NE(spec.find("\"hostPath\": \"" + node_->root() + "/dev/gdrdrv\""), std::string::npos) << spec;
+  StopAgent();
+  EXPECT_NE(agent_log_.find("--mofed-enabled: no /dev/infiniband/* under"), std::string::npos) << agent_log_;
+}
+
+// HAMi's preConfiguredDeviceMemory: a card whose NVML memory query is NOT_SUPPORTED (unified
+// memory) is registered with the configured memory, and without it not at all.
+TEST_F(NodeAgentTest, ACardWithoutNvmlMemoryIsRegisteredWithPreConfiguredMemoryOnly) {
+  StopAgent();
+  kubelet_.reset();
+  node_ = std::make_unique<SimNode>(
+      "context_memory: 0\ngpus:\n  - {preset: H100-80GB, memory_info: not_supported}\n  - H100-80GB\n");
+  kubelet_dir_ = node_->root() + "/kubelet";
+  state_dir_ = node_->root() + "/state-dir";
+  kubelet_ = std::make_unique<KubeletDouble>(kubelet_dir_);
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 4; }, 10000)) << kubelet_->last_error();
+  RestartWith({"--pre-configured-device-memory", "40960"});
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
+  v1beta1::ContainerAllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate({AllIds()[0]}, &resp).ok());
+  EXPECT_EQ(resp.envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "10240m");  // 40960 MiB in 4 slices
+  StopAgent();
+  EXPECT_NE(agent_log_.find("card 0 (GPU-"), std::string::npos) << agent_log_;
+  EXPECT_NE(agent_log_.find("is not registered: NVML cannot report its memory"), std::string::npos) << agent_log_;
+  EXPECT_NE(agent_log_.find("registering 40960 MiB"), std::string::npos) << agent_log_;
+}
+
+// HAMi's per-node config: the section named for this node overrides the top level; the
+// others are ignored.
+TEST_F(NodeAgentTest, TheConfigSectionOfThisNodeApplies) {
+  std::string config = node_->root() + "/node.yaml";
+  std::ofstream(config) << "nodeConfig:\n  - {name: n1, excludeDevices: [1]}\n  - {name: n2, excludeDevices: [0]}\n";
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
+  std::string gpu0 = AllIds().front().substr(0, AllIds().front().find("::"));
+  agent_env_["NODE_NAME"] = "n1";
+  RestartWith({"--config", config});
+  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 4; }, 10000)) << kubelet_->last_error();
+  for (const auto& d : kubelet_->devices()) EXPECT_EQ(d.id().rfind(gpu0 + "::", 0), 0u) << d.id();
 }
 
 TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {

@@ -11,6 +11,7 @@
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/node/agent.h"
+#include "src/node/card_selection.h"
 #include "src/node/config.h"
 
 namespace gs::cli {
@@ -26,7 +27,15 @@ Status Serve(const node::Config& cfg) {
   auto node = OpenNodeGpus(cfg.driver_root);
   if (!node.ok()) return Status(node.status().code(), "no GPUs: " + node.status().message());
   if (node->gpus.empty()) return NotFound("NVML reports no GPUs on this node");
-  return node::ServeNode(cfg, node->driver.get(), node->gpus,
+  node::CardSelection chosen = node::SelectCards(cfg, node->infos);
+  for (const auto& line : chosen.infos) GS_LOG(kInfo, "%s", line.c_str());
+  for (const auto& line : chosen.warnings) GS_LOG(kWarn, "%s", line.c_str());
+  for (const auto& line : chosen.errors) GS_LOG(kError, "%s", line.c_str());
+  std::vector<model::Gpu> gpus;
+  for (const auto& g : chosen.cards) gpus.push_back(ToModelGpu(g));
+  if (gpus.empty())
+    return NotFound("none of the " + std::to_string(node->gpus.size()) + " GPU(s) NVML reports is to be registered");
+  return node::ServeNode(cfg, node->driver.get(), gpus,
                          cfg.enforcer_path.empty() ? EnforcerLibrary() : cfg.enforcer_path, g_stop);
 }
 

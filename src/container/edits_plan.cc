@@ -4,9 +4,11 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace gs::container {
 
@@ -27,6 +29,29 @@ Status FillDeviceNumbers(model::DeviceNode* node) {
   return Status::Ok();
 }
 
+std::vector<model::DeviceNode> ExtraDeviceNodes(const std::string& dev_root, const ExtraDevices& extras) {
+  std::vector<std::string> names;  // relative to dev_root
+  auto entries = [&](const std::string& dir, const std::string& prefix) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dev_root + (dir.empty() ? "" : "/" + dir), ec)) {
+      std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && !e.is_directory(ec)) found.push_back(dir.empty() ? name : dir + "/" + name);
+    }
+    std::sort(found.begin(), found.end());
+    names.insert(names.end(), found.begin(), found.end());
+  };
+  if (extras.gdrcopy && access((dev_root + "/gdrdrv").c_str(), F_OK) == 0) names.push_back("gdrdrv");
+  if (extras.gds) entries("", "nvidia-fs");
+  if (extras.mofed) entries("infiniband", "");
+  std::vector<model::DeviceNode> nodes;
+  for (const auto& n : names) {
+    model::DeviceNode node{"/dev/" + n, dev_root + "/" + n, "rw"};
+    if (FillDeviceNumbers(&node).ok()) nodes.push_back(node);
+  }
+  return nodes;
+}
+
 StatusOr<model::ContainerEdits> PlanEdits(const PlanOptions& o, const std::vector<model::Gpu>& gpus) {
   model::ContainerEdits e;
   std::vector<unsigned> minors;
@@ -38,6 +63,7 @@ StatusOr<model::ContainerEdits> PlanEdits(const PlanOptions& o, const std::vecto
       return FailedPrecondition("GPU " + gpus[i].uuid + " has no device node: " + s.message());
     if (s.ok()) e.devices.push_back(nodes[i]);  // a control node the node lacks is left out
   }
+  for (auto& n : ExtraDeviceNodes(model::DevRoot(o.driver_root), o.extras)) e.devices.push_back(std::move(n));
   for (const auto& f : FindDriverFiles(o.driver_root, o.capabilities))
     e.mounts.push_back({f.host_path, f.container_path, true, f.library});
   if (!o.enforcer.host_path.empty()) {

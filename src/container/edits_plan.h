@@ -18,10 +18,24 @@
 
 namespace gs::container {
 
+// Device nodes beside the GPUs' that a container with GPUs may get (NVIDIA's device
+// plugin's gdrcopyEnabled, gdsEnabled, mofedEnabled).
+struct ExtraDevices {
+  bool gdrcopy = false;  // /dev/gdrdrv (GDRCopy)
+  bool gds = false;      // /dev/nvidia-fs* (GPUDirect Storage)
+  bool mofed = false;    // /dev/infiniband/* (Mellanox OFED: RDMA)
+};
+
+// The nodes `extras` asks for that exist under dev_root, in a stable order (gdrdrv, then
+// nvidia-fs* by name, then infiniband/* by name); one that is absent is left out, as
+// NVIDIA's toolkit leaves it out. Numbers are filled in (FillDeviceNumbers).
+std::vector<model::DeviceNode> ExtraDeviceNodes(const std::string& dev_root, const ExtraDevices& extras);
+
 struct PlanOptions {
   std::string driver_root = "/";
   std::set<std::string> capabilities = model::DefaultCapabilities();
   EnforcerInstall enforcer;  // empty host_path: no enforcer
+  ExtraDevices extras;       // after the control nodes
 };
 
 // Processes of one container share accounting through a region in its own /tmp (CDI's

@@ -61,5 +61,32 @@ TEST_F(PlanEditsTest, TheEnforcerIsPreloadedThroughAReadOnlyFile) {
   EXPECT_EQ(e->env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"), kContainerRegion);
 }
 
+TEST_F(PlanEditsTest, GdrcopyGdsAndMofedNodesFollowTheControlNodesWhereTheNodeHasThem) {
+  for (const char* n : {"nvidia0", "nvidiactl", "gdrdrv", "nvidia-fs1", "nvidia-fs0"}) Node(n);
+  std::filesystem::create_directories(root_ + "/dev/nvidia-fs.d");  // a directory: not a device
+  std::filesystem::create_directories(root_ + "/dev/infiniband");
+  for (const char* n : {"uverbs0", "rdma_cm"}) std::ofstream(root_ + "/dev/infiniband/" + n) << "";
+  PlanOptions o;
+  o.driver_root = root_;
+  model::Gpu g0{"GPU-a", 0, "H100", 0, -1, 0, true};
+  auto paths = [&] {
+    auto e = PlanEdits(o, {g0});
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    std::vector<std::string> out;
+    for (const auto& d : e->devices) out.push_back(d.container_path);
+    return out;
+  };
+  EXPECT_EQ(paths(), (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidiactl"}));  // off by default
+  o.extras = {true, true, true};
+  EXPECT_EQ(paths(),
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidiactl", "/dev/gdrdrv", "/dev/nvidia-fs0",
+                                      "/dev/nvidia-fs1", "/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"}));
+  EXPECT_EQ(ExtraDeviceNodes(root_ + "/dev", {false, false, true})[1].host_path, root_ + "/dev/infiniband/uverbs0");
+  // Absent: nothing added, as NVIDIA's toolkit adds nothing.
+  std::filesystem::remove_all(root_ + "/dev/infiniband");
+  std::filesystem::remove(root_ + "/dev/gdrdrv");
+  EXPECT_TRUE(ExtraDeviceNodes(root_ + "/dev", {true, false, true}).empty());
+}
+
 }  // namespace
 }  // namespace gs::container

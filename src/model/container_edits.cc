@@ -137,6 +137,7 @@ ContainerEdits ToContainerEdits(const Allocation& a, const EditOptions& o) {
   }
   e.env = LimitVariables(a, o.region_container_dir + "/region", o.cards_host_dir.empty() ? "" : o.cards_container_dir);
   e.env["NVIDIA_VISIBLE_DEVICES"] = uuids.empty() ? "void" : uuids;
+  if (o.log_level >= 0) e.env[contract::kLogLevel] = std::to_string(o.log_level);
   std::vector<unsigned> minors;
   for (const auto& d : a.devices) minors.push_back(d.minor);
   e.devices = DeviceNodes(minors, o.capabilities, o.dev_root);

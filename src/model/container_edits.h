@@ -115,6 +115,9 @@ struct EditOptions {
   std::string dev_root = "/dev";                               // where the host's device nodes are
   std::set<std::string> capabilities = DefaultCapabilities();  // which control nodes
   std::string existing_ld_preload;                             // standalone: kept after the enforcer
+  // LIBCUDA_LOG_LEVEL (the enforcer's log level, 0-4) in the environment; -1 = not set.
+  // Only logging: a container's own value may replace it.
+  int log_level = -1;
 };
 
 // Memory limits are written in MiB ("<n>m"), as HAMi's device plugin does, when they are

@@ -137,5 +137,14 @@ TEST(ContainerEdits, ControlNodesFollowTheCapabilities) {
   EXPECT_EQ(DevRoot("/sim"), "/sim/dev");
 }
 
+TEST(ContainerEdits, TheEnforcerLogLevelIsPutInTheEnvironmentWhenSet) {
+  EditOptions o;
+  EXPECT_EQ(ToContainerEdits(TwoSlices(), o).env.count("LIBCUDA_LOG_LEVEL"), 0u);
+  o.log_level = 3;
+  EXPECT_EQ(ToContainerEdits(TwoSlices(), o).env["LIBCUDA_LOG_LEVEL"], "3");
+  // Only logging: never in the limits file, so a container's own value still applies.
+  EXPECT_EQ(LimitsFileText(TwoSlices(), "/r", "", "c").find("LIBCUDA_LOG_LEVEL"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gs::model

@@ -64,6 +64,7 @@ void WriteCdiSpec(const Config& cfg, const SliceBook& book, const container::Enf
   o.kind = cfg.cdi_kind;
   o.plan.driver_root = cfg.driver_root;
   o.plan.enforcer = enforcer;
+  o.plan.extras = ExtraDevicesFor(cfg);
   std::string path = cfg.cdi_spec_dir + "/gpuslice.json";
   std::error_code ec;
   std::filesystem::create_directories(cfg.cdi_spec_dir, ec);
@@ -125,6 +126,21 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   if (ec) return Internal("cannot create " + cfg.state_dir + ": " + ec.message());
   auto enforcer = container::InstallEnforcer(enforcer_library, cfg.state_dir);
   if (!enforcer.ok()) return enforcer.status();
+
+  // What NVIDIA's toolkit does with an extra device the node lacks: nothing, noted once.
+  const std::string dev_root = model::DevRoot(cfg.driver_root);
+  const struct {
+    bool on;
+    const char* flag;
+    const char* nodes;
+    container::ExtraDevices only;
+  } extras[] = {{cfg.gdrcopy_enabled, "--gdrcopy-enabled", "/dev/gdrdrv", {true, false, false}},
+                {cfg.gds_enabled, "--gds-enabled", "/dev/nvidia-fs*", {false, true, false}},
+                {cfg.mofed_enabled, "--mofed-enabled", "/dev/infiniband/*", {false, false, true}}};
+  for (const auto& x : extras)
+    if (x.on && container::ExtraDeviceNodes(dev_root, x.only).empty())
+      GS_LOG(kWarn, "%s: no %s under %s yet: containers get none while the node has none", x.flag, x.nodes,
+             dev_root.c_str());
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);
   GS_RETURN_IF_ERROR(PrepareCardFiles(book.CardsDir(), gpus));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/contract.h"
 #include "src/common/status.h"
 #include "src/model/slices.h"
 
@@ -46,7 +47,27 @@ struct Config {
   std::string node_name;   // this node's Node object (required with scheduler_decisions)
   std::string kubeconfig;  // API access; "" = the pod's service account (in-cluster)
   std::string config_file;
+  // Cards not registered (HAMi's filterdevices): each entry a card's UUID or its NVML
+  // index. Excluded cards get no slices and appear nowhere the agent publishes them.
+  std::vector<std::string> exclude_devices;
+  // GPU_CORE_UTILIZATION_POLICY written into every container's limits file (HAMi's
+  // gpuCorePolicy); kDisable (or disable_core_limit) also drops every compute share.
+  contract::CorePolicy core_policy = contract::CorePolicy::kDefault;
+  bool disable_core_limit = false;  // HAMi's disablecorelimit: the same as core_policy kDisable
+  int enforcer_log_level = -1;      // LIBCUDA_LOG_LEVEL put in containers' environment; -1 = none
+  // Memory registered for a card whose NVML memory query answers NOT_SUPPORTED (unified
+  // memory); 0 = such cards are not registered (HAMi's preConfiguredDeviceMemory).
+  uint64_t pre_configured_device_memory = 0;
+  // Extra device nodes for containers with GPUs, where the node has them (NVIDIA's device
+  // plugin's gdrcopyEnabled, gdsEnabled, mofedEnabled).
+  bool gdrcopy_enabled = false;  // /dev/gdrdrv
+  bool gds_enabled = false;      // /dev/nvidia-fs*
+  bool mofed_enabled = false;    // /dev/infiniband/*
 
+  // The policy containers get: kDisable when disable_core_limit is set.
+  contract::CorePolicy EffectiveCorePolicy() const {
+    return disable_core_limit ? contract::CorePolicy::kDisable : core_policy;
+  }
   std::string plugin_socket() const;   // <kubelet_dir>/device-plugins/gpuslice.sock
   std::string kubelet_socket() const;  // <kubelet_dir>/device-plugins/kubelet.sock
   std::string pod_resources_socket() const;
@@ -56,7 +77,13 @@ struct Config {
 // $GPUSLICE_CONFIG name. Returns the usage text in *usage for --help.
 StatusOr<Config> LoadConfig(const std::vector<std::string>& args, std::string* usage);
 
-// Applies config-file YAML text onto c (exposed for tests).
-Status ApplyConfigYaml(const std::string& yaml, Config* c);
+// Applies config-file YAML text onto c (exposed for tests): the top-level keys, then the
+// `nodeConfig` section whose `name` is node_name (when node_name is empty: the file's own
+// top-level nodeName). Every section's keys are checked, whichever node it is for.
+Status ApplyConfigYaml(const std::string& yaml, Config* c, const std::string& node_name = "");
+
+// Checks one --exclude-devices entry: a GPU or MIG UUID, or a card index (decimal, no
+// sign or leading zero). The error names the entry.
+Status CheckExcludeEntry(const std::string& entry);
 
 }  // namespace gs::node

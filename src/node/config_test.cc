@@ -117,5 +117,118 @@ TEST(NodeConfig, ProcessesWithoutTheEnforcerAreStoppedUnlessTurnedOff) {
   EXPECT_TRUE(f.memory_watchdog);
 }
 
+TEST(NodeConfig, HamiDevicePluginSettingsAreFlagsAndKeys) {
+  auto c = Load({"--exclude-devices", "GPU-8d3c0b5e-0000-0000-0000-000000000001,3", "--core-policy", "force",
+                 "--enforcer-log-level", "3", "--pre-configured-device-memory", "122880", "--gdrcopy-enabled",
+                 "--gds-enabled", "--mofed-enabled"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->exclude_devices, (std::vector<std::string>{"GPU-8d3c0b5e-0000-0000-0000-000000000001", "3"}));
+  EXPECT_EQ(c->EffectiveCorePolicy(), contract::CorePolicy::kForce);
+  EXPECT_EQ(c->enforcer_log_level, 3);
+  EXPECT_EQ(c->pre_configured_device_memory, 120ull << 30);  // a bare number is MiB, as in HAMi
+  EXPECT_TRUE(c->gdrcopy_enabled && c->gds_enabled && c->mofed_enabled);
+  c = Load({"--disable-core-limit", "--pre-configured-device-memory", "96Gi"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->EffectiveCorePolicy(), contract::CorePolicy::kDisable);
+  EXPECT_EQ(c->pre_configured_device_memory, 96ull << 30);
+  c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->EffectiveCorePolicy(), contract::CorePolicy::kDefault);
+  EXPECT_EQ(c->enforcer_log_level, -1);
+  EXPECT_TRUE(c->exclude_devices.empty());
+
+  Config f;
+  ASSERT_TRUE(ApplyConfigYaml("excludeDevices: [GPU-1, 0]\ncorePolicy: disable\nenforcerLogLevel: 4\n"
+                              "preConfiguredDeviceMemory: 1024\ngdsEnabled: true\ndisableCoreLimit: false\n",
+                              &f)
+                  .ok());
+  EXPECT_EQ(f.exclude_devices, (std::vector<std::string>{"GPU-1", "0"}));
+  EXPECT_EQ(f.EffectiveCorePolicy(), contract::CorePolicy::kDisable);
+  EXPECT_EQ(f.enforcer_log_level, 4);
+  EXPECT_EQ(f.pre_configured_device_memory, 1ull << 30);
+  EXPECT_TRUE(f.gds_enabled);
+}
+
+TEST(NodeConfig, MalformedHamiSettingsNameTheEntry) {
+  auto expect = [](std::vector<std::string> args, const char* fragment) {
+    auto c = Load(args);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status().message();
+  };
+  expect({"--exclude-devices", "GPU-1,gpu1"}, "--exclude-devices: 'gpu1' is neither a card index");
+  expect({"--exclude-devices", "01"}, "'01' is neither a card index");
+  expect({"--exclude-devices", "-1"}, "'-1' is neither a card index");
+  expect({"--core-policy", "strict"}, "--core-policy: 'strict' is not default, force or disable");
+  expect({"--enforcer-log-level", "5"}, "--enforcer-log-level: '5' is not a log level 0 (errors) to 4 (debug)");
+  expect({"--pre-configured-device-memory", "lots"}, "--pre-configured-device-memory: 'lots' is not MiB or a size");
+  Config f;
+  EXPECT_NE(ApplyConfigYaml("excludeDevices: [x]\n", &f).message().find("excludeDevices: 'x' is neither"),
+            std::string::npos);
+}
+
+TEST(NodeConfig, ANodeSectionOverridesTheTopLevelOnItsNodeOnly) {
+  const std::string yaml =
+      "deviceSplitCount: 4\n"
+      "corePolicy: force\n"
+      "nodeConfig:\n"
+      "  - name: gpu-a\n"
+      "    deviceSplitCount: 8\n"
+      "    excludeDevices: [0]\n"
+      "  - name: gpu-b\n"
+      "    corePolicy: default\n"
+      "    enforcerLogLevel: 2\n";
+  Config a;
+  ASSERT_TRUE(ApplyConfigYaml(yaml, &a, "gpu-a").ok());
+  EXPECT_EQ(a.split.split_count, 8);
+  EXPECT_EQ(a.exclude_devices, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(a.core_policy, contract::CorePolicy::kForce);  // from the top level
+  EXPECT_EQ(a.enforcer_log_level, -1);                     // gpu-b's section is not gpu-a's
+  Config b;
+  ASSERT_TRUE(ApplyConfigYaml(yaml, &b, "gpu-b").ok());
+  EXPECT_EQ(b.split.split_count, 4);
+  EXPECT_EQ(b.core_policy, contract::CorePolicy::kDefault);
+  EXPECT_EQ(b.enforcer_log_level, 2);
+  Config other;
+  ASSERT_TRUE(ApplyConfigYaml(yaml, &other, "gpu-c").ok());
+  EXPECT_EQ(other.split.split_count, 4);
+  EXPECT_TRUE(other.exclude_devices.empty());
+
+  // Through LoadConfig: the node's name from NODE_NAME or --node-name; flags still win.
+  char tmpl[] = "/tmp/gs-node-config-XXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::ofstream(tmpl) << yaml;
+  setenv("NODE_NAME", "gpu-a", 1);
+  auto c = Load({"--config", tmpl});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->split.split_count, 8);
+  EXPECT_EQ(c->node_name, "gpu-a");
+  c = Load({"--config", tmpl, "--node-name", "gpu-b"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->split.split_count, 4);
+  EXPECT_EQ(c->enforcer_log_level, 2);
+  c = Load({"--config", tmpl, "--device-split-count", "3"});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->split.split_count, 3);
+  unsetenv("NODE_NAME");
+  unlink(tmpl);
+}
+
+TEST(NodeConfig, NodeSectionMistakesStopTheAgentOnEveryNode) {
+  Config c;
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  - name: elsewhere\n    devicesplitcount: 3\n", &c, "here").message(),
+            "config file: nodeConfig 'elsewhere': unknown key 'devicesplitcount'");
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  - name: elsewhere\n    corePolicy: strict\n", &c, "here").message(),
+            "config file: nodeConfig 'elsewhere': corePolicy: 'strict' is not default, force or disable");
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  - deviceSplitCount: 3\n", &c, "here").message(),
+            "config file: nodeConfig[0]: needs a name (the node it is for)");
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  - name: a\n  - name: a\n", &c, "a").message(),
+            "config file: nodeConfig[1]: a second section for node 'a'");
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  name: a\n", &c, "a").message(),
+            "config file: nodeConfig must be a list of sections, each with a name");
+  EXPECT_EQ(ApplyConfigYaml("nodeConfig:\n  - name: a\n    nodeName: b\n", &c, "a").message(),
+            "config file: nodeConfig 'a': unknown key 'nodeName'");
+}
+
 }  // namespace
 }  // namespace gs::node

@@ -40,6 +40,10 @@ Status WriteLimits(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+container::ExtraDevices ExtraDevicesFor(const Config& cfg) {
+  return {cfg.gdrcopy_enabled, cfg.gds_enabled, cfg.mofed_enabled};
+}
+
 DevicePluginService::DevicePluginService(const Config& cfg, SliceBook* book, ContainerDirs* dirs,
                                          EnforcerInstall enforcer, DecisionSource* decisions)
     : cfg_(cfg), book_(book), dirs_(dirs), enforcer_(std::move(enforcer)), decisions_(decisions) {}
@@ -128,6 +132,10 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
     alloc = model::AllocationFor(gpus, book_->policy(), ids);
   }
   if (!alloc.ok()) return alloc.status();
+  // The node's compute policy (--core-policy); `disable` leaves no compute share to hold.
+  alloc->core_policy = cfg_.EffectiveCorePolicy();
+  if (alloc->core_policy == model::CorePolicy::kDisable)
+    for (auto& d : alloc->devices) d.sm_share = 0;
 
   AllocationRecord rec{
       "", ids,
@@ -142,6 +150,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
   o.region_host_dir = book_->SharedDir(rec.id);
   o.cards_host_dir = book_->CardsDir();
   o.dev_root = model::DevRoot(cfg_.driver_root);
+  o.log_level = cfg_.enforcer_log_level;
   if (Status s = TakeCardEntries(o.cards_host_dir, dir, rec.created_unix, &*alloc); !s.ok()) {
     dirs_->Discard(rec.id);
     return s;
@@ -154,6 +163,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
     return s;
   }
   model::ContainerEdits edits = model::ToContainerEdits(*alloc, o);
+  for (auto& n : container::ExtraDeviceNodes(o.dev_root, ExtraDevicesFor(cfg_))) edits.devices.push_back(std::move(n));
 
   v1beta1::ContainerAllocateResponse resp;
   bool envvar = false, cdi = false;

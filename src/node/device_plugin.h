@@ -14,6 +14,7 @@
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "src/container/driver_files.h"
+#include "src/container/edits_plan.h"
 #include "src/node/claimed_allocation.h"
 #include "src/node/config.h"
 #include "src/node/container_dirs.h"
@@ -24,6 +25,9 @@
 namespace gs::node {
 
 using container::EnforcerInstall;
+
+// The extra device nodes (GDRCopy, GDS, MOFED) the configuration turns on.
+container::ExtraDevices ExtraDevicesFor(const Config& cfg);
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:

@@ -13,12 +13,14 @@ void HealthWatcher::Check() {
   auto gpus = driver_->ListGpus();
   auto known = book_->Gpus();
   if (gpus.ok()) {
-    for (size_t i = 0; i < gpus->size() && i < known.size(); ++i) {
-      if (!(*gpus)[i].lost) continue;
-      last_error_[known[i].uuid] = now;  // stays unhealthy while lost
-      if (book_->SetHealthy(known[i].uuid, false))
-        GS_LOG(kError, "GPU %s fell off the bus: its slices are Unhealthy", known[i].uuid.c_str());
-    }
+    // By NVML index: a lost GPU has no UUID, and cards not registered leave gaps.
+    for (const auto& info : *gpus)
+      for (const auto& k : known) {
+        if (!info.lost || k.index != info.index) continue;
+        last_error_[k.uuid] = now;  // stays unhealthy while lost
+        if (book_->SetHealthy(k.uuid, false))
+          GS_LOG(kError, "GPU %s fell off the bus: its slices are Unhealthy", k.uuid.c_str());
+      }
   }
   for (const auto& g : known) {
     auto it = last_error_.find(g.uuid);

@@ -199,7 +199,9 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
   auto infos = driver->ListGpus();
   for (size_t i = 0; i < known.size(); ++i) {
     GpuUsage g;
-    if (infos.ok() && i < infos->size()) g.info = (*infos)[i];
+    // By NVML index: cards not registered (--exclude-devices) leave gaps in `known`.
+    for (size_t j = 0; infos.ok() && j < infos->size(); ++j)
+      if ((*infos)[j].index == known[i].index) g.info = (*infos)[j];
     g.info.index = known[i].index;
     if (g.info.name.empty()) g.info.name = known[i].name;
     g.uuid = known[i].uuid;

@@ -30,6 +30,9 @@ struct GpuInfo {
   int numa_node = -1;
   uint64_t memory_total = 0;
   uint64_t memory_used = 0;
+  // False when NVML answers the memory query NOT_SUPPORTED (cards with unified memory):
+  // memory_total and memory_used are then 0, not the card's.
+  bool memory_info_supported = true;
   unsigned utilization = 0;  // percent over the driver's sample period
   unsigned temperature_c = 0;
   unsigned power_mw = 0;

@@ -73,9 +73,12 @@ class NvmlGpuDriver final : public GpuDriver {
       if (api_.nvmlDeviceGetNumaNodeId && api_.nvmlDeviceGetNumaNodeId(d, &numa) == NVML_SUCCESS)
         g.numa_node = static_cast<int>(numa);
       nvmlMemory_t mem{};
-      if (api_.nvmlDeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) {
+      rc = api_.nvmlDeviceGetMemoryInfo(d, &mem);
+      if (rc == NVML_SUCCESS) {
         g.memory_total = mem.total;
         g.memory_used = mem.used;
+      } else if (rc == NVML_ERROR_NOT_SUPPORTED) {
+        g.memory_info_supported = false;
       }
       nvmlUtilization_t util{};
       if (api_.nvmlDeviceGetUtilizationRates(d, &util) == NVML_SUCCESS) g.utilization = util.gpu;

@@ -258,6 +258,7 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetNumGpuCores)(nvmlDevice_t device, unsigne
 GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetMemoryInfo)(nvmlDevice_t device, nvmlMemory_t* memory) {
   GS_NVML_DEVICE(s, device);
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Spec(s).memory_info_unsupported) return NVML_ERROR_NOT_SUPPORTED;
   memory->total = Spec(s).memory_total;
   memory->used = std::min<uint64_t>(node()->MemoryUsed(s), memory->total);
   memory->free = memory->total - memory->used;
@@ -267,6 +268,7 @@ GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetMemoryInfo)(nvmlDevice_t device, nvmlMemo
 GS_SIM_NVML(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   GS_NVML_DEVICE(s, device);
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Spec(s).memory_info_unsupported) return NVML_ERROR_NOT_SUPPORTED;
   if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   memory->total = Spec(s).memory_total;
   memory->reserved = 0;  // the simulator reserves nothing for the driver

@@ -86,9 +86,9 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
   } else if (item.IsMap()) {
     for (auto it = item.begin(); it != item.end(); ++it) {
       std::string k = it->first.as<std::string>();
-      static const char* kKeys[] = {"preset", "count",         "name",          "memory", "sms",
-                                    "uuid",   "pci_bus_id",    "numa",          "minor",  "compute_capability",
-                                    "serial", "power_limit_w", "context_memory"};
+      static const char* kKeys[] = {"preset", "count",         "name",           "memory",     "sms",
+                                    "uuid",   "pci_bus_id",    "numa",           "minor",      "compute_capability",
+                                    "serial", "power_limit_w", "context_memory", "memory_info"};
       bool ok = false;
       for (const char* known : kKeys) ok |= k == known;
       if (!ok) return InvalidArgument(where + ": unknown key '" + k + "'");
@@ -119,6 +119,12 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
       if (!b.ok()) return b.status();
       g.context_memory = *b;
       g.context_memory_set = true;
+    }
+    if (item["memory_info"]) {
+      std::string v = item["memory_info"].as<std::string>();
+      if (v != "supported" && v != "not_supported")
+        return InvalidArgument(where + ".memory_info: '" + v + "' is not supported or not_supported");
+      g.memory_info_unsupported = v == "not_supported";
     }
     if (item["compute_capability"]) {
       std::string cc = item["compute_capability"].as<std::string>();

@@ -34,6 +34,9 @@ struct ScenarioGpu {
   uint32_t minor = 0;
   bool numa_set = false, minor_set = false;  // given in the scenario, not derived
   bool context_memory_set = false;
+  // `memory_info: not_supported`: NVML's memory queries answer NOT_SUPPORTED, as on a
+  // card with unified memory (docs/simulator.md).
+  bool memory_info_unsupported = false;
 };
 
 struct ScenarioFault {

@@ -116,5 +116,18 @@ TEST(Scenario, ErrorsNameTheProblem) {
   EXPECT_LT(tiny->faults[0].at_seconds, 1e-300);
 }
 
+TEST(Scenario, ACardCanAnswerNvmlMemoryQueriesNotSupported) {
+  auto sc = ParseScenario("gpus:\n  - {preset: H100-80GB, memory_info: not_supported}\n  - H100-80GB\n");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_TRUE(sc->gpus[0].memory_info_unsupported);
+  EXPECT_FALSE(sc->gpus[1].memory_info_unsupported);
+  EXPECT_GT(sc->gpus[0].memory_bytes, 0u);  // CUDA still reports the memory
+  auto bad = ParseScenario("gpus: [{preset: T4, memory_info: none}]\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gpus[0].memory_info: 'none' is not supported or not_supported"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace gs::sim

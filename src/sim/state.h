@@ -44,7 +44,9 @@ struct DeviceSpec {
   uint32_t architecture;  // NVML_DEVICE_ARCH_*
   uint32_t power_limit_w;
   uint32_t sm_clock_mhz, mem_clock_mhz;
-  uint32_t reserved0;
+  // 1: NVML's memory queries answer NOT_SUPPORTED, as on cards with unified memory
+  // (the scenario's memory_info: not_supported); CUDA still reports memory_total.
+  uint32_t memory_info_unsupported;
   uint64_t memory_total;    // bytes
   uint64_t context_memory;  // bytes a CUDA context costs on this device
 };
