@@ -34,6 +34,7 @@
 #include "tests/harness.h"
 #include "tests/kubelet_double.h"
 #include "tests/temp_dir.h"
+#include "tests/wait_until.h"
 
 namespace gs::testing {
 namespace {
@@ -126,13 +127,22 @@ class NodeAgentTest : public ::testing::Test {
     agent_.reset();
   }
   int MetricsPort() {
-    for (int i = 0; i < 100; ++i) {
+    int port = -1;
+    WaitUntil([&] {
       std::ifstream in(state_dir_ + "/metrics.port");
-      int port = 0;
-      if (in >> port && port > 0) return port;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
+      return in >> port && port > 0;
+    });
+    return port > 0 ? port : -1;
+  }
+  // The node's hami.io/node-nvidia-register annotation, once the agent has written it.
+  static std::string WaitForRegister(kube::testing::FakeApiServer& api) {
+    std::string reg;
+    WaitUntil([&] {
+      auto n = api.Find("nodes", "", "n1");
+      reg = (*n)["metadata"].value("annotations", nlohmann::json::object()).value("hami.io/node-nvidia-register", "");
+      return !reg.empty();
+    });
+    return reg;
   }
   std::string Metrics() {
     httplib::Client c("127.0.0.1", MetricsPort());
@@ -171,9 +181,7 @@ class NodeAgentTest : public ::testing::Test {
     StopAgent();
     agent_flags_ = std::move(flags);
     StartAgent();
-    for (int i = 0; i < 200 && kubelet_->registrations() == before; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_GT(kubelet_->registrations(), before) << "the agent did not register again";
+    ASSERT_TRUE(WaitUntil([&] { return kubelet_->registrations() > before; })) << "the agent did not register again";
   }
   std::vector<std::string> AllIds() {
     std::vector<std::string> ids;
@@ -263,10 +271,8 @@ TEST_F(NodeAgentTest, AllocatedProcessIsHeldToItsSliceAndShowsInMetrics) {
   ASSERT_TRUE(burn.WaitForOutput("t=2s")) << burn.out();
   // Pod labels come from the agent's periodic pod-resources poll: allow it a few seconds.
   std::string m;
-  for (int i = 0; i < 50 && m.find("pod=\"train-0\"") == std::string::npos; ++i) {
-    m = Metrics();
-    if (m.find("pod=\"train-0\"") == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntil([&] { return (m = Metrics()).find("pod=\"train-0\"") != std::string::npos; }, std::chrono::seconds(5),
+            std::chrono::milliseconds(100));
   EXPECT_NE(
       m.find("gpuslice_slice_memory_used_bytes{namespace=\"ml\",pod=\"train-0\",container=\"main\",uuid=\"" + gpu0),
       std::string::npos)
@@ -319,12 +325,7 @@ TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecide
   std::string card = AllIds().front().substr(0, AllIds().front().find("::"));
 
   // The cards, as the scheduler reads them.
-  std::string reg;
-  for (int i = 0; i < 100 && reg.empty(); ++i) {
-    auto n = api.Find("nodes", "", "n1");
-    reg = (*n)["metadata"].value("annotations", nlohmann::json::object()).value("hami.io/node-nvidia-register", "");
-    if (reg.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  std::string reg = WaitForRegister(api);
   auto cards = nlohmann::json::parse(reg);
   ASSERT_EQ(cards.size(), 2u) << reg;
   EXPECT_EQ(cards[0]["id"], card);
@@ -363,10 +364,9 @@ TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecide
   ASSERT_NE(other, card);
   std::string m;
   std::string limit_key = "gpuslice_slice_memory_limit_bytes{namespace=\"ml\",pod=\"infer\",container=\"c\",uuid=\"";
-  for (int i = 0; i < 50 && m.find(limit_key) == std::string::npos; ++i) {
-    m = Metrics();  // pod labels come from the agent's pod-resources poll
-    if (m.find(limit_key) == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // Pod labels come from the agent's pod-resources poll.
+  WaitUntil([&] { return (m = Metrics()).find(limit_key) != std::string::npos; }, std::chrono::seconds(5),
+            std::chrono::milliseconds(100));
   EXPECT_NE(m.find(limit_key + card + "\",allocation="), std::string::npos) << m;
   EXPECT_EQ(m.find(limit_key + other), std::string::npos) << m;
   auto value_of = [&m](const std::string& prefix) {
@@ -463,8 +463,7 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
   EXPECT_TRUE(std::filesystem::exists(dir_b));
   // Pod b is deleted: its directory goes, a's stays.
   kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}});
-  for (int i = 0; i < 60 && std::filesystem::exists(dir_b); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  WaitUntil([&] { return !std::filesystem::exists(dir_b); }, std::chrono::seconds(6), std::chrono::milliseconds(100));
   EXPECT_TRUE(std::filesystem::exists(dir_a));
   EXPECT_FALSE(std::filesystem::exists(dir_b));
 }
@@ -694,7 +693,7 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   ASSERT_EQ(stat((cards + "/" + gpu0).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0666u);
   Process filler({HostileBin(), "card", cards + "/" + gpu0, "20000", "fill"}, node_->env());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitUntil([&] { return CardFileIsFull(cards + "/" + gpu0); })) << "the filler did not fill the card";
   std::set<std::string> entries;
   auto start = [&](const std::string& id, const std::string& tighter_share) {
     v1beta1::ContainerAllocateResponse resp;
@@ -1417,20 +1416,17 @@ TEST_F(NodeAgentTest, ExcludedCardsAreNotRegisteredAnywhere) {
       {"--exclude-devices", gpu1 + ",7", "--scheduler-decisions", "--node-name", "n1", "--kubeconfig", kubeconfig});
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 4; }, 10000)) << kubelet_->last_error();
   for (const auto& d : kubelet_->devices()) EXPECT_EQ(d.id().rfind(gpu0 + "::", 0), 0u) << d.id();
-  std::string reg;
-  for (int i = 0; i < 100 && reg.empty(); ++i) {
-    auto n = api.Find("nodes", "", "n1");
-    reg = (*n)["metadata"].value("annotations", nlohmann::json::object()).value("hami.io/node-nvidia-register", "");
-    if (reg.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  std::string reg = WaitForRegister(api);
   auto cards = nlohmann::json::parse(reg);
   ASSERT_EQ(cards.size(), 1u) << reg;
   EXPECT_EQ(cards[0]["id"], gpu0);
   std::string names;  // the spec is rewritten just after the agent registers
-  for (int i = 0; i < 50 && (names.empty() || names.find(gpu1) != std::string::npos); ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    names = RunProcess({GpusliceBin(), "cdi", "list", "--spec", node_->root() + "/cdi/gpuslice.json"}).out;
-  }
+  WaitUntil(
+      [&] {
+        names = RunProcess({GpusliceBin(), "cdi", "list", "--spec", node_->root() + "/cdi/gpuslice.json"}).out;
+        return !names.empty() && names.find(gpu1) == std::string::npos;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(100));
   EXPECT_NE(names.find("gpuslice.io/gpu=" + gpu0 + "\n"), std::string::npos) << names;
   EXPECT_EQ(names.find(gpu1), std::string::npos) << names;
   EXPECT_EQ(names.find("gpuslice.io/gpu=1\n"), std::string::npos) << names;
@@ -1485,11 +1481,13 @@ TEST_F(NodeAgentTest, GdrcopyGdsAndMofedNodesGoToContainersWithGpus) {
   EXPECT_EQ(specs["/dev/nvidia-fs0"], node_->root() + "/dev/nvidia-fs0");
   EXPECT_EQ(specs.count("/dev/infiniband/uverbs0"), 0u);
   std::string spec;  // the spec is rewritten just after the agent registers
-  for (int i = 0; i < 50 && spec.find("/dev/nvidia-fs0") == std::string::npos; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto text = ReadFile(node_->root() + "/cdi/gpuslice.json");
-    spec = text.ok() ? *text : "";
-  }
+  WaitUntil(
+      [&] {
+        auto text = ReadFile(node_->root() + "/cdi/gpuslice.json");
+        spec = text.ok() ? *text : "";
+        return spec.find("/dev/nvidia-fs0") != std::string::npos;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(100));
   EXPECT_NE(spec.find("\"path\": \"/dev/nvidia-fs0\""), std::string::npos) << spec;
   EXPECT_NE(spec.find("\"hostPath\": \"" + node_->root() + "/dev/gdrdrv\""), std::string::npos) << spec;
   StopAgent();
