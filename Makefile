@@ -29,6 +29,13 @@ test-sanitize: deps
 	@cmake --build build/ubsan -j $(JOBS) --target unit_tests
 	@cd build/ubsan && ctest -j $(JOBS) --output-on-failure -L unit
 
+# clang-tidy's curated checks (.clang-tidy) over every source in src/, on the release
+# build's compile database; fails naming each finding (tools/check_tidy.sh).
+.PHONY: tidy
+tidy: build
+	@scripts/install-deps.sh tidy
+	@tools/check_tidy.sh $(BUILD)
+
 # The shared-memory protocols under ThreadSanitizer: the container region, the enforcer's
 # books, the host's readers and the simulator's node and timeline, whose tests race threads.
 TSAN_TESTS := region_test turn_test allocations_test host_test sim_core_test

@@ -8,6 +8,7 @@
 #   scripts/install-deps.sh e2e       + what `make e2e` needs: Go (to build Kubernetes v1.20.2 from
 #                                      Debian's source package), etcd, containerd, runc, image tools
 #   scripts/install-deps.sh fuzz      + clang and libFuzzer (`make fuzz`)
+#   scripts/install-deps.sh tidy      + clang-tidy (`make tidy`)
 set -euo pipefail
 what=${1:-build}
 
@@ -20,10 +21,12 @@ e2e_pkgs=(golang-go golang-github-modern-go-reflect2-dev rsync etcd-server conta
   containernetworking-plugins busybox-static umoci skopeo openssl curl)
 
 fuzz_pkgs=(clang libclang-rt-14-dev llvm)
+tidy_pkgs=(clang-tidy)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
 [ "$what" = e2e ] && pkgs+=("${e2e_pkgs[@]}")
 [ "$what" = fuzz ] && pkgs+=("${fuzz_pkgs[@]}")
+[ "$what" = tidy ] && pkgs+=("${tidy_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

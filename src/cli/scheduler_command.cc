@@ -249,7 +249,8 @@ int SchedulerCommand(const std::vector<std::string>& args) {
   };
   Status served = scheduler::Serve(o, stop);
   if (!served.ok()) std::cerr << "gpuslice scheduler: " << served.message() << "\n";
-  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter when Serve ended first
+  // Wakes the waiter (blocked in sigwait for SIGTERM) when Serve ended first; it ends itself.
+  pthread_kill(waiter.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   waiter.join();
   return served.ok() ? 0 : 1;
 }

@@ -23,7 +23,7 @@ TEST(ReadFile, ReadsTheWholeFileBinarySafe) {
 
 TEST(ReadFile, ReadsAnEmptyFileAndProcFiles) {
   testing::TempDir dir("gs-file");
-  std::ofstream(dir.path() + "/empty");
+  { std::ofstream touch(dir.path() + "/empty"); }
   auto empty = ReadFile(dir.path() + "/empty");
   ASSERT_TRUE(empty.ok()) << empty.status().message();
   EXPECT_EQ(*empty, "");

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -43,9 +44,15 @@ Owner OwnerOf(const std::string& dir) {
   char buf[64] = {};
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
   close(fd);
-  long long pid = 0;
-  unsigned long long start = 0;
-  if (n <= 0 || sscanf(buf, "%lld %llu", &pid, &start) != 2 || pid <= 0) return Owner::kUnknown;
+  if (n <= 0) return Owner::kUnknown;
+  // "<pid> <start time>", as ClaimOwner writes it.
+  char* end = nullptr;
+  errno = 0;
+  long long pid = strtoll(buf, &end, 10);
+  if (end == buf || *end != ' ' || errno != 0 || pid <= 0 || pid > INT32_MAX) return Owner::kUnknown;
+  const char* at = end + 1;
+  unsigned long long start = strtoull(at, &end, 10);
+  if (end == at || errno != 0) return Owner::kUnknown;
   return ProcessIsAlive(static_cast<pid_t>(pid), start) ? Owner::kAlive : Owner::kGone;
 }
 

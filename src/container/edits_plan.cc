@@ -25,7 +25,7 @@ Status FillDeviceNumbers(model::DeviceNode* node) {
   node->minor = name == "nvidiactl"          ? 255
                 : name == "nvidia-uvm-tools" ? 1
                 : name == "nvidia-uvm"       ? 0
-                                             : static_cast<unsigned>(atoi(name.c_str() + 6));
+                                             : static_cast<unsigned>(strtoul(name.c_str() + 6, nullptr, 10));
   return Status::Ok();
 }
 

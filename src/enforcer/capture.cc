@@ -71,8 +71,6 @@ void* NextAfter(const void* caller, const char* symbol) {
 
 }  // namespace
 
-extern "C" void* dlvsym(void* handle, const char* symbol, const char* version);
-
 namespace {
 // Our function for a name the program must not get the real one of: the driver entry
 // points we hook, and the dynamic linker's own lookups (through which the real ones could

@@ -48,7 +48,7 @@ std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<Mo
 // of a namespace only after the namespace is gone).
 struct NamespaceId {
   uint64_t dev = 0, ino = 0;
-  auto operator<=>(const NamespaceId&) const = default;
+  auto operator<=>(const NamespaceId&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
 };
 
 // The most of one mountinfo text a reader keeps (a process with millions of mounts).

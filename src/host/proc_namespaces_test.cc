@@ -137,7 +137,7 @@ TEST(ReadPidNamespaces, NamesANestedNamespaceAndEachParentBelowTheReaders) {
     _exit(0);
   }
   close(p[1]);
-  pid_t outer = std::atoi(ReadLine(p[0]).c_str());
+  pid_t outer = static_cast<pid_t>(std::strtol(ReadLine(p[0]).c_str(), nullptr, 10));
   close(p[0]);
   ASSERT_GT(outer, 0);
   pid_t inner = 0;

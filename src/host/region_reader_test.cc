@@ -89,7 +89,7 @@ TEST_F(ContainerRegionTest, RefusesWhatIsNotARegionAndNamesIt) {
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(ContainerRegion::Open(tmp_.path() + "/fifo").ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
-  std::ofstream(tmp_.path() + "/empty");
+  { std::ofstream touch(tmp_.path() + "/empty"); }
   EXPECT_EQ(ContainerRegion::Open(tmp_.path() + "/empty").status().code(), StatusCode::kUnavailable);
   std::ofstream(tmp_.path() + "/short") << "GSREGION";
   auto short_file = ContainerRegion::Open(tmp_.path() + "/short");

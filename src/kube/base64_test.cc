@@ -8,7 +8,7 @@ namespace gs::kube {
 namespace {
 
 TEST(Base64Test, RoundTripsEveryPaddingLength) {
-  for (std::string s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
     auto back = Base64Decode(Base64Encode(s));
     ASSERT_TRUE(back.ok()) << back.status().message();
     EXPECT_EQ(*back, s);

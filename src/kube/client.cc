@@ -194,10 +194,10 @@ StatusOr<std::unique_ptr<Client>> Client::Create(ClientConfig config, ClientOpti
   std::error_code ec;
   for (const std::string* f : {&config.ca_file, &config.cert_file, &config.key_file, &config.token_file})
     if (!f->empty() && !std::filesystem::exists(*f, ec)) return NotFound(config.source + ": " + *f + ": no such file");
-  return std::unique_ptr<Client>(new Client(std::move(config), options));
+  return std::unique_ptr<Client>(new Client(std::move(config), std::move(options)));
 }
 
-Client::Client(ClientConfig config, ClientOptions options) : config_(std::move(config)), options_(options) {}
+Client::Client(ClientConfig config, ClientOptions options) : config_(std::move(config)), options_(std::move(options)) {}
 
 Client::~Client() {
   for (void* h : pool_) curl_easy_cleanup(static_cast<CURL*>(h));

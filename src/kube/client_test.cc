@@ -32,7 +32,7 @@ std::unique_ptr<Client> Connect(const FakeApiServer& api, ClientOptions options 
   ClientConfig c;
   c.server = api.url();
   c.source = "test";
-  auto client = Client::Create(c, options);
+  auto client = Client::Create(c, std::move(options));
   EXPECT_TRUE(client.ok()) << client.status().message();
   return std::move(*client);
 }

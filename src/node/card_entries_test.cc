@@ -28,7 +28,8 @@ class CardEntriesTest : public ::testing::Test {
     fs::create_directories(d);
     return d;
   }
-  std::vector<int> Assign(const std::string& owner, std::vector<std::string> uuids = {"GPU-a"}, int64_t now = 1000) {
+  std::vector<int> Assign(const std::string& owner, const std::vector<std::string>& uuids = {"GPU-a"},
+                          int64_t now = 1000) {
     auto e = AssignCardEntries(cards_, uuids, owner, now);
     EXPECT_TRUE(e.ok()) << e.status().message();
     return e.ok() ? *e : std::vector<int>{};

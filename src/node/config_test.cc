@@ -9,7 +9,7 @@
 namespace gs::node {
 namespace {
 
-StatusOr<Config> Load(std::vector<std::string> args) {
+StatusOr<Config> Load(const std::vector<std::string>& args) {
   std::string usage;
   return LoadConfig(args, &usage);
 }
@@ -45,7 +45,7 @@ TEST(NodeConfig, PrecedenceIsFlagThenEnvironmentThenFile) {
 }
 
 TEST(NodeConfig, BadValuesNameTheFlagAndRange) {
-  auto expect = [](std::vector<std::string> args, const char* fragment) {
+  auto expect = [](const std::vector<std::string>& args, const char* fragment) {
     auto c = Load(args);
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status().message();
@@ -150,7 +150,7 @@ TEST(NodeConfig, HamiDevicePluginSettingsAreFlagsAndKeys) {
 }
 
 TEST(NodeConfig, MalformedHamiSettingsNameTheEntry) {
-  auto expect = [](std::vector<std::string> args, const char* fragment) {
+  auto expect = [](const std::vector<std::string>& args, const char* fragment) {
     auto c = Load(args);
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status().message();

@@ -101,8 +101,8 @@ class FakeHost : public HostProcesses {
  public:
   // A process in mount namespace `mnt` (whose whole table shows `ns_minor`'s tmpfs at the
   // region directory), seeing `own` from its root, in PID namespaces `pid_ns` (own first).
-  void Add(uint32_t pid, uint64_t mnt, std::vector<host::MountEntry> own, std::vector<uint64_t> pid_ns, uint32_t ns_pid,
-           bool agents = false) {
+  void Add(uint32_t pid, uint64_t mnt, std::vector<host::MountEntry> own, const std::vector<uint64_t>& pid_ns,
+           uint32_t ns_pid, bool agents = false) {
     ProcessFacts f;
     f.start_time = 1000 + pid;
     f.mount_namespace = Ns(mnt);

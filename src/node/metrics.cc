@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iterator>
 #include <map>
 #include <sstream>
@@ -174,7 +175,7 @@ unsigned SmUseMeter::Percent(const std::string& key, uint64_t used_ns, int64_t n
   }
   if (now_ns - b.at_ns >= kStepNs) {
     double pct = 100.0 * static_cast<double>(used_ns - b.used_ns) / static_cast<double>(now_ns - b.at_ns);
-    b.percent = static_cast<unsigned>(std::min(100.0, pct) + 0.5);
+    b.percent = static_cast<unsigned>(std::lround(std::min(100.0, pct)));
     b.used_ns = used_ns;
     b.at_ns = now_ns;
   }

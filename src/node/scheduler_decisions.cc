@@ -26,7 +26,7 @@ ApiDecisionSource::~ApiDecisionSource() {
   }
 }
 
-void ApiDecisionSource::StartWatching(std::function<void(const std::string&)> log) {
+void ApiDecisionSource::StartWatching(const std::function<void(const std::string&)>& log) {
   kube::InformerOptions o;
   o.path = "/api/v1/pods";
   o.field_selector = "spec.nodeName=" + node_;

@@ -65,7 +65,7 @@ class ApiDecisionSource : public DecisionSource {
   // a list and the claim: kubelet admits pods one at a time with Allocate inside, so
   // every pod behind waits for it. Without the watch (not started, not synced yet,
   // refused) Claim lists as before. Watch errors go to `log`.
-  void StartWatching(std::function<void(const std::string&)> log);
+  void StartWatching(const std::function<void(const std::string&)>& log);
   bool watching() const;  // the watch has synced: Claim tries its copies first
 
   StatusOr<ClaimedCards> Claim(int cards) override;

@@ -105,7 +105,7 @@ TEST_F(RegionTest, ViewNeverWrapsWhenOverALoweredLimit) {
 
 TEST_F(RegionTest, RacingProcessesNeverOvershoot) {
   Region* r = Open();
-  constexpr uint64_t kLimit = 100 * 1024;
+  constexpr uint64_t kLimit = 100 * 1024ULL;
   constexpr int kProcs = 8;
   pid_t kids[kProcs];
   for (int i = 0; i < kProcs; ++i)
@@ -129,7 +129,7 @@ TEST_F(RegionTest, ExactlyTheLimitIsHandedOutUnderRace) {
   constexpr int kProcs = 6;
   pid_t kids[kProcs];
   for (int i = 0; i < kProcs; ++i)
-    kids[i] = ForkReserver(200, 64 * 1024, [&](uint64_t got) {
+    kids[i] = ForkReserver(200, 64 * 1024ULL, [&](uint64_t got) {
       ssize_t unused = write(pipefd[1], &got, sizeof(got));
       (void)unused;
       pause();  // stay alive: our memory stays counted

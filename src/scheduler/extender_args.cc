@@ -79,12 +79,12 @@ class Scanner {
       if (c == '\\') {
         esc = true;
         if (!Escape()) return false;
-      } else if (c < 0x20) {
-        return false;
-      } else if (c < 0x80) {
+      } else if (c >= 0x80) {
+        if (!Utf8()) return false;
+      } else if (c >= 0x20) {
         ++p_;
-      } else if (!Utf8()) {
-        return false;
+      } else {
+        return false;  // a control character must be escaped
       }
     }
     return false;
@@ -328,7 +328,7 @@ Status ParseExtenderArgs(std::string_view body, ExtenderArgs* out) {
   out->names.clear();
   out->raw.clear();
   out->decoded.clear();
-  const Status not_object = InvalidArgument("ExtenderArgs: not a JSON object");
+  Status not_object = InvalidArgument("ExtenderArgs: not a JSON object");
   Scanner s(body);
   s.SkipBom();
   if (!s.Consume('{')) return not_object;

@@ -12,9 +12,7 @@ struct ExtenderHttpServer::Impl {
 };
 
 ExtenderHttpServer::ExtenderHttpServer(Extender* extender) : impl_(std::make_unique<Impl>()) {
-  auto json_reply = [](httplib::Response& res, std::string body) {
-    res.set_content(std::move(body), "application/json");
-  };
+  auto json_reply = [](httplib::Response& res, const std::string& body) { res.set_content(body, "application/json"); };
   impl_->server.Post(R"((.*/)?filter)", [extender, json_reply](const httplib::Request& req, httplib::Response& res) {
     json_reply(res, extender->Filter(req.body));
   });

@@ -180,7 +180,8 @@ bool FitLoaded(const std::vector<GpuDevice>& gpus, const PodRequest& request, Po
           for (int i : s->candidates)
             if (cards[i].numa == numa && s->chosen.size() - first_chosen < need) s->chosen.push_back(i);
       } else {
-        s->chosen.insert(s->chosen.end(), s->candidates.begin(), s->candidates.begin() + need);
+        s->chosen.insert(s->chosen.end(), s->candidates.begin(),
+                         s->candidates.begin() + static_cast<std::ptrdiff_t>(need));
       }
     }
     if (s->chosen.size() - first_chosen < need) {
@@ -241,8 +242,9 @@ namespace {
 int ScoreSums(int64_t mem, int64_t mem_total, int64_t cores, int64_t cores_total, int64_t slots, int64_t slots_total,
               Policy node_policy) {
   if (mem_total == 0 || cores_total == 0 || slots_total == 0) return 0;
-  double full = (static_cast<double>(mem) / mem_total + static_cast<double>(cores) / cores_total +
-                 static_cast<double>(slots) / slots_total) /
+  double full = (static_cast<double>(mem) / static_cast<double>(mem_total) +
+                 static_cast<double>(cores) / static_cast<double>(cores_total) +
+                 static_cast<double>(slots) / static_cast<double>(slots_total)) /
                 3.0;
   int score = static_cast<int>(std::lround(full * 10.0));
   score = std::clamp(score, 0, 10);

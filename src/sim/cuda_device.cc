@@ -85,7 +85,7 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
   const DeviceSpec& s = Spec(StateIndex(dev));
   const ComputeCapabilityLimits cc = LimitsForComputeCapability(s.cc_major, s.cc_minor);
   unsigned domain = 0, bus = 0, device = 0;
-  sscanf(s.pci_bus_id, "%x:%x:%x", &domain, &bus, &device);
+  ParsePciBusId(s.pci_bus_id, &domain, &bus, &device);
   switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
       *pi = static_cast<int>(s.sm_count);

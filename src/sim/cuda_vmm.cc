@@ -154,8 +154,11 @@ GS_SIM_CUDA(cuMemUnmap)(CUdeviceptr ptr, size_t size) {
   if (first == g_driver->vmm_maps.end() || at != end) return CUDA_ERROR_INVALID_VALUE;
   for (it = first; it != g_driver->vmm_maps.end() && it->first < end;) {
     PhysicalMemory* phys = it->second.first;
-    mmap(reinterpret_cast<void*>(it->first), it->second.second, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    // Unreadable from now on; should that fail, the pages stay readable, but the mapping is
+    // gone from the books either way.
+    void* gone = mmap(reinterpret_cast<void*>(it->first), it->second.second, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    (void)gone;
     g_driver->allocations.erase(it->first);
     it = g_driver->vmm_maps.erase(it);
     --phys->mappings;

@@ -29,7 +29,7 @@ namespace {
 // more connections than this from one process are refused, so no tenant can exhaust the
 // daemon's descriptors.
 constexpr int kMaxConnectionsPerProcess = 8;
-constexpr size_t kMaxConnections = 4 * kMaxProcesses;
+constexpr size_t kMaxConnections = size_t{4} * kMaxProcesses;
 constexpr int kHousekeepingMs = 1000;
 
 using Identity = std::pair<pid_t, uint64_t>;

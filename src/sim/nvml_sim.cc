@@ -61,10 +61,6 @@ nvmlReturn_t CopyString(char* out, unsigned length, const char* value) {
   return NVML_SUCCESS;
 }
 
-unsigned ParsePciBusId(const char* id, unsigned* domain, unsigned* bus, unsigned* device) {
-  return static_cast<unsigned>(sscanf(id, "%x:%x:%x", domain, bus, device));
-}
-
 }  // namespace
 }  // namespace gs::sim
 

@@ -67,7 +67,7 @@ void ReattachIfForked() {
 void ConfigureLogging() {
   SetRawLogPrefix("gpuslice-sim");
   const char* level = getenv("GPUSLICE_SIM_LOG_LEVEL");
-  SetRawLogLevel(level ? atoi(level) : 1);
+  SetRawLogLevel(level ? static_cast<int>(strtol(level, nullptr, 10)) : 1);
 }
 
 // Fills root with our own library's simulated root ("" if not in one).

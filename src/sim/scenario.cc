@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,24 @@
 
 namespace gs::sim {
 namespace {
+
+// Reads "MAJOR.MINOR" (or "MAJOR") of decimal numbers; returns how many it read, in order,
+// and 0 when anything follows them.
+int ParseMajorMinor(const std::string& text, unsigned* major, unsigned* minor) {
+  const char* p = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = strtoul(p, &end, 10);
+  if (end == p || errno != 0 || v > 0xFFFFFFFFul || text[0] == '-' || text[0] == '+') return 0;
+  *major = static_cast<unsigned>(v);
+  if (*end == 0) return 1;
+  if (*end != '.') return 0;
+  const char* q = end + 1;
+  v = strtoul(q, &end, 10);
+  if (end == q || errno != 0 || v > 0xFFFFFFFFul || *end != 0 || *q == '-' || *q == '+') return 0;
+  *minor = static_cast<unsigned>(v);
+  return 2;
+}
 
 // Deterministic UUIDs so a scenario always yields the same cards.
 std::string MakeUuid(uint64_t seed) {
@@ -128,7 +147,7 @@ Status AddGpus(const YAML::Node& item, const std::string& where, std::vector<Sce
     }
     if (item["compute_capability"]) {
       std::string cc = item["compute_capability"].as<std::string>();
-      if (sscanf(cc.c_str(), "%u.%u", &g.cc_major, &g.cc_minor) != 2)
+      if (ParseMajorMinor(cc, &g.cc_major, &g.cc_minor) != 2)
         return InvalidArgument(where + ".compute_capability: '" + cc + "' is not MAJOR.MINOR");
     }
     if (count > 1 && (item["uuid"] || item["pci_bus_id"] || item["minor"]))
@@ -167,8 +186,7 @@ StatusOr<Scenario> ParseScenario(const std::string& yaml_text) {
     if (root["cuda_version"]) {
       std::string v = root["cuda_version"].as<std::string>();
       unsigned major = 0, minor = 0;
-      if (sscanf(v.c_str(), "%u.%u", &major, &minor) < 1)
-        return InvalidArgument("cuda_version: '" + v + "' is not X.Y");
+      if (ParseMajorMinor(v, &major, &minor) < 1) return InvalidArgument("cuda_version: '" + v + "' is not X.Y");
       sc.cuda_version = static_cast<int>(major * 1000 + minor * 10);
     }
     if (root["context_memory"]) {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "src/common/robust_mutex.h"
@@ -63,6 +64,20 @@ void LockState(State* s) {
 
 void UnlockState(State* s) {
   pthread_mutex_unlock(&s->mutex);
+}
+
+int ParsePciBusId(const char* id, unsigned* domain, unsigned* bus, unsigned* device) {
+  unsigned* fields[3] = {domain, bus, device};
+  const char* p = id;
+  for (int i = 0; i < 3; ++i) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long v = strtoul(p, &end, 16);
+    if (end == p || errno != 0 || v > 0xFFFFFFFFul || (i < 2 && *end != ':')) return i;
+    *fields[i] = static_cast<unsigned>(v);
+    p = end + 1;
+  }
+  return 3;
 }
 
 }  // namespace gs::sim

@@ -107,4 +107,8 @@ State* MapState(const char* path, char* err, size_t err_size);
 void LockState(State* s);
 void UnlockState(State* s);
 
+// Reads the domain, bus and device of a PCI bus id ("00000000:1A:00.0", hexadecimal
+// fields); returns how many it read, in order (3 when the id is whole).
+int ParsePciBusId(const char* id, unsigned* domain, unsigned* bus, unsigned* device);
+
 }  // namespace gs::sim

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -14,6 +15,14 @@
 
 namespace gs::kube::testing {
 namespace {
+
+// A query parameter as a whole number; `otherwise` when it is not one.
+int64_t Number(const std::string& text, int64_t otherwise) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  return (errno != 0 || end == text.c_str() || *end != 0) ? otherwise : v;
+}
 
 using nlohmann::json;
 
@@ -116,13 +125,13 @@ struct FakeApiServer::Impl {
 
   void List(const httplib::Request& req, httplib::Response& res, const std::string& kind, const std::string& ns) {
     std::lock_guard<std::mutex> lock(mu);
-    int64_t limit = req.has_param("limit") ? std::atoll(req.get_param_value("limit").c_str()) : 0;
+    int64_t limit = req.has_param("limit") ? Number(req.get_param_value("limit"), 0) : 0;
     std::string after;
     int64_t list_rv = rv;
     if (req.has_param("continue")) {
       std::string token = req.get_param_value("continue");
       size_t colon = token.find(':');
-      list_rv = std::atoll(token.substr(0, colon).c_str());
+      list_rv = Number(token.substr(0, colon), 0);
       after = colon == std::string::npos ? "" : token.substr(colon + 1);
       if (list_rv < compacted) {
         Reply(res, 410, StatusBody(410, "Expired", "The provided continue parameter is too old"));
@@ -169,7 +178,9 @@ struct FakeApiServer::Impl {
       std::lock_guard<std::mutex> lock(mu);
       st->generation = generation;
       st->selector = req.get_param_value("labelSelector");
-      int timeout = req.has_param("timeoutSeconds") ? std::atoi(req.get_param_value("timeoutSeconds").c_str()) : 1800;
+      int timeout = req.has_param("timeoutSeconds")
+                        ? static_cast<int>(Number(req.get_param_value("timeoutSeconds"), 1800))
+                        : 1800;
       st->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
       std::string from = req.get_param_value("resourceVersion");
       if (from.empty() || from == "0") {
@@ -178,7 +189,7 @@ struct FakeApiServer::Impl {
           if ((ns.empty() || Meta(o, "namespace") == ns) && MatchesLabels(o, st->selector))
             st->initial.push_back({{"type", "ADDED"}, {"object", o}});
       } else {
-        st->cursor = std::atoll(from.c_str());
+        st->cursor = Number(from, 0);
         st->expired = st->cursor < compacted;
       }
     }
@@ -301,7 +312,7 @@ struct FakeApiServer::Impl {
   }
 };
 
-FakeApiServer::FakeApiServer(FakeApiOptions options) : impl_(std::make_unique<Impl>()) {
+FakeApiServer::FakeApiServer(const FakeApiOptions& options) : impl_(std::make_unique<Impl>()) {
   tls_ = !options.cert_file.empty();
   if (tls_) {
     impl_->server =

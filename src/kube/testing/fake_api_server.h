@@ -34,7 +34,7 @@ struct SeenRequest {
 
 class FakeApiServer {
  public:
-  explicit FakeApiServer(FakeApiOptions options = {});
+  explicit FakeApiServer(const FakeApiOptions& options = {});
   ~FakeApiServer();
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
