@@ -735,7 +735,47 @@ hami_examples() {
     fail "i10: use-gpuindexes 'first' pod: phase $(phase hami-badindex), '$(pod_scheduled hami-badindex)', $(annotations hami-badindex)"
   fi
   kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
+  hami_exclusions
   hami_quota
+}
+
+# e2e_uuid N: the UUID of simulated card N of this cluster (tests/e2e/cluster.sh).
+e2e_uuid() { printf 'GPU-0e2e0000-0000-4000-8000-%012d' "$1"; }
+
+# i12: cards to avoid by UUID (HAMi's nouse-gpuuuid): every card but one is listed, so
+# the pod can only land on that one. i13: numa-bind with two cards: the simulated node has
+# its first half of cards on NUMA node 0 and the rest on node 1; with the cards left by an
+# index exclusion two on node 0 and one on node 1, only the two on node 0 keep the
+# container on one NUMA node. Run on empty cards (the pods of i1-i10 are gone).
+hami_exclusions() {
+  local keep=3 i nouse="" half=$((gpus / 2)) got indexes
+  for i in $(seq 0 $((gpus - 1))); do [ "$i" = "$keep" ] || nouse="$nouse${nouse:+,}$(e2e_uuid "$i")"; done
+  if hami_run hami-nouuid "nvidia.com/gpu: 1, nvidia.com/gpumem: 1000" "nvidia.com/nouse-gpuuuid: \"$nouse\""; then
+    got=$(card_of hami-nouuid)
+    if [ "$got" = "$(e2e_uuid "$keep")" ]; then
+      pass "i12: nouse-gpuuuid listing every card but $(e2e_uuid "$keep"): placed on it"
+    else
+      fail "i12: nouse-gpuuuid listing every card but $(e2e_uuid "$keep"): placed on '$got'"
+    fi
+  else
+    fail "i12: nouse-gpuuuid pod (above)"
+  fi
+  local left="$((half - 2)) $((half - 1)) $half" skip=""
+  for i in $(seq 0 $((gpus - 1))); do
+    case " $left " in *" $i "*) ;; *) skip="$skip${skip:+,}$i" ;; esac
+  done
+  if hami_run hami-numa "nvidia.com/gpu: 2, nvidia.com/gpumem: 1000" "nvidia.com/nouse-gpuindexes: \"$skip\"" \
+    'nvidia.com/numa-bind: "true"'; then
+    indexes=$(for got in $(cards_of hami-numa); do index_of "$got"; done | sort -n | paste -sd' ')
+    if [ "$indexes" = "$((half - 2)) $((half - 1))" ]; then
+      pass "i13: numa-bind with cards $left left (NUMA 0, 0, 1): placed on indexes $indexes, one NUMA node"
+    else
+      fail "i13: numa-bind with cards $left left: placed on indexes '$indexes', want $((half - 2)) $((half - 1))"
+    fi
+  else
+    fail "i13: numa-bind pod (above)"
+  fi
+  kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
 }
 
 # i11: a ResourceQuota on limits.nvidia.com/gpumem (HAMi's quota on its extended
