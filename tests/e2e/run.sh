@@ -736,11 +736,63 @@ hami_examples() {
   fi
   kubectl delete pods -l batch=hami --wait=true --timeout=120s >/dev/null 2>&1 || true
   hami_exclusions
+  hami_node_policy
   hami_quota
 }
 
 # e2e_uuid N: the UUID of simulated card N of this cluster (tests/e2e/cluster.sh).
 e2e_uuid() { printf 'GPU-0e2e0000-0000-4000-8000-%012d' "$1"; }
+
+# i14: the node-level policy (hami.io/node-scheduler-policy) in the extender's scores. This
+# cluster has one kubelet, so a second Node object without one (e2e-other: the real node's
+# cards under other UUIDs, registered as a node agent registers them) stands beside the
+# real node while a pod holds four whole cards there; the extender, which learns both
+# nodes from the API server, is asked to prioritize the two for a pod with each policy:
+# binpack must score the fuller (real) node higher, spread the emptier one. (kube-scheduler
+# adds its own plugins' scores to the extender's, weight 1, as with HAMi.)
+hami_node_policy() {
+  local other=e2e-other reg fill_ok=1 binpack spread
+  reg=$(kubectl get node "$NODE" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' |
+    sed 's/GPU-0e2e0000/GPU-0e2e0001/g')
+  REG="$reg" OTHER="$other" NOW="$(date '+%Y-%m-%d %H:%M:%S')" python3 -c '
+import json, os
+print(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": os.environ["OTHER"],
+  "labels": {"kubernetes.io/hostname": os.environ["OTHER"], "gpuslice.io/e2e": "no-kubelet"},
+  "annotations": {"hami.io/node-nvidia-register": os.environ["REG"],
+                  "hami.io/node-handshake": "Reported " + os.environ["NOW"]}}}))' >"$D/other-node.json"
+  if [ -z "$reg" ] || ! kubectl create -f "$D/other-node.json" >/dev/null; then
+    fail "i14: could not make the second Node object (register '${reg:0:60}...')"
+    return
+  fi
+  hami_run hami-fill "nvidia.com/gpu: 4, nvidia.com/gpumem-percentage: 100" || fill_ok=0
+  # prioritize POLICY: the extender's scores as "NODE=SCORE NODE=SCORE".
+  prioritize() {
+    POLICY=$1 NODES="$NODE $other" python3 -c '
+import json, os
+pod = {"metadata": {"name": "policy-probe", "namespace": "default", "uid": "e2e-policy-probe-" + os.environ["POLICY"],
+                    "annotations": {"hami.io/node-scheduler-policy": os.environ["POLICY"]}},
+       "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]}}
+print(json.dumps({"Pod": pod, "NodeNames": os.environ["NODES"].split()}))' |
+      curl -sf -X POST -H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:$EXTENDER_PORT/prioritize" |
+      python3 -c 'import json, sys; print(" ".join(h["Host"] + "=" + str(h["Score"]) for h in json.load(sys.stdin)))'
+  }
+  score() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+  # The extender learns the second node from its Node watch: wait until it scores it apart.
+  known() { binpack=$(prioritize binpack) && [ -n "$(score "$binpack" "$other")" ] && [ "$(score "$binpack" "$NODE")" != "$(score "$binpack" "$other")" ]; }
+  if [ "$fill_ok" = 1 ] && poll 30 known; then
+    spread=$(prioritize spread)
+    if [ "$(score "$binpack" "$NODE")" -gt "$(score "$binpack" "$other")" ] &&
+      [ "$(score "$spread" "$other")" -gt "$(score "$spread" "$NODE")" ]; then
+      pass "i14: node-scheduler-policy: binpack scores the fuller node higher ($binpack), spread the emptier ($spread)"
+    else
+      fail "i14: node-scheduler-policy: binpack '$binpack', spread '$spread' (the real node $NODE holds four cards)"
+    fi
+  else
+    fail "i14: node-scheduler-policy: the extender never scored $other apart from $NODE (last: '${binpack:-none}')"
+  fi
+  kubectl delete pod hami-fill --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl delete node "$other" >/dev/null 2>&1 || true
+}
 
 # i12: cards to avoid by UUID (HAMi's nouse-gpuuuid): every card but one is listed, so
 # the pod can only land on that one. i13: numa-bind with two cards: the simulated node has
