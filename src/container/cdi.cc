@@ -143,8 +143,12 @@ StatusOr<nlohmann::json> LoadCdiSpec(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return NotFound("cannot read " + text.status().message());
   try {
-    return path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(*text)
-                                                                      : YamlToJson(YAML::Load(*text));
+    nlohmann::json spec = path.size() > 5 && path.substr(path.size() - 5) == ".json" ? nlohmann::json::parse(*text)
+                                                                                     : YamlToJson(YAML::Load(*text));
+    // A spec is text: YAML lets bytes that are not UTF-8 through, which JSON parsing
+    // refuses and writing the spec back cannot do. dump() throws on them.
+    (void)spec.dump();
+    return spec;
   } catch (const std::exception& e) {
     return InvalidArgument(path + ": " + e.what());
   }

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
+#include "tests/temp_dir.h"
+
 namespace gs::container {
 namespace {
 
@@ -50,6 +55,18 @@ TEST(Cdi, ASpecOfTheWrongShapeIsAnErrorNotACrash) {
             std::string::npos);
   EXPECT_FALSE(names(R"({"cdiVersion":"0.3.0","kind":"a/b","devices":["gpu0"]})").ok());
   EXPECT_EQ(MinimumCdiVersion(nlohmann::json::object()), "0.3.0");
+}
+
+// YAML lets bytes that are not UTF-8 into a string; such a spec is refused, naming the file,
+// as JSON parsing refuses it (the fuzzer found one accepted that could not be written back).
+TEST(Cdi, ASpecWithAStringThatIsNotUtf8IsRefusedNamingTheFile) {
+  gs::testing::TempDir dir("gs-cdi-utf8");
+  const std::string path = dir.path() + "/spec.yaml";
+  std::ofstream(path, std::ios::binary) << "cdiVersion: 0.3.0\nkind: nvidia.com/gpu\nannotations: {by: ab\xff\xfe}\n"
+                                        << "devices: [{name: gpu0, containerEdits: {}}]\n";
+  auto spec = LoadCdiSpec(path);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find(path), std::string::npos) << spec.status().message();
 }
 
 TEST(Cdi, YamlRoundTripsThroughTheSameNames) {
