@@ -5,10 +5,10 @@
 #   tests/gpu/run.sh [BUILD_DIR]
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
-# Runtime on an H100 after the build: about 6 minutes plus the bench (section 1 ~1 min of
-# short probe runs (1 and 6c), section 3 ~30 s, section 4 ~15 s, section 5 ~4 min: 12 workload runs
-# and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch start-up each; section 6
-# ~45 s: four watched 2 GiB slices).
+# Runtime on an H200 (2026-11-26): 400 s with the build and the bench. Section 1 ~1 min of
+# short probe runs, 2b ~15 s, 3 ~1 min, 4 ~15 s, 5 ~4 min (12 workload runs and 2
+# competing rounds of ~8 s timed + ~1 s warm-up + torch start-up each), 6 ~45 s (four
+# watched 2 GiB slices).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build/gpu}
@@ -31,20 +31,30 @@ G=$BUILD/bin/gpuslice P=$BUILD/tests/cuda_probe E=$BUILD/enforcer/libgpuslice.so
 export GPUSLICE_ENFORCER=$E
 region=$(mktemp -d)
 
+# NVML's figure for this process at each "nvml" line, in MiB above the first.
+mib_steps() { awk '/^nvml/ { v = int($NF / 1048576); if (base == "") base = v; printf "%s%d", sep, v - base; sep = " " }'; }
 limited() { env LD_PRELOAD="$E" CUDA_DEVICE_MEMORY_SHARED_CACHE="$region/$1" GPUSLICE_CONTEXT_OVERHEAD=0 "${@:2}"; }
 
-# 1. The limit on every allocation API, through every path to the driver.
+# 1. The limit on every allocation API, through every path to the driver. The slice also
+#    pays for the process's context, charged what NVML says the context added to the
+#    process (docs/enforcer.md): the limits below are that charge, read back through
+#    cuMemGetInfo under a large slice, plus the sizes allocated.
+ctx_mib=$(limited ctx CUDA_DEVICE_MEMORY_LIMIT=64g "$P" init meminfo |
+  awk '/^meminfo/ { printf "%d", ($3 - $2 + 1048575) / 1048576 }')
+echo "a context of cuda_probe is charged ${ctx_mib:-?} MiB"
+case $ctx_mib in '' | *[!0-9]*) bad "context charge: none read back"; ctx_mib=0 ;; esac
 # 1a. Large pieces on the linear-memory paths: 768m, 512m (refused: over 1g), 256m, 2m
 #     (refused: the slice is full to the byte), two frees, then 1g fits again.
 for via in linked dlsym getproc; do
   for kind in mem pitch managed async pool vmm graph; do
-    out=$(limited "r-$via-$kind" CUDA_DEVICE_MEMORY_LIMIT=1g "$P" --via "$via" init alloc "$kind" 768m alloc "$kind" 512m \
+    out=$(limited "r-$via-$kind" CUDA_DEVICE_MEMORY_LIMIT=$((ctx_mib + 1024))m "$P" --via "$via" init alloc "$kind" 768m alloc "$kind" 512m \
       alloc "$kind" 256m alloc "$kind" 2m free free alloc "$kind" 1g 2>&1)
     got=$(grep '^alloc' <<<"$out" | awk '{print $2}' | tr '\n' ' ')
     [ "$got" = "ok err ok err ok " ] && ok "limit $kind via $via" || bad "limit $kind via $via: $got"
   done
 done
-# 1b. Every path, arrays included, filled in 64 MiB pieces under a 512 MiB limit. Arrays
+# 1b. Every path, arrays included, filled in 64 MiB pieces under a 512 MiB limit (plus
+#     the context). Arrays
 #     must stay within the card's texture limits or the driver refuses them for that
 #     reason (on an H100 a 768m 2D array 196608 wide did: the 2D limit is 131072, which
 #     the simulator enforces too); cuda_probe's shapes are 4096 high (2D and mipmap
@@ -62,7 +72,7 @@ for via in linked dlsym getproc; do
     args=(init)
     for ((k = 0; k <= pieces; k++)); do args+=(alloc "$kind" "${piece_mb}m"); done
     args+=(alloc "$kind" 2m free alloc "$kind" "${piece_mb}m" alloc "$kind" 2m)
-    out=$(limited "p-$via-$kind" CUDA_DEVICE_MEMORY_LIMIT=${piece_limit_mb}m "$P" --via "$via" "${args[@]}" 2>&1)
+    out=$(limited "p-$via-$kind" CUDA_DEVICE_MEMORY_LIMIT=$((ctx_mib + piece_limit_mb))m "$P" --via "$via" "${args[@]}" 2>&1)
     got=$(grep '^alloc' <<<"$out" | awk '{ if ($2 == "ok") print "ok"; else if ($3 == "CUDA_ERROR_OUT_OF_MEMORY") print "OOM"; else print $3 }' | tr '\n' ' ')
     granted=$(grep '^alloc' <<<"$out" | awk '$2 != "ok" { exit } { n++ } END { print n + 0 }')
     [ "$got" = "$want" ] && ok "limit $kind via $via in ${piece_mb} MiB pieces: $granted granted under ${piece_limit_mb} MiB, then out of memory" ||
@@ -76,6 +86,39 @@ read -r _ free total devtotal <<<"$(grep ^meminfo <<<"$out")"
 read -r _ ntotal nused nfree _ <<<"$(grep ^nvml <<<"$out")"
 [ "$total" = 4294967296 ] && [ "$devtotal" = 4294967296 ] && [ "$ntotal" = 4294967296 ] &&
   [ $((ntotal - nused)) = "$nfree" ] && ok "views agree ($out)" || bad "views: $out"
+
+# 2b. Driver facts the enforcer and the simulator stand on (docs/measurements/h100-driver.md),
+#     without the enforcer unless named.
+# A VMM handle released while it stays mapped: the mapping keeps the memory on the card
+# until it is unmapped (what the enforcer must keep charged).
+vmm=$("$P" init nvml alloc vmm 256m release nvml free nvml | mib_steps)
+echo "vmm (after init; 256m created and mapped, handle released; unmapped): $vmm MiB"
+if [ "$vmm" = "0 256 0" ]; then ok "a released VMM handle's memory stays until unmapped, as the simulator models it"; else
+  bad "a released VMM handle's memory: '$vmm' MiB, the simulator models '0 256 0'"; fi
+# The deprecated launch entry points the enforcer gates: does this driver still run them?
+for how in culaunch grid gridasync multidev; do
+  got=$("$P" init "$how" 3 1000 sync 2>&1 | awk -v h="$how" '$1 == h { print $2 }')
+  echo "launch path $how on this driver: ${got:-no answer (crashed?)}"
+  [ "$got" = ok ] && ok "$how runs on this driver, as the simulator models it" || bad "$how on this driver: '${got:-?}', the simulator models ok"
+done
+# What the first NVML use costs a process (the enforcer's context charge makes it).
+for k in 1 2 3 4 5; do "$P" init nvmlcost | awk '/^nvmlcost/ { print "nvml first use (us): init " $2 ", handle " $3 ", process list " $4 }'; done
+# A process's start-up to its first context: plain, under the enforcer with a slice, and
+# under gpuslice run with a memory limit and a compute share; mean wall ms of 10 each.
+startup_ms() {
+  local k t0 t1 sum=0
+  for k in 1 2 3 4 5 6 7 8 9 10; do
+    t0=$(date +%s%N)
+    "$@" >/dev/null 2>&1
+    t1=$(date +%s%N)
+    sum=$((sum + t1 - t0))
+  done
+  awk -v s="$sum" 'BEGIN { printf "%.1f", s / 10 / 1e6 }'
+}
+plain=$(startup_ms "$P" init)
+preloaded=$(startup_ms limited startup CUDA_DEVICE_MEMORY_LIMIT=4g "$P" init)
+run=$(startup_ms "$G" run --memory 4g --cores 30 -- "$P" init)
+echo "start-up to a context (mean of 10, ms): plain $plain, enforcer with a 4 GiB slice $preloaded, gpuslice run --memory 4g --cores 30 $run"
 
 # 3. Compute shares (policy force), achieved utilisation from burn's own measurement.
 # Rows of the table printed at the end: workload | asked | achieved | alone rate.
@@ -105,6 +148,15 @@ for us in 5 100 2000; do
     bad "compute share 30% with ${us} us kernels: $held% vs $alone% alone = $rel%"
   row "burn ${us} us kernels (% of alone)" 30 "$rel" "$alone% util"
 done
+# Kernels longer than a turn, competing 30/70 (policy default): 300 ms kernels cannot be
+# preempted by a turn; each tenant's share is its utilisation as burn measures it.
+"$G" run --cores 30 -- "$G" burn --memory 64m --util 100 --seconds 10 --kernel-us 300000 >"$region/long30" &
+"$G" run --cores 70 -- "$G" burn --memory 64m --util 100 --seconds 10 --kernel-us 300000 >"$region/long70"
+wait
+u30=$(burn_util <"$region/long30") u70=$(burn_util <"$region/long70")
+awk -v a="$u30" -v b="$u70" 'BEGIN { exit !(a >= 25 && a <= 35 && b >= 65 && b <= 75) }' &&
+  ok "300 ms kernels competing 30/70: achieved $u30/$u70" || bad "300 ms kernels competing 30/70: achieved $u30/$u70"
+row "burn 300 ms kernels, competing 30/70" "30 / 70" "${u30:-?} / ${u70:-?}" "-"
 # CUDA_TASK_PRIORITY: priority 0 at 30 % against priority 1 at 60 % (policy default).
 "$G" run --cores 60 --policy default --priority 1 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/lo" &
 "$G" run --cores 30 --policy default --priority 0 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/hi"
@@ -237,40 +289,55 @@ else
 fi
 
 # 6b. Pids as the driver sees them (docs/measurements/pids-and-namespaces.md): a process in
-#     a PID namespace of its own holds memory; NVML, asked from outside and from inside a
-#     namespace, must list it by its host pid (NSpid's first field), never by its pid 1.
+#     a PID namespace of its own holds memory. NVML answers in the caller's PID namespace:
+#     from outside it lists the holder by its host pid (NSpid's first field); the holder
+#     finds itself as its own pid 1; from a sibling namespace the holder is not listed (only
+#     the asker, as 1), while the per-process utilisation samples there still carry the
+#     holder's host pid.
 if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
-  unshare --pid --fork --mount-proc "$P" init alloc mem 64m launch 2000 1000000 sleep 3000 >"$region/ns-holder" 2>&1 &
+  unshare --pid --fork --mount-proc "$P" init alloc mem 64m launch 2000 1000000 nvml sleep 3000 >"$region/ns-holder" 2>&1 &
   ns_unshare=$!
   sleep 1.5
   ns_host=$(cat "/proc/$ns_unshare/task/$ns_unshare/children" 2>/dev/null | awk '{ print $1 }')
   ns_pids=$(awk '/^NSpid:/ { $1 = ""; print }' "/proc/${ns_host:-0}/status" 2>/dev/null)
   outside=$("$P" init pids | awk '/^pids/')
-  inside=$(unshare --pid --fork --mount-proc "$P" init pids | awk '/^pids/')
-  samples=$("$P" init pids | awk '/^samplepids/')
+  sibling=$(unshare --pid --fork --mount-proc "$P" init pids)
   wait "$ns_unshare"
-  echo "pids: holder NSpid '$ns_pids'; NVML from outside '$outside', from a namespace '$inside'; samples '$samples'"
-  if [ -n "$ns_host" ] && echo " $outside " | grep -q " $ns_host " && echo " $inside " | grep -q " $ns_host "; then
-    ok "NVML lists a process in its own PID namespace by its host pid $ns_host (NSpid$ns_pids)"
+  self_mib=$(awk '/^nvml/ { print int($NF / 1048576) }' "$region/ns-holder")
+  inside=$(awk '/^pids/' <<<"$sibling") inside_samples=$(awk '/^samplepids/' <<<"$sibling")
+  echo "pids: holder NSpid '$ns_pids' sees itself holding ${self_mib:-?} MiB; NVML from outside '$outside'; from a sibling namespace '$inside', '$inside_samples'"
+  if [ -n "$ns_host" ] && echo " $outside " | grep -q " $ns_host "; then
+    ok "NVML outside lists a process of another PID namespace by its host pid $ns_host (NSpid$ns_pids)"
   else
-    bad "NVML's pids for a process in its own PID namespace (host pid '${ns_host:-?}'): outside '$outside', inside '$inside'"
+    bad "NVML outside does not list the host pid '${ns_host:-?}': '$outside'"
   fi
+  [ "${self_mib:-0}" -ge 64 ] && ok "a process in its own PID namespace finds itself in NVML by its own pid (${self_mib} MiB)" ||
+    bad "a process in its own PID namespace finds '${self_mib:-?}' MiB under its own pid in NVML"
+  [ "$inside" = "pids 1" ] && ok "NVML in a sibling namespace lists only the asker, as pid 1" ||
+    bad "NVML in a sibling namespace lists '$inside', want 'pids 1'"
+  echo " $inside_samples " | grep -q " $ns_host " && ok "NVML's samples in a sibling namespace carry the holder's host pid $ns_host" ||
+    bad "NVML's samples in a sibling namespace: '$inside_samples', want the host pid $ns_host among them"
 else
   echo "SKIP: needs root and unshare --pid: NVML's pids for a process in a PID namespace did NOT run"
 fi
 
 # 6c. What a stream-ordered pool and a graph keep on the card, without the enforcer
-#     (docs/measurements/h100-driver.md, "Pools and graph memory"): NVML's figure for this
-#     process after each step, in MiB above the first. The simulator's model: a pool keeps
-#     freed memory until a synchronize (beyond its release threshold) or a trim; a graph's
-#     memory lives while the graph or an executable of it exists.
-mib_steps() { awk '/^nvml/ { v = int($NF / 1048576); if (base == "") base = v; printf "%s%d", sep, v - base; sep = " " }'; }
+#     (docs/measurements/h200-driver.md, "Graph memory"): NVML's figure for this process after
+#     each step, in MiB above the first. A pool keeps freed memory until a synchronize
+#     (beyond its release threshold) or a trim. A graph's allocation reaches the card at its
+#     first launch, not at instantiation, and stays after the graph and its executable are
+#     destroyed and after cuMemFreeAsync (in the device's graph pool) until
+#     cuDeviceGraphMemTrim; launching it again before it is freed is refused.
 pool=$("$P" init nvml alloc async 256m free nvml sync nvml poolkeep 1g alloc async 256m free sync nvml pooltrim 0 nvml | mib_steps)
 echo "pool (after init; async 256m freed; synchronised; threshold 1g, again freed and synchronised; trimmed): $pool MiB"
 if [ "$pool" = "0 256 0 256 0" ]; then ok "a pool keeps freed memory as the simulator models it"; else bad "a pool keeps '$pool' MiB, the simulator models '0 256 0 256 0'"; fi
-graph=$("$P" init nvml alloc graph 256m graphexec nvml free nvml execfree nvml | mib_steps)
-echo "graph (after init; a 256m alloc node, instantiated; graph destroyed; executable destroyed): $graph MiB"
-if [ "$graph" = "0 256 256 0" ]; then ok "graph memory lives as the simulator models it"; else bad "graph memory '$graph' MiB, the simulator models '0 256 256 0'"; fi
+graph=$("$P" init nvml alloc graph 256m graphexec nvml graphlaunch nvml free nvml execfree nvml graphfree nvml graphtrim nvml | mib_steps)
+echo "graph (after init; a 256m alloc node instantiated; launched; graph destroyed; executable destroyed; freed; trimmed): $graph MiB"
+want_graph="0 0 256 256 256 256 0"
+if [ "$graph" = "$want_graph" ]; then ok "graph memory lives as the simulator models it"; else bad "graph memory '$graph' MiB, the simulator models '$want_graph'"; fi
+again=$("$P" init alloc graph 256m graphexec graphlaunch graphlaunch | awk '/^graphlaunch/ { print $2 }' | tr '\n' ' ')
+[ "$again" = "ok CUDA_ERROR_INVALID_VALUE " ] && ok "a graph whose allocation is not freed cannot launch again" ||
+  bad "a graph launched twice without a free: '$again', want 'ok CUDA_ERROR_INVALID_VALUE '"
 
 # 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi

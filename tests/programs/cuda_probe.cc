@@ -7,12 +7,21 @@
 //   alloc KIND SIZE                KIND: mem pitch managed async pool vmm vmmhost array
 //                                  array3d mipmap graph -> "alloc ok" / "alloc err NAME"
 //   free                           frees the newest allocation
+//   release                        cuMemRelease of the newest VMM allocation's handle while it
+//                                  stays mapped (free then only unmaps) -> "release ok|ERR"
 //   poolkeep SIZE / pooltrim SIZE  the current pool's release threshold / cuMemPoolTrimTo
 //   graphexec / execfree           instantiates the newest allocation's graph (kept) / destroys
 //                                  the newest executable graph -> "graphexec ok|ERR", "execfree ..."
+//   graphlaunch                    launches the newest executable graph and synchronizes
+//   graphfree                      cuMemFreeAsync of the newest graph allocation's pointer (it
+//                                  outlives its graph once launched) and a synchronize
+//   graphtrim                      cuDeviceGraphMemTrim -> "graphtrim ok|ERR"
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   nvmlcost                       the first NVML use of this process, timed: "nvmlcost
+//                                  INIT_US HANDLE_US PROCS_US" (nvmlInit_v2 with the library's
+//                                  load, the handle by UUID, the running-process list)
 //   pids                           "pids PID..." (NVML's running compute processes) and
 //                                  "samplepids PID..." (the pids in NVML's per-process samples)
 //   waitpids MS                    "pids" once NVML lists any process (or MS ms have passed)
@@ -102,7 +111,8 @@ struct Alloc {
   size_t size = 0, map_size = 0;
 };
 std::vector<Alloc> g_allocs;
-std::vector<CUgraphExec> g_execs;  // graphexec: executable graphs, newest last
+std::vector<CUgraphExec> g_execs;       // graphexec: executable graphs, newest last
+std::vector<CUdeviceptr> g_graph_ptrs;  // the pointers graph allocation nodes hand out, newest last
 
 const char kSpinPtx[] =
     ".version 8.0\n.target sm_75\n.address_size 64\n"
@@ -294,6 +304,7 @@ CUresult DoAlloc(const std::string& kind, uint64_t size) {
     p.bytesize = size;
     CUgraphNode node;
     if (rc == CUDA_SUCCESS) rc = c.cuGraphAddMemAllocNode(&node, a.graph, nullptr, 0, &p);
+    if (rc == CUDA_SUCCESS) g_graph_ptrs.push_back(p.dptr);
     if (rc != CUDA_SUCCESS && a.graph) c.cuGraphDestroy(a.graph);
   }
   if (rc == CUDA_SUCCESS) g_allocs.push_back(a);
@@ -307,9 +318,9 @@ CUresult DoFree() {
   if (a->kind == "async" || a->kind == "pool")
     rc = c.cuMemFreeAsync(a->ptr, nullptr);
   else if (a->kind == "vmm" || a->kind == "vmmhost") {
-    c.cuMemUnmap(a->ptr, a->map_size);
+    rc = c.cuMemUnmap(a->ptr, a->map_size);
     c.cuMemAddressFree(a->ptr, a->map_size);
-    rc = c.cuMemRelease(a->vmm);
+    if (a->vmm != 0) rc = c.cuMemRelease(a->vmm);  // 0: released already, while mapped
   } else if (a->kind == "array" || a->kind == "array3d")
     rc = c.cuArrayDestroy(a->array);
   else if (a->kind == "mipmap")
@@ -495,11 +506,49 @@ int main(int argc, char** argv) {
     } else if (cmd == "free") {
       rc = DoFree();
       printf("free %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "release") {
+      Alloc* a = Newest();
+      rc = a == nullptr || a->vmm == 0 ? CUDA_ERROR_INVALID_VALUE : c.cuMemRelease(a->vmm);
+      if (rc == CUDA_SUCCESS) a->vmm = 0;
+      printf("release %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "nvmlcost") {
+      using Clock = std::chrono::steady_clock;
+      auto us = [](Clock::time_point a, Clock::time_point b) {
+        return static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+      };
+      const auto t0 = Clock::now();
+      const bool loaded = gs::platform::LoadNvml("/", &n).ok() && n.nvmlInit_v2() == NVML_SUCCESS;
+      const auto t1 = Clock::now();
+      nvml_ready = loaded;
+      nvmlDevice_t d = loaded ? NvmlDevice() : nullptr;
+      const auto t2 = Clock::now();
+      nvmlProcessInfo_t procs[64];
+      unsigned count = 64;
+      const bool listed = d != nullptr && n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) == NVML_SUCCESS;
+      const auto t3 = Clock::now();
+      if (!listed) {
+        ++failures;
+        printf("nvmlcost unavailable\n");
+      } else {
+        printf("nvmlcost %lld %lld %lld\n", us(t0, t1), us(t1, t2), us(t2, t3));
+      }
     } else if (cmd == "graphexec") {
       Alloc* a = Newest();
       rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE
                                                : c.cuGraphInstantiateWithFlags(&g_execs.emplace_back(), a->graph, 0);
       printf("graphexec %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphlaunch") {
+      rc = g_execs.empty() ? CUDA_ERROR_INVALID_VALUE : c.cuGraphLaunch(g_execs.back(), nullptr);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+      printf("graphlaunch %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphfree") {
+      rc = g_graph_ptrs.empty() ? CUDA_ERROR_INVALID_VALUE : c.cuMemFreeAsync(g_graph_ptrs.back(), nullptr);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+      if (!g_graph_ptrs.empty()) g_graph_ptrs.pop_back();
+      printf("graphfree %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphtrim") {
+      rc = c.cuDeviceGraphMemTrim == nullptr ? CUDA_ERROR_NOT_SUPPORTED : c.cuDeviceGraphMemTrim(g_dev);
+      printf("graphtrim %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "execfree") {
       rc = g_execs.empty() ? CUDA_ERROR_INVALID_VALUE : c.cuGraphExecDestroy(g_execs.back());
       if (!g_execs.empty()) g_execs.pop_back();
