@@ -308,13 +308,11 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
   nvmlProcessInfo_t procs[128];
   unsigned int n = 128;
   if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;
-  // NVML reports the node's pids: ours, unless in a PID namespace (then the node agent's
-  // host pid, once it has written it).
+  // NVML answers in the caller's PID namespace: this process is listed by its own pid,
+  // in a container too (docs/measurements/h200-driver.md, "Pids").
   uint32_t me = static_cast<uint32_t>(getpid());
-  uint32_t host = g_state.slot ? g_state.slot->host_pid.load() : 0;
   for (unsigned i = 0; i < n && i < 128; ++i)
-    if ((procs[i].pid == me || (host && procs[i].pid == host)) &&
-        procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+    if (procs[i].pid == me && procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
       seen[dev].store(true);
       *bytes = procs[i].usedGpuMemory;
       return true;

@@ -12,9 +12,10 @@ namespace region = gs::region;
 
 namespace {
 
-// Keeps the processes of this container (their node-visible pids are in the region) and
-// reports them as the container knows them: by their pids in its namespace, with the
-// memory the region charges them. Other containers' processes are not shown.
+// Keeps the processes of this container and reports each with the memory the region
+// charges it. NVML already lists processes by their pids in the caller's PID namespace
+// (docs/measurements/h200-driver.md, "Pids"), the namespace the container's processes
+// share and claim their region slots under; other containers' processes are not shown.
 template <typename Info>
 nvmlReturn_t FilterProcesses(nvmlDevice_t device, unsigned int* count, Info* infos, nvmlReturn_t rc) {
   int dev = DeviceOfNvml(device);
@@ -23,9 +24,8 @@ nvmlReturn_t FilterProcesses(nvmlDevice_t device, unsigned int* count, Info* inf
   for (unsigned i = 0; i < *count; ++i) {
     for (const auto& slot : g_state.region->procs) {
       uint32_t pid = slot.pid.load();
-      if (pid == 0 || slot.host_pid.load() != infos[i].pid) continue;
+      if (pid == 0 || pid != infos[i].pid) continue;
       Info info = infos[i];
-      info.pid = pid;
       info.usedGpuMemory = slot.memory[dev].load();
       infos[kept++] = info;
       break;

@@ -24,6 +24,7 @@ bool Node::Attach() {
   }
   if (free_slot != nullptr && free_slot->pid.load() == 0) {
     free_slot->start_time = start_time_;
+    free_slot->namespaces = namespaces_;
     for (auto& m : free_slot->memory) m.store(0);
     free_slot->pid.store(static_cast<uint32_t>(pid_));
   }
@@ -131,18 +132,34 @@ unsigned Node::Utilization(int dev) {
   return DeviceUtilization(timeline(dev), state_->timing, clock_->NowNs());
 }
 
+uint32_t Node::SeenPid(const ProcessSlot& slot) const {
+  const uint32_t levels = namespaces_.levels;
+  const uint64_t viewer = levels > 0 && levels <= kMaxPidNamespaceLevels ? namespaces_.ns[levels - 1] : 0;
+  if (viewer == 0 || slot.namespaces.levels == 0) return slot.pid.load();
+  return PidSeenFrom(slot.namespaces, viewer);
+}
+
 int Node::ProcessSamples(int dev, int64_t after_ns, ProcessSample* out, int max) {
-  return sim::ProcessSamples(timeline(dev), state_->timing, clock_->NowNs(), after_ns, out, max);
+  int n = sim::ProcessSamples(timeline(dev), state_->timing, clock_->NowNs(), after_ns, out, max);
+  for (int i = 0; i < n && i < max; ++i) {
+    for (const auto& slot : state_->procs) {
+      if (slot.pid.load() != out[i].pid) continue;
+      if (uint32_t seen = SeenPid(slot)) out[i].pid = seen;
+      break;
+    }
+  }
+  return n;
 }
 
 int Node::RunningProcesses(int dev, ProcessMemory* out, int max) const {
   int n = 0;
   for (const auto& slot : state_->procs) {
-    uint32_t pid = slot.pid.load();
-    if (pid == 0) continue;
+    if (slot.pid.load() == 0) continue;
     uint64_t bytes = slot.memory[dev].load();
     if (bytes == 0) continue;
-    if (n < max) out[n] = {pid, bytes};
+    uint32_t seen = SeenPid(slot);
+    if (seen == 0) continue;
+    if (n < max) out[n] = {seen, bytes};
     ++n;
   }
   return n;

@@ -36,6 +36,10 @@ class Node {
   // In a child forked from the attached process: becomes `pid` and claims a slot of its
   // own, leaving the parent's slot (and what it holds) to the parent. False when full.
   bool ReattachAs(pid_t pid, uint64_t start_time);
+  // This process's pids per PID namespace (src/sim/pid_namespaces.h), before Attach or
+  // ReattachAs: recorded in its slot, and the namespace NVML's answers to it are in (its
+  // own). Without it, answers carry the node's pids.
+  void SetPidNamespaces(const PidNamespaces& mine) { namespaces_ = mine; }
   // The process's pid as the node sees it (src/sim/registration.h), not necessarily getpid().
   pid_t pid() const { return pid_; }
 
@@ -63,6 +67,9 @@ class Node {
 
   // NVML's views, on its sample clock: device utilisation of the last visible period,
   // and per-process samples stamped after `after_ns` (CLOCK_MONOTONIC).
+  // Pids as a real driver gives them (docs/measurements/h200-driver.md, "Pids"): in this
+  // process's namespace. The process list leaves out processes this namespace cannot
+  // see; a sample of such a process carries its node pid.
   unsigned Utilization(int dev);
   int ProcessSamples(int dev, int64_t after_ns, ProcessSample* out, int max);
   // Processes holding memory on the device; fills up to max, returns the total count.
@@ -81,11 +88,14 @@ class Node {
   TenantId me() const { return {pid_, start_time_}; }
   // Frees a slot's memory (state mutex held).
   void FreeSlotLocked(ProcessSlot* slot);
+  // The slot's process's pid in this process's namespace, 0 when it cannot be seen.
+  uint32_t SeenPid(const ProcessSlot& slot) const;
 
   State* state_;
   Clock* clock_;
   pid_t pid_;
   uint64_t start_time_;
+  PidNamespaces namespaces_{};
   ProcessSlot* slot_ = nullptr;
 };
 

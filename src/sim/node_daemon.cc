@@ -65,7 +65,7 @@ void Daemon::Accept(int listen_fd, int epoll_fd) {
     if (fd < 0) return;  // EAGAIN: all taken; anything else: the next event retries
     ucred cred{};
     socklen_t len = sizeof(cred);
-    RegistrationReply reply{kRegistrationMagic, kRegistrationVersion, 0, 0, 0};
+    RegistrationReply reply{kRegistrationMagic, kRegistrationVersion, 0, 0, 0, {}};
     // pid 0: the peer is in a PID namespace this daemon's cannot see into from above.
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
       reply.start_time = ProcessStartTime(cred.pid);
@@ -79,10 +79,16 @@ void Daemon::Accept(int listen_fd, int epoll_fd) {
       continue;
     }
     reply.host_pid = static_cast<uint32_t>(cred.pid);
+    if (!ReadPidNamespaces(cred.pid, &reply.namespaces)) {
+      reply.namespaces = {};
+      reply.namespaces.levels = 1;
+      reply.namespaces.pid[0] = static_cast<uint32_t>(cred.pid);
+      reply.namespaces.ns[0] = OwnPidNamespace();
+    }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
-    // A fresh socket's buffer always takes 24 bytes.
+    // A fresh socket's buffer always takes the whole reply.
     if (write(fd, &reply, sizeof(reply)) != static_cast<ssize_t>(sizeof(reply)) ||
         epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       close(fd);

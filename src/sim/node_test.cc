@@ -183,6 +183,62 @@ TEST_F(NodeTest, TenantsAreKeyedByPidAndStartTime) {
   EXPECT_EQ(b.DoneAt(0, mb), t0 + 20'000'000);
 }
 
+// NVML answers in the caller's PID namespace (docs/measurements/h200-driver.md, "Pids").
+// Namespaces here are inodes: 10 the node's, 100 and 200 two containers'.
+TEST(PidNamespaces, APidIsSeenFromItsOwnNamespaceAndEveryOneAboveOnly) {
+  const PidNamespaces nested{3, {900, 40, 1}, {10, 100, 150}};
+  EXPECT_EQ(PidSeenFrom(nested, 10), 900u);
+  EXPECT_EQ(PidSeenFrom(nested, 100), 40u);
+  EXPECT_EQ(PidSeenFrom(nested, 150), 1u);
+  EXPECT_EQ(PidSeenFrom(nested, 200), 0u);  // a sibling container
+  EXPECT_EQ(PidSeenFrom(nested, 0), 0u);    // an unknown namespace sees nothing
+  const PidNamespaces partly_known{2, {901, 1}, {10, 0}};
+  EXPECT_EQ(PidSeenFrom(partly_known, 10), 901u);
+  EXPECT_EQ(PidSeenFrom(partly_known, 100), 0u);
+}
+
+TEST(PidNamespaces, ThisProcessReadsItsOwnLevels) {
+  PidNamespaces mine;
+  ASSERT_TRUE(ReadPidNamespaces(getpid(), &mine));
+  ASSERT_GE(mine.levels, 1u);
+  EXPECT_EQ(mine.pid[0], static_cast<uint32_t>(getpid()));  // in the reader's namespace: its own
+  EXPECT_EQ(mine.ns[0], OwnPidNamespace());
+  EXPECT_NE(OwnPidNamespace(), 0u);
+  PidNamespaces gone;
+  EXPECT_FALSE(ReadPidNamespaces(0x3fffffff, &gone));
+}
+
+TEST_F(NodeTest, TheProcessListAndSamplesAreInTheCallersNamespace) {
+  Node host(state_.get(), &clock_, 600, 1), in_a(state_.get(), &clock_, 500, 1), in_b(state_.get(), &clock_, 700, 1);
+  host.SetPidNamespaces({1, {600}, {10}});
+  in_a.SetPidNamespaces({2, {500, 1}, {10, 100}});
+  in_b.SetPidNamespaces({2, {700, 1}, {10, 200}});
+  for (Node* n : {&host, &in_a, &in_b}) {
+    ASSERT_TRUE(n->Attach());
+    ASSERT_TRUE(n->Reserve(0, 1ull << 30));
+  }
+  ProcessMemory procs[4];
+  ASSERT_EQ(host.RunningProcesses(0, procs, 4), 3);
+  EXPECT_EQ(procs[0].pid + procs[1].pid + procs[2].pid, 600u + 500u + 700u);
+  ASSERT_EQ(in_a.RunningProcesses(0, procs, 4), 1);  // the other container is left out
+  EXPECT_EQ(procs[0].pid, 1u);
+  EXPECT_EQ(procs[0].bytes, 1ull << 30);
+  // Samples: translated where the caller sees the process, its node pid where it does not.
+  in_a.Enqueue(0, 50'000'000);
+  in_b.Enqueue(0, 50'000'000);
+  clock_.Advance(450'000'000);
+  ProcessSample samples[8];
+  int n = in_a.ProcessSamples(0, 0, samples, 8);
+  ASSERT_GE(n, 2);
+  bool own = false, other = false;
+  for (int i = 0; i < n; ++i) {
+    own |= samples[i].pid == 1;
+    other |= samples[i].pid == 700;
+    EXPECT_TRUE(samples[i].pid == 1 || samples[i].pid == 700) << samples[i].pid;
+  }
+  EXPECT_TRUE(own && other);
+}
+
 TEST_F(NodeTest, AForgottenProcessLosesItsMemoryAndWorkAndOnlyThat) {
   Node a(state_.get(), &clock_, 4001, 7), b(state_.get(), &clock_, 4002, 7);
   ASSERT_TRUE(a.Attach());

@@ -72,6 +72,11 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
   }
   id->pid = static_cast<pid_t>(reply.host_pid);
   id->start_time = reply.start_time;
+  id->namespaces = reply.namespaces;
+  // The daemon may not open our namespace; we always can.
+  const uint32_t own = reply.namespaces.levels;
+  if (own > 0 && own < kMaxPidNamespaceLevels && id->namespaces.ns[own - 1] == 0)
+    id->namespaces.ns[own - 1] = OwnPidNamespace();
   return fd;
 }
 

@@ -5,7 +5,8 @@
 // The node daemon (src/sim/node_daemon.h, started by `gpuslice sim up`) listens on a unix
 // socket beside the state file. A process connects once, at its first cuInit/nvmlInit;
 // the daemon reads the peer's pid with SO_PEERCRED (the kernel translates it into the
-// daemon's namespace) and answers with that pid and the start time from its own /proc.
+// daemon's namespace) and answers with that pid, the start time from its own /proc, and
+// the peer's pid in every PID namespace between the daemon's and its own.
 // The process keeps the connection for its lifetime: when its last connection closes
 // (exit, kill -9, exec), the daemon frees what the process held, as the driver does when
 // a process's file descriptors on its device nodes close.
@@ -18,10 +19,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/sim/pid_namespaces.h"
+
 namespace gs::sim {
 
 inline constexpr uint32_t kRegistrationMagic = 0x47525347;  // "GSRG"
-inline constexpr uint32_t kRegistrationVersion = 1;
+inline constexpr uint32_t kRegistrationVersion = 2;
 // The socket's name, beside the state file (<root>/state, or /var/run/gpuslice-sim/state
 // in a container).
 inline constexpr const char* kDriverSocketName = "driver.sock";
@@ -32,13 +35,15 @@ struct RegistrationReply {
   uint32_t version;
   uint32_t host_pid;  // 0: the daemon could not identify the peer
   uint32_t reserved;
-  uint64_t start_time;  // /proc/<host_pid>/stat field 22, as the daemon read it
+  uint64_t start_time;       // /proc/<host_pid>/stat field 22, as the daemon read it
+  PidNamespaces namespaces;  // the peer's pid in each PID namespace from the daemon's down
 };
-static_assert(sizeof(RegistrationReply) == 24);
+static_assert(sizeof(RegistrationReply) == 24 + sizeof(PidNamespaces));
 
 struct NodeIdentity {
   pid_t pid = 0;  // as the node sees it
   uint64_t start_time = 0;
+  PidNamespaces namespaces{};  // what NVML's answers to and about this process translate by
 };
 
 // Fills `out` with the socket path beside `state_path`. False when it does not fit.

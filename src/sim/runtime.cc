@@ -57,6 +57,7 @@ void ReattachIfForked() {
     g_ready = nullptr;
     return;
   }
+  g_ready->node->SetPidNamespaces(id.namespaces);
   if (!g_ready->node->ReattachAs(id.pid, id.start_time)) {
     GS_LOG(kError, "simulated node has no free process slot for forked child %d (%d in use)", static_cast<int>(id.pid),
            kMaxProcesses);
@@ -172,6 +173,7 @@ void Init() {
   if (!Register(&id)) return;
   static RealClock clock;
   static Node node(s, &clock, id.pid, id.start_time);
+  node.SetPidNamespaces(id.namespaces);
   if (!node.Attach()) {
     GS_LOG(kError, "simulated node %s has no free process slot (%d in use)", state_path, kMaxProcesses);
     return;

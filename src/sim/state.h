@@ -17,12 +17,13 @@
 #include <cstdint>
 
 #include "src/common/contract.h"
+#include "src/sim/pid_namespaces.h"
 #include "src/sim/timeline.h"
 
 namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
-inline constexpr uint32_t kSimAbiMajor = 2;                   // 2: time-sliced timeline
+inline constexpr uint32_t kSimAbiMajor = 3;                   // 3: pids per PID namespace
 inline constexpr uint32_t kSimAbiMinor = 0;
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
@@ -70,6 +71,7 @@ struct ProcessSlot {
   std::atomic<uint32_t> pid;  // 0: free
   uint32_t reserved;
   uint64_t start_time;                        // see common/proc_identity.h
+  PidNamespaces namespaces;                   // its pid in each namespace above it; levels 0: unknown
   std::atomic<uint64_t> memory[kMaxDevices];  // bytes this process holds per device
 };
 
