@@ -2,11 +2,11 @@
 // (tests/programs/hostile_program.cc) against the simulator with the enforcer preloaded:
 // reaching the real driver through dlvsym, loosening the environment, forging the
 // region, forking after joining it, the v1 entry points, context resets, per-context
-// limits, VMM handles released while mapped, threads allocating while the region's lock
-// is held and its totals zeroed, a device renamed in the region to hide memory only NVML
-// sees. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared
-// with other containers cannot kill their programs, nor can one forging it (its priority,
-// the turn, the others' credit, garbage) take their compute share.
+// limits, VMM handles released while mapped, graph memory the driver keeps after its graph,
+// threads allocating while the region's lock is held and its totals zeroed, a device renamed in the region to hide
+// memory only NVML sees. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared with other
+// containers cannot kill their programs, nor can one forging it (its priority, the turn, the others' credit, garbage)
+// take their compute share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
 // figure, docs/measurements/h100-driver.md). Under a 2 GiB slice a program therefore
@@ -219,6 +219,72 @@ TEST(HostileGraph, AGraphDestroyedAfterInstantiationStaysChargedUntilItsExecutab
   EXPECT_EQ(Lines(w.result.out, "graphexec"), std::vector<std::string>{"graphexec ok"}) << w.result.out;
   EXPECT_EQ(Lines(w.result.out, "alloc"),
             (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
+// The driver keeps a launched graph allocation's memory on the card after its executable
+// and graph are destroyed, until the pointer is freed and the device's graph memory
+// trimmed (docs/measurements/h200-driver.md, "Graph memory"): a loop of build, launch,
+// destroy must not put more than the slice on the card.
+TEST(HostileGraph, LaunchedGraphMemoryStaysChargedAfterItsGraphIsDestroyed) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "graph-leak", "64", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Field(w.result, "graph-leak"), kFillUnder2g) << w.result.out;
+  EXPECT_EQ(Filled(w.result), 0);
+  ExpectWithinTwoGiB(w);
+}
+
+// A captured cuMemAllocAsync is a graph allocation node: its memory reaches the card when
+// the graph launches, even when the capture freed it again, so it is the graph's charge
+// from the capture on. Here 16 pieces held at once by each launch, allocated beside.
+TEST(HostileGraph, CapturedAllocationsAreTheGraphsChargeUntilItGoes) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w =
+      Watched(node, {HostileBin(), "init", "graph-capture", "16", "fill", "64", "graph-run", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graph-capture"), std::vector<std::string>{"graph-capture CUDA_SUCCESS"})
+      << w.result.out;
+  EXPECT_EQ(Filled(w.result), kFillUnder2g - 1024) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "graph-run"), std::vector<std::string>{"graph-run CUDA_SUCCESS"}) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
+// Freed, the memory stays on the card in the device's graph memory pool: charged until
+// cuDeviceGraphMemTrim gives it back.
+TEST(HostileGraph, FreedGraphMemoryStaysChargedUntilTheDevicesGraphMemoryIsTrimmed) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {ProbeBin(), "init",      "alloc",     "graph", "1024m", "graphexec", "graphlaunch",
+                            "free",     "execfree",  "graphfree", "alloc", "mem",   "1024m",     "sleep",
+                            "50",       "graphtrim", "alloc",     "mem",   "1024m", "sleep",     "50"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graphlaunch"), std::vector<std::string>{"graphlaunch ok"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "graphtrim"), std::vector<std::string>{"graphtrim ok"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
+// PyTorch's way: a graph that frees its allocation itself, launched again and again, reuses
+// the same memory; it is charged once and the program goes on allocating beside it.
+TEST(HostileGraph, AGraphThatFreesItsMemoryRunsAgainAndAgainWithinItsCharge) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node,
+                     {ProbeBin(), "init", "alloc", "graph", "512m", "graphfreenode", "graphexec", "graphlaunch",
+                      "graphlaunch", "graphlaunch", "alloc", "mem", "512m", "alloc", "mem", "512m", "sleep", "50"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graphlaunch"), std::vector<std::string>(3, "graphlaunch ok")) << w.result.out;
+  // 518 MiB of context and 512 of graph memory leave room for one 512 MiB allocation.
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY"}))
       << w.result.out << w.result.err;
   ExpectWithinTwoGiB(w);
 }

@@ -69,7 +69,8 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
 
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
   SimNode node("context_memory: 0\ngpus: [A100-40GB]\n");
-  for (const char* kind : {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap", "graph"}) {
+  // Graph memory reaches the card at a launch: SimulatorMemory.GraphMemory* below.
+  for (const char* kind : {"mem", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap"}) {
     // A synchronize after the free: stream-ordered frees go back to the card then.
     Result r = RunProcess({ProbeBin(), "init", "alloc", kind, "64m", "nvml", "free", "sync", "nvml"}, node.env());
     ASSERT_EQ(r.code, 0) << kind << ": " << r.err;
@@ -567,6 +568,142 @@ TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
   EXPECT_EQ(Lines(out, "both")[0], "both " + std::to_string(518 * 2 + 1024 + 256)) << out;
   EXPECT_EQ(Lines(out, "destroyed")[0], "destroyed " + std::to_string(518 + 1024)) << out;
   EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;
+}
+
+// A graph allocation node's memory, step by step as measured on the H200
+// (docs/measurements/h200-driver.md, "Graph memory"; the same steps as tests/gpu/run.sh
+// section 6c): nothing at instantiation, on the card from the first launch, kept through
+// the graph's and the executable's destruction and the pointer's free, gone at
+// cuDeviceGraphMemTrim; a second launch before the free is CUDA_ERROR_INVALID_VALUE.
+TEST(SimulatorMemory, GraphMemoryReachesTheCardAtLaunchAndLeavesAtTrim) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "init", "nvml", "alloc", "graph", "256m", "graphexec", "nvml", "graphlaunch",
+                         "nvml", "free", "nvml", "execfree", "nvml", "graphfree", "nvml", "graphtrim", "nvml"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto nv = Lines(r.out, "nvml");
+  ASSERT_EQ(nv.size(), 7u) << r.out;
+  std::vector<uint64_t> mib;
+  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
+  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 256, 256, 256, 0})) << r.out;
+  r = RunProcess({ProbeBin(), "init", "alloc", "graph", "256m", "graphexec", "graphlaunch", "graphlaunch"}, node.env());
+  EXPECT_EQ(Lines(r.out, "graphlaunch"),
+            (std::vector<std::string>{"graphlaunch ok", "graphlaunch CUDA_ERROR_INVALID_VALUE"}))
+      << r.out;
+}
+
+// The device's graph memory pool: what a graph frees stays there and the next launch of
+// any graph takes it before the card; the attributes report it; a launch the card has no
+// room for is refused whole; the end of the context frees everything.
+TEST(SimulatorMemory, GraphMemoryIsPooledReportedRefusedAndFreedWithItsContext) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");  // 15360 MiB
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto create = cu.Cuda<CUresult (*)(CUgraph*, unsigned)>("cuGraphCreate");
+    auto add_alloc =
+        cu.Cuda<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUDA_MEM_ALLOC_NODE_PARAMS*)>(
+            "cuGraphAddMemAllocNode");
+    auto add_free =
+        cu.Cuda<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUdeviceptr)>("cuGraphAddMemFreeNode");
+    auto instantiate = cu.Cuda<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiateWithFlags");
+    auto launch = cu.Cuda<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch");
+    auto get = cu.Cuda<CUresult (*)(CUdevice, CUgraphMem_attribute, void*)>("cuDeviceGetGraphMemAttribute");
+    auto set = cu.Cuda<CUresult (*)(CUdevice, CUgraphMem_attribute, void*)>("cuDeviceSetGraphMemAttribute");
+    auto trim = cu.Cuda<CUresult (*)(CUdevice)>("cuDeviceGraphMemTrim");
+    auto mem_alloc = cu.Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    auto mem_free = cu.Cuda<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
+    if (cu.Init() != CUDA_SUCCESS) return;
+    // A graph of one allocation node of `mib` MiB (and a free node of it when `with_free`),
+    // instantiated with `flags`; its pointer in *ptr.
+    auto build = [&](uint64_t mib, bool with_free, unsigned long long flags, CUdeviceptr* ptr) {
+      CUgraph g = nullptr;
+      CUgraphExec e = nullptr;
+      CUgraphNode n = nullptr, f = nullptr;
+      CUDA_MEM_ALLOC_NODE_PARAMS p{};
+      p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      p.bytesize = mib << 20;
+      CUresult rc = create(&g, 0);
+      if (rc == CUDA_SUCCESS) rc = add_alloc(&n, g, nullptr, 0, &p);
+      if (rc == CUDA_SUCCESS && with_free) rc = add_free(&f, g, &n, 1, p.dptr);
+      if (rc == CUDA_SUCCESS) rc = instantiate(&e, g, flags);
+      *ptr = p.dptr;
+      fprintf(out, "build-rc %d\n", rc);
+      return e;
+    };
+    auto step = [&](const char* name) {
+      cuuint64_t v[4] = {};
+      const CUgraphMem_attribute attrs[4] = {CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+                                             CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                                             CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH};
+      for (int i = 0; i < 4; ++i)
+        if (get(0, attrs[i], &v[i]) != CUDA_SUCCESS) v[i] = 999999ull << 20;
+      fprintf(out, "%s %llu %llu %llu %llu %llu\n", name, static_cast<unsigned long long>(cu.OwnMiB()),
+              static_cast<unsigned long long>(v[0] >> 20), static_cast<unsigned long long>(v[1] >> 20),
+              static_cast<unsigned long long>(v[2] >> 20), static_cast<unsigned long long>(v[3] >> 20));
+    };
+    // Results of several calls on one line, in the order they were made.
+    auto results = [&](const char* name, std::initializer_list<std::function<CUresult()>> calls) {
+      std::string line = name;
+      for (const auto& call : calls) line += " " + std::to_string(call());
+      fprintf(out, "%s\n", line.c_str());
+    };
+    CUdeviceptr a = 0, b = 0, c = 0, d = 0;
+    // PyTorch's way: the free inside the graph, launched again and again.
+    CUgraphExec ea = build(256, true, 0, &a);
+    step("instantiated");
+    auto launch_a = [&] { return launch(ea, nullptr); };
+    results("launch-a", {launch_a, launch_a, launch_a});
+    step("a-launched");
+    // Another graph takes what the pool holds before the card.
+    CUgraphExec eb = build(128, false, 0, &b);
+    auto launch_b = [&] { return launch(eb, nullptr); };
+    results("launch-b", {launch_b, launch_b});
+    step("b-launched");
+    auto free_b = [&] { return mem_free(b); };
+    results("free-b", {free_b, free_b});
+    uint64_t zero = 0, five = 5;
+    results("reset-high", {[&] { return set(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero); },
+                           [&] { return set(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &five); },
+                           [&] { return set(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero); }});
+    step("b-freed");
+    results("trim", {[&] { return trim(0); }, [&] { return trim(7); }});
+    step("trimmed");
+    // The card full but for 256 MiB: a 512 MiB launch is refused, and takes nothing.
+    CUdeviceptr big = 0;
+    fprintf(out, "fill %d\n", mem_alloc(&big, (15360ull - 256) << 20));
+    CUgraphExec ec = build(512, false, 0, &c);
+    fprintf(out, "launch-c %d\n", launch(ec, nullptr));
+    step("c-refused");
+    mem_free(big);
+    fprintf(out, "launch-c %d\n", launch(ec, nullptr));
+    // Auto-free on launch: each launch frees what the one before left allocated.
+    CUgraphExec ed = build(64, false, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, &d);
+    auto launch_d = [&] { return launch(ed, nullptr); };
+    results("launch-d", {launch_d, launch_d});
+    step("c-d-launched");
+    fprintf(out, "reset-rc %d\n", cu.Cuda<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxReset_v2")(0));
+    step("reset");
+  });
+  // Each step: NVML's MiB for the process, then used, used high, reserved, reserved high.
+  EXPECT_EQ(Lines(out, "build-rc"), std::vector<std::string>(4, "build-rc 0")) << out;
+  EXPECT_EQ(Lines(out, "instantiated")[0], "instantiated 0 0 0 0 0") << out;
+  EXPECT_EQ(Lines(out, "launch-a")[0], "launch-a 0 0 0") << out;
+  EXPECT_EQ(Lines(out, "a-launched")[0], "a-launched 256 0 256 256 256") << out;
+  EXPECT_EQ(Lines(out, "launch-b")[0], "launch-b 0 1") << out;  // 1: CUDA_ERROR_INVALID_VALUE
+  EXPECT_EQ(Lines(out, "b-launched")[0], "b-launched 256 128 256 256 256") << out;
+  EXPECT_EQ(Lines(out, "free-b")[0], "free-b 0 1") << out;
+  EXPECT_EQ(Lines(out, "reset-high")[0], "reset-high 0 1 1") << out;
+  EXPECT_EQ(Lines(out, "b-freed")[0], "b-freed 256 0 0 256 256") << out;
+  EXPECT_EQ(Lines(out, "trim")[0], "trim 0 101") << out;  // 101: CUDA_ERROR_INVALID_DEVICE
+  EXPECT_EQ(Lines(out, "trimmed")[0], "trimmed 0 0 0 0 256") << out;
+  EXPECT_EQ(Lines(out, "fill")[0], "fill 0") << out;
+  EXPECT_EQ(Lines(out, "launch-c")[0], "launch-c 2") << out;  // 2: CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Lines(out, "c-refused")[0], "c-refused 15104 0 0 0 256") << out;
+  EXPECT_EQ(Lines(out, "launch-c")[1], "launch-c 0") << out;
+  EXPECT_EQ(Lines(out, "launch-d")[0], "launch-d 0 0") << out;
+  EXPECT_EQ(Lines(out, "c-d-launched")[0], "c-d-launched 576 576 576 576 576") << out;
+  EXPECT_EQ(Lines(out, "reset-rc")[0], "reset-rc 0") << out;
+  EXPECT_EQ(Lines(out, "reset ")[0], "reset 0 0 576 0 576") << out;
 }
 
 // CUDA is not usable in a child forked after the parent initialised it (NVIDIA documents

@@ -93,6 +93,38 @@ uint64_t Allocations::Total(int device) {
   return t;
 }
 
+void GraphMemoryBook::Held(int dev, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_[dev] += bytes;
+}
+
+uint64_t GraphMemoryBook::Trimmed(int dev, uint64_t reserved) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(dev);
+  if (it == held_.end() || it->second <= reserved) return 0;
+  uint64_t back = it->second - reserved;
+  if (reserved == 0)
+    held_.erase(it);
+  else
+    it->second = reserved;
+  return back;
+}
+
+uint64_t GraphMemoryBook::HeldOn(int dev) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(dev);
+  return it == held_.end() ? 0 : it->second;
+}
+
+void GraphMemoryBook::ForgetAll() {
+  held_.clear();
+}
+
+GraphMemoryBook& TheGraphMemoryBook() {
+  static GraphMemoryBook* b = new GraphMemoryBook;  // never destroyed: hooks may run during exit
+  return *b;
+}
+
 Allocations& TheAllocations() {
   static Allocations* a = new Allocations;  // never destroyed: hooks may run during exit
   return *a;

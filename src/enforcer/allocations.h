@@ -13,7 +13,19 @@
 
 namespace gs::enforcer {
 
-enum class HandleKind { kPointer, kArray, kMipmappedArray, kGraph, kModule, kLibrary, kContext, kContextLimit, kCount };
+// kCapture: what a stream capture in progress allocated (by stream), the graph's at its end.
+enum class HandleKind {
+  kPointer,
+  kArray,
+  kMipmappedArray,
+  kGraph,
+  kModule,
+  kLibrary,
+  kContext,
+  kContextLimit,
+  kCapture,
+  kCount
+};
 
 struct Charge {
   int device = -1;
@@ -33,9 +45,11 @@ class Allocations {
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
   void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
-  // Executable graphs. A graph's memory nodes hold their memory while the graph or an
-  // executable made from it exists, so the graph's charge (kGraph) ends with the last of
-  // them: cuGraphDestroy of an instantiated graph returns nothing yet.
+  // Executable graphs. A graph's memory nodes can take their memory while the graph or an
+  // executable made from it exists, so the graph's charge (kGraph) stays until the last of
+  // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge
+  // then passes to the device's graph memory (GraphMemoryBook), which the driver keeps on
+  // the card after the graph.
   void GraphInstantiated(uint64_t exec, uint64_t graph);
   // The graph is destroyed; true, with its charge in *out (taken), when no executable of
   // it is left.
@@ -97,6 +111,36 @@ class PoolBook {
 };
 
 PoolBook& ThePoolBook();
+
+// Graph memory that destroyed graphs may have left on the card. The driver takes a graph
+// allocation node's memory at a launch and keeps it after the executable and the graph are
+// destroyed: while the pointer is unfreed, then in the device's graph memory pool until
+// cuDeviceGraphMemTrim or the end of the context (docs/measurements/h200-driver.md, "Graph
+// memory"). So the charge of a destroyed graph is held here, per device, and goes only when
+// the driver says the device's graph memory holds less (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT):
+// what is held beyond that figure is returned. That keeps the charges of live graphs plus
+// what is held here at least what graphs can put on the card: whatever a destroyed graph
+// left allocated is part of that figure, and a live graph is charged whole until it goes.
+// Thread-safe (one mutex; not on the launch path).
+class GraphMemoryBook {
+ public:
+  // A destroyed graph's charge of `bytes` on device `dev`.
+  void Held(int dev, uint64_t bytes);
+  // The driver says the device's graph memory is `reserved` bytes: what was held on `dev`
+  // beyond that is taken and returned.
+  uint64_t Trimmed(int dev, uint64_t reserved);
+  uint64_t HeldOn(int dev);
+  // fork(): as Allocations.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+  void ForgetAll();
+
+ private:
+  std::mutex mu_;
+  std::map<int, uint64_t> held_;
+};
+
+GraphMemoryBook& TheGraphMemoryBook();
 
 // Physical memory made by cuMemCreate. The driver keeps such an allocation while any
 // handle to it is unreleased or any address range maps it: cuMemRelease of a mapped handle

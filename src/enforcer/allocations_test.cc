@@ -156,6 +156,24 @@ TEST(GraphCharges, TheLastOfTheGraphAndItsExecutablesReturnsTheCharge) {
   EXPECT_EQ(c.bytes, 32 * kMiB);
 }
 
+// Destroyed graphs' charges are held per device and returned only down to what the driver
+// says the device's graph memory holds.
+TEST(GraphMemoryBook, HeldChargesGoOnlyDownToTheDevicesGraphMemory) {
+  GraphMemoryBook b;
+  b.Held(0, 64 * kMiB);
+  b.Held(0, 64 * kMiB);
+  b.Held(1, 32 * kMiB);
+  EXPECT_EQ(b.Trimmed(0, 256 * kMiB), 0u);  // the card holds more: all stays
+  EXPECT_EQ(b.HeldOn(0), 128 * kMiB);
+  EXPECT_EQ(b.Trimmed(0, 96 * kMiB), 32 * kMiB);
+  EXPECT_EQ(b.HeldOn(0), 96 * kMiB);
+  EXPECT_EQ(b.HeldOn(1), 32 * kMiB);  // another device's untouched
+  EXPECT_EQ(b.Trimmed(0, 0), 96 * kMiB);
+  EXPECT_EQ(b.HeldOn(0), 0u);
+  EXPECT_EQ(b.Trimmed(0, 0), 0u);  // once
+  EXPECT_EQ(b.Trimmed(2, 0), 0u);  // never held
+}
+
 // What a pool holds free is taken by its next allocations and returned when the driver
 // says the pool holds less.
 TEST(PoolBook, HeldMemoryIsReusedAndReturnedWhenThePoolShrinks) {

@@ -112,8 +112,10 @@ void BeforeFork() {
   g_reconcile_mu.lock();
   TheAllocations().LockForFork();
   ThePoolBook().LockForFork();
+  TheGraphMemoryBook().LockForFork();
 }
 void AfterForkInParent() {
+  TheGraphMemoryBook().UnlockAfterFork();
   ThePoolBook().UnlockAfterFork();
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
@@ -122,12 +124,14 @@ void AfterForkInParent() {
 void AfterForkInChild() {
   // Nothing the parent holds is the child's: its books start empty, its slot is claimed
   // on its first charge (most children exec at once and never need one).
+  TheGraphMemoryBook().UnlockAfterFork();
   ThePoolBook().UnlockAfterFork();
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
   TheVmmBook().mu().unlock();
   TheAllocations().ForgetAll();
   ThePoolBook().ForgetAll();
+  TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
@@ -194,8 +198,10 @@ bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool
     Reconcile(dev, true);
     if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   }
-  // Pools may have given memory back since their charges were last looked at.
+  // Pools and graph memory may have given memory back since their charges were last
+  // looked at.
   if (RefreshPools(dev) && TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
+  if (RefreshGraphMemory(dev) && TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   char want[32], used[32], lim[32];
   GS_LOG(
       kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
@@ -402,6 +408,34 @@ void PoolDestroyed(uint64_t pool) {
   if (back) Unreserve(dev, back, false);
 }
 
+uint64_t RefreshGraphMemory(int dev) {
+  if (g_cuda.cuDeviceGetGraphMemAttribute == nullptr || TheGraphMemoryBook().HeldOn(dev) == 0) return 0;
+  CUdevice ord = 0;
+  while (ord < 64 && DeviceOfOrdinal(ord) != dev) ++ord;
+  cuuint64_t reserved = 0;
+  if (ord == 64 ||
+      g_cuda.cuDeviceGetGraphMemAttribute(ord, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
+    return 0;  // the figure cannot be had: the charge stays
+  uint64_t back = TheGraphMemoryBook().Trimmed(dev, reserved);
+  if (back) Unreserve(dev, back, false);
+  return back;
+}
+
+void GraphGone(const Charge& c) {
+  if (c.device < 0) return;
+  TheGraphMemoryBook().Held(c.device, c.bytes);
+  RefreshGraphMemory(c.device);  // at once when it never launched, or its memory is gone
+}
+
+void CaptureEnded(uint64_t stream, CUresult rc, uint64_t graph) {
+  Charge c;
+  if (!TheAllocations().Take(HandleKind::kCapture, stream, &c)) return;
+  if (rc == CUDA_SUCCESS && graph != 0)
+    TheAllocations().Accumulate(HandleKind::kGraph, graph, c.device, c.bytes);
+  else
+    Unreserve(c.device, c.bytes, false);  // no graph came of it: nothing can launch
+}
+
 void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
@@ -416,8 +450,9 @@ void ContextGone(int dev, uint64_t ctx) {
       std::lock_guard<std::mutex> lock(g_ctx_mu);
       if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
     }
-    Reconcile(dev, true);  // what the context's libraries held is gone with it
-    RefreshPools(dev);     // and what the device's pools held free
+    Reconcile(dev, true);     // what the context's libraries held is gone with it
+    RefreshPools(dev);        // and what the device's pools held free
+    RefreshGraphMemory(dev);  // and its graph memory
   }
 }
 

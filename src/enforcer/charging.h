@@ -99,6 +99,18 @@ void PoolDestroyed(uint64_t pool);
 // does not see may have given memory back); true when something went back.
 bool RefreshPools(int dev);
 
+// ---- graph memory (GraphMemoryBook, allocations.h) -----------------------------------------
+// A graph and every executable of it are gone: its charge `c` passes to its device's graph
+// memory, which the driver keeps on the card after the graph.
+void GraphGone(const Charge& c);
+// Asks the driver how much graph memory device `dev` holds and returns what the book held
+// beyond that (a trim, the end of a context, a graph that never launched); returns how
+// many bytes went back.
+uint64_t RefreshGraphMemory(int dev);
+// cuStreamEndCapture on `stream` returned rc and `graph`: what the capture allocated
+// (kCapture) becomes that graph's charge, or goes back when no graph came of it.
+void CaptureEnded(uint64_t stream, CUresult rc, uint64_t graph);
+
 // ---- contexts ----------------------------------------------------------------------------
 // A context's own footprint (docs/enforcer.md, "Memory"): what it is expected to take is
 // reserved before the driver is asked (the last footprint this process measured on the

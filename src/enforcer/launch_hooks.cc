@@ -52,11 +52,19 @@ CUresult gs_hook_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const C
                                                   size_t n, CUstreamCaptureMode m) {
   GS_CAPTURE_BEGIN(g_cuda.cuStreamBeginCaptureToGraph_ptsz(s, g, d, e, n, m));
 }
+// What the capture allocated becomes the graph's charge (charging.h, CaptureEnded).
+namespace {
+CUresult EndCapture(CUresult (*real)(CUstream, CUgraph*), CUstream s, CUgraph* g) {
+  CUresult rc = real(s, g);
+  CaptureEnded(reinterpret_cast<uint64_t>(s), rc, rc == CUDA_SUCCESS && g ? reinterpret_cast<uint64_t>(*g) : 0);
+  return rc;
+}
+}  // namespace
 GS_HOOK(cuStreamEndCapture) CUresult gs_hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
-  GS_CAPTURE_END(g_cuda.cuStreamEndCapture(s, g));
+  GS_CAPTURE_END(EndCapture(g_cuda.cuStreamEndCapture, s, g));
 }
 GS_HOOK(cuStreamEndCapture_ptsz) CUresult gs_hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
-  GS_CAPTURE_END(g_cuda.cuStreamEndCapture_ptsz(s, g));
+  GS_CAPTURE_END(EndCapture(g_cuda.cuStreamEndCapture_ptsz, s, g));
 }
 namespace region = gs::region;
 

@@ -744,6 +744,9 @@ __attribute__((constructor)) void RegisterAtFork() {
 void Limiter::CaptureStarted() {
   g_captures.fetch_add(1, std::memory_order_relaxed);
 }
+bool Limiter::AnyCapture() {
+  return g_captures.load(std::memory_order_relaxed) > 0;
+}
 void Limiter::CaptureEnded() {
   int cur = g_captures.load(std::memory_order_relaxed);
   while (cur > 0 && !g_captures.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {

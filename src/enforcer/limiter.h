@@ -38,6 +38,8 @@ class Limiter {
   // Stream captures in progress in this process (launches into them are not gated).
   static void CaptureStarted();
   static void CaptureEnded();
+  // Whether any stream capture may be in progress in this process.
+  static bool AnyCapture();
 };
 
 }  // namespace gs::enforcer

@@ -11,6 +11,7 @@
 #include "src/enforcer/allocations.h"
 #include "src/enforcer/charging.h"
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/limiter.h"
 #include "src/enforcer/limits.h"
 #include "src/platform/cuda_array.h"
 
@@ -177,11 +178,30 @@ CUresult AllocInPool(int dev, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes
   return rc;
 }
 
+bool Capturing(CUstream s) {
+  if (!Limiter::AnyCapture() || g_cuda.cuStreamIsCapturing == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return g_cuda.cuStreamIsCapturing(s, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// An allocation on a capturing stream is a graph allocation node: nothing is taken from a
+// pool now, the graph's launches take it from the device's graph memory. Charged whole to
+// the capture (kCapture, by stream), whose graph takes the charge at cuStreamEndCapture.
+template <typename Call>
+CUresult AllocInCapture(int dev, CUstream s, size_t bytes, const char* api, Call call) {
+  return Charged(dev, Footprint(bytes), api, call, [&](Charge c) {
+    TheAllocations().Accumulate(HandleKind::kCapture, reinterpret_cast<uint64_t>(s), c.device, c.bytes);
+  });
+}
+
 // From the current pool of the stream's device.
 CUresult AllocAsync(AllocAsyncFn real, CUdeviceptr* dptr, size_t bytes, CUstream s) {
   CUdevice ord = 0;
   CUmemoryPool pool = nullptr;
   bool known = OrdinalOfStream(s, &ord);
+  if (Capturing(s))
+    return AllocInCapture(known ? DeviceOfOrdinal(ord) : CurrentDevice(), s, bytes, "cuMemAllocAsync",
+                          [&] { return real(dptr, bytes, s); });
   if (!known || g_cuda.cuDeviceGetMemPool(&pool, ord) != CUDA_SUCCESS) pool = nullptr;
   return AllocInPool(known ? DeviceOfOrdinal(ord) : CurrentDevice(), pool, dptr, bytes, "cuMemAllocAsync",
                      [&] { return real(dptr, bytes, s); });
@@ -190,6 +210,8 @@ CUresult AllocAsync(AllocAsyncFn real, CUdeviceptr* dptr, size_t bytes, CUstream
 CUresult AllocFromPool(AllocFromPoolFn real, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   int dev = DeviceOfPool(pool);
   if (dev < 0) dev = DeviceOfStream(s);
+  if (Capturing(s))
+    return AllocInCapture(dev, s, bytes, "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); });
   return AllocInPool(dev, pool, dptr, bytes, "cuMemAllocFromPoolAsync", [&] { return real(dptr, bytes, pool, s); });
 }
 
@@ -374,7 +396,11 @@ GS_HOOK(cuMipmappedArrayDestroy) CUresult gs_hook_cuMipmappedArrayDestroy(CUmipm
   return rc;
 }
 
-// ---- graph memory nodes: charged from creation until the graph and its executables are gone --
+// ---- graph memory nodes: charged from creation until the memory leaves the card -------------
+// The driver takes a node's memory at a launch; it stays on the card after the graph and its
+// executables are gone, until it is freed and the device's graph memory trimmed. A graph's
+// charge stays while it or an executable of it exists, then passes to the device's graph
+// memory (GraphGone), which returns it once the driver holds less (RefreshGraphMemory).
 
 GS_HOOK(cuGraphAddMemAllocNode)
 CUresult gs_hook_cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* deps,
@@ -395,8 +421,15 @@ GS_HOOK(cuGraphDestroy) CUresult gs_hook_cuGraphDestroy(CUgraph hGraph) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuGraphDestroy(hGraph);
   Charge c;
-  if (rc == CUDA_SUCCESS && TheAllocations().GraphDestroyed(reinterpret_cast<uint64_t>(hGraph), &c))
-    Unreserve(c.device, c.bytes, c.spilled);
+  if (rc == CUDA_SUCCESS && TheAllocations().GraphDestroyed(reinterpret_cast<uint64_t>(hGraph), &c)) GraphGone(c);
+  return rc;
+}
+
+GS_HOOK(cuDeviceGraphMemTrim) CUresult gs_hook_cuDeviceGraphMemTrim(CUdevice device) {
+  GS_NEED_CUDA();
+  if (g_cuda.cuDeviceGraphMemTrim == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult rc = g_cuda.cuDeviceGraphMemTrim(device);
+  if (rc == CUDA_SUCCESS) RefreshGraphMemory(DeviceOfOrdinal(device));
   return rc;
 }
 
@@ -446,7 +479,7 @@ GS_HOOK(cuGraphExecDestroy) CUresult gs_hook_cuGraphExecDestroy(CUgraphExec hGra
   CUresult rc = g_cuda.cuGraphExecDestroy(hGraphExec);
   Charge c;
   if (rc == CUDA_SUCCESS && TheAllocations().GraphExecDestroyed(reinterpret_cast<uint64_t>(hGraphExec), &c))
-    Unreserve(c.device, c.bytes, c.spilled);
+    GraphGone(c);
   return rc;
 }
 

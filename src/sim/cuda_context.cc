@@ -42,7 +42,8 @@ void ReleaseContextAllocations(Context* c) {
       a.pool->used_now -= a.size;
       a.pool->reserved_now -= a.size;
     }
-    if (a.device >= 0) node()->Release(a.device, a.size);
+    // A graph allocation is on the card only while a launch holds it (a.pool set).
+    if (a.device >= 0 && (a.kind != AllocKind::kGraph || a.pool)) node()->Release(a.device, a.size);
     if (a.map_size) munmap(reinterpret_cast<void*>(it->first), a.map_size);
     it = g_driver->allocations.erase(it);
   }
@@ -63,9 +64,11 @@ void ReleaseContextMemory(Context* c) {
   c->stack_bytes = 0;
   ResetLimits(c);
   ReleaseContextAllocations(c);
-  // What the device's pools hold free goes back with the context (the simulator's process
-  // has one context per device at a time; its next one starts with empty pools).
+  // What the device's pools and its graph memory hold free goes back with the context (the
+  // simulator's process has one context per device at a time; its next one starts with
+  // empty pools).
   TrimPool(&g_driver->default_pool[c->device], 0);
+  TrimPool(&g_driver->graph_pool[c->device], 0);
   std::vector<MemPool*> pools;
   {
     std::lock_guard<std::mutex> lock(g_driver->mu);

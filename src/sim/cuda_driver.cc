@@ -95,6 +95,19 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     bool is_host = it->second.kind == AllocKind::kHost;
     if (is_host != host || it->second.kind == AllocKind::kHostRegistered || it->second.kind == AllocKind::kVmm)
       return CUDA_ERROR_INVALID_VALUE;
+    if (it->second.kind == AllocKind::kGraph) {
+      // Graph memory goes back to its device's graph memory pool, still on the card; the
+      // address stays while its graph or an executable of it exists.
+      Allocation& g = it->second;
+      if (g.pool == nullptr) return CUDA_ERROR_INVALID_VALUE;  // no launch allocated it
+      g.pool->used_now -= g.size;
+      g.pool = nullptr;
+      if (g.graph_held) return CUDA_SUCCESS;
+      a = g;
+      g_driver->allocations.erase(it);
+      munmap(reinterpret_cast<void*>(addr), a.map_size);
+      return CUDA_SUCCESS;
+    }
     a = it->second;
     if (a.pool) a.pool->used_now -= a.size;  // stays reserved in the pool (TrimPool)
     g_driver->allocations.erase(it);

@@ -41,6 +41,9 @@ struct Driver {
   Context primary[kMaxDevices];
   MemPool default_pool[kMaxDevices];
   MemPool* current_pool[kMaxDevices] = {};
+  // Each device's graph memory: what graph launches took from the card, kept when freed
+  // until cuDeviceGraphMemTrim or the end of the context (src/sim/cuda_graph.cc).
+  MemPool graph_pool[kMaxDevices];
   std::set<MemPool*> created_pools;  // by cuMemPoolCreate, until destroyed
 };
 
@@ -94,6 +97,9 @@ CUresult CheckDevice(CUdeviceptr p, size_t n);
 // cuMemAllocAsync / cuMemAllocFromPoolAsync on a capturing stream: a graph memory node
 // (src/sim/cuda_graph.cc).
 CUresult AllocInGraphCapture(Stream* st, size_t bytes, CUdeviceptr* dptr);
+// The address of a graph allocation node on device `dev`, recorded as a kGraph allocation
+// that nothing has allocated yet: nothing is charged to the card until a launch.
+CUresult ReserveGraphAddress(int dev, size_t bytes, CUdeviceptr* out);
 
 // ---- streams and time (src/sim/cuda_driver.cc) ------------------------------------------
 

@@ -1,17 +1,32 @@
 // The simulated CUDA driver API, graphs: stream capture, kernel and memory nodes,
-// instantiation, launch.
+// instantiation, launch, and the device's graph memory (trim, attributes).
 // Shared state and helpers: src/sim/cuda_driver.h.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
 
 using namespace gs::sim;  // NOLINT: the definitions below are the C ABI of this library
 
+CUresult gs::sim::ReserveGraphAddress(int dev, size_t bytes, CUdeviceptr* out) {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t map_size = RoundUp(bytes, 4096);
+  void* p = MapLazy(map_size);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation a{bytes, map_size, dev, AllocKind::kGraph, nullptr, CurrentContext()};
+  a.graph_held = true;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  g_driver->allocations[reinterpret_cast<uintptr_t>(p)] = a;
+  *out = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
 CUresult gs::sim::AllocInGraphCapture(Stream* st, size_t bytes, CUdeviceptr* dptr) {
-  // Graph allocations get their address at capture and are charged from then until a
-  // free node runs or the graph is destroyed (the simulator does not defer the charge).
-  CUresult rc = AllocateDevice(st->ctx->device, bytes, AllocKind::kGraph, nullptr, dptr);
+  // A captured allocation is a graph allocation node: its address now, its memory at launch.
+  CUresult rc = ReserveGraphAddress(st->ctx->device, bytes, dptr);
   if (rc != CUDA_SUCCESS) return rc;
   auto n = std::make_unique<GraphNode>();
   n->type = GraphNode::Type::kMemAlloc;
@@ -23,18 +38,68 @@ CUresult gs::sim::AllocInGraphCapture(Stream* st, size_t bytes, CUdeviceptr* dpt
 }
 
 namespace {
-void ReleaseGraphAllocation(Graph* g, CUdeviceptr p) {
-  auto it = std::find(g->owned_allocations.begin(), g->owned_allocations.end(), p);
-  if (it == g->owned_allocations.end()) return;
-  g->owned_allocations.erase(it);
-  FreeAllocation(static_cast<uintptr_t>(p), false);
+// No graph names the address any more: it goes now unless a launch's memory is still
+// allocated there (then it goes when that is freed, FreeAllocation).
+void ForgetGraphAddress(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  auto it = g_driver->allocations.find(static_cast<uintptr_t>(p));
+  if (it == g_driver->allocations.end() || it->second.kind != AllocKind::kGraph) return;  // gone with its context
+  if (it->second.pool) {
+    it->second.graph_held = false;
+    return;
+  }
+  munmap(reinterpret_cast<void*>(it->first), it->second.map_size);
+  g_driver->allocations.erase(it);
 }
 
-// Frees the graph and its memory once neither it nor an executable of it exists.
+// Deletes the graph once neither it nor an executable of it exists.
 void DeleteGraphIfUnused(Graph* g) {
   if (!g->destroyed || g->execs > 0) return;
-  while (!g->owned_allocations.empty()) ReleaseGraphAllocation(g, g->owned_allocations.back());
+  for (CUdeviceptr p : g->owned_allocations) ForgetGraphAddress(p);
   delete g;
+}
+
+// A launch's allocation nodes take their memory, all or none, before anything runs: from
+// what the device's graph memory pool holds free first, the rest from the card. An address
+// whose previous launch's memory is not freed yet is CUDA_ERROR_INVALID_VALUE (measured on
+// the H200: a second launch before the free); a card without room, CUDA_ERROR_OUT_OF_MEMORY.
+CUresult TakeGraphMemory(const std::vector<uintptr_t>& addrs) {
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  std::vector<Allocation*> todo;
+  for (uintptr_t p : addrs) {
+    auto it = g_driver->allocations.find(p);
+    if (it == g_driver->allocations.end() || it->second.kind != AllocKind::kGraph || it->second.pool != nullptr)
+      return CUDA_ERROR_INVALID_VALUE;
+    todo.push_back(&it->second);
+  }
+  std::vector<uint64_t> fresh;  // what each took from the card
+  for (Allocation* a : todo) {
+    MemPool* pool = &g_driver->graph_pool[a->device];
+    uint64_t reused = std::min<uint64_t>(a->size, pool->reserved_now - pool->used_now);
+    uint64_t need = a->size - reused;
+    if (need > 0 && !node()->Reserve(a->device, need)) {
+      for (size_t i = 0; i < fresh.size(); ++i) {  // undo the ones taken
+        Allocation* done = todo[i];
+        done->pool->used_now -= done->size;
+        done->pool->reserved_now -= fresh[i];
+        if (fresh[i]) node()->Release(done->device, fresh[i]);
+        done->pool = nullptr;
+      }
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pool->used_now += a->size;
+    pool->reserved_now += need;
+    pool->used_high = std::max(pool->used_high, pool->used_now);
+    pool->reserved_high = std::max(pool->reserved_high, pool->reserved_now);
+    a->pool = pool;
+    fresh.push_back(need);
+  }
+  return CUDA_SUCCESS;
+}
+
+// The device's graph memory pool, by CUdevice; null for an invalid ordinal.
+MemPool* GraphPool(CUdevice dev) {
+  return ValidOrdinal(dev) ? &g_driver->graph_pool[StateIndex(dev)] : nullptr;
 }
 }  // namespace
 
@@ -112,7 +177,7 @@ GS_SIM_CUDA(cuGraphAddMemAllocNode)
       !ValidOrdinal(nodeParams->poolProps.location.id))
     return CUDA_ERROR_INVALID_VALUE;
   int dev = StateIndex(nodeParams->poolProps.location.id);
-  CUresult rc = AllocateDevice(dev, nodeParams->bytesize, AllocKind::kGraph, nullptr, &nodeParams->dptr);
+  CUresult rc = ReserveGraphAddress(dev, nodeParams->bytesize, &nodeParams->dptr);
   if (rc != CUDA_SUCCESS) return rc;
   auto n = std::make_unique<GraphNode>();
   n->type = GraphNode::Type::kMemAlloc;
@@ -137,7 +202,7 @@ GS_SIM_CUDA(cuGraphAddMemFreeNode)
   return CUDA_SUCCESS;
 }
 
-GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long) {
+GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -148,6 +213,7 @@ GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGrap
       if (CUresult rc = EnsureLoaded(n->fn); rc != CUDA_SUCCESS) return rc;
   auto* e = new GraphExec;
   e->graph = g;
+  e->auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
   ++g->execs;
   for (auto& n : g->nodes) e->nodes.push_back(*n);
   *phGraphExec = reinterpret_cast<CUgraphExec>(e);
@@ -171,6 +237,14 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
   Stream* st = ResolveStream(hStream);
   if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  std::vector<uintptr_t> allocs;
+  for (auto& n : e->nodes)
+    if (n.type == GraphNode::Type::kMemAlloc) allocs.push_back(static_cast<uintptr_t>(n.ptr));
+  if (e->auto_free && !allocs.empty()) {
+    WaitStream(st);
+    for (uintptr_t p : allocs) FreeAllocation(p, false);  // those not allocated: nothing to free
+  }
+  if (CUresult rc = TakeGraphMemory(allocs); rc != CUDA_SUCCESS) return rc;
   for (auto& n : e->nodes) {
     switch (n.type) {
       case GraphNode::Type::kKernel:
@@ -179,8 +253,9 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
           return rc;
         break;
       case GraphNode::Type::kMemFree:
+        // Back to the device's graph memory pool, which keeps it on the card.
         WaitStream(st);
-        ReleaseGraphAllocation(e->graph, n.ptr);
+        FreeAllocation(static_cast<uintptr_t>(n.ptr), false);
         break;
       default:
         break;
@@ -189,3 +264,58 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
   return CUDA_SUCCESS;
 }
 GS_SIM_CUDA_SAME(cuGraphLaunch_ptsz, cuGraphLaunch)
+
+// The device's graph memory pool gives the card back what it holds free.
+GS_SIM_CUDA(cuDeviceGraphMemTrim)(CUdevice device) {
+  GS_REQUIRE_INIT();
+  MemPool* pool = GraphPool(device);
+  if (pool == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  TrimPool(pool, 0);
+  return CUDA_SUCCESS;
+}
+
+// USED: graph memory allocated by launches and not freed; RESERVED: what the graph memory
+// pool holds on the card (that and what it keeps free); HIGH: their watermarks.
+GS_SIM_CUDA(cuDeviceGetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  GS_REQUIRE_INIT();
+  MemPool* pool = GraphPool(device);
+  if (pool == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  cuuint64_t v = 0;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      v = pool->used_now;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      v = pool->used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      v = pool->reserved_now;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      v = pool->reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<cuuint64_t*>(value) = v;
+  return CUDA_SUCCESS;
+}
+
+// Only the watermarks can be set, and only to zero (CUDA documents it): they restart from
+// what is used or reserved now.
+GS_SIM_CUDA(cuDeviceSetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  GS_REQUIRE_INIT();
+  MemPool* pool = GraphPool(device);
+  if (pool == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
+    pool->used_high = pool->used_now;
+  else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+    pool->reserved_high = pool->reserved_now;
+  else
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}

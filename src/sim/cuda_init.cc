@@ -46,6 +46,7 @@ GS_SIM_CUDA(cuInit)(unsigned int Flags) {
       ResetLimits(&driver.primary[d]);
       driver.default_pool[d].device = d;
       driver.current_pool[d] = &driver.default_pool[d];
+      driver.graph_pool[d].device = d;
     }
     for (int i = 0; i < rt->cuda_count; ++i) driver.primary[rt->cuda_devices[i]].ordinal = i;
     g_driver = &driver;

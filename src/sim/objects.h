@@ -111,13 +111,15 @@ struct GraphNode {
   unsigned elem = 1;
 };
 
-// A graph's memory nodes hold their memory while the graph or an executable graph made
-// from it exists: cuGraphDestroy of an instantiated graph leaves it to the executable,
-// which frees it (and the graph) when it is destroyed last (docs/simulator.md).
+// A graph's allocation nodes name addresses reserved when the nodes are made; the memory
+// behind them comes from the card at a launch and goes back to the device's graph memory
+// pool when freed (Allocation, kind kGraph). The graph object lives until it and every
+// executable graph made from it are destroyed; an address whose memory is still allocated
+// then stays valid until it is freed (docs/simulator.md).
 struct Graph {
   int device = -1;
   std::vector<std::unique_ptr<GraphNode>> nodes;
-  std::vector<CUdeviceptr> owned_allocations;  // graph memory not yet freed by a node
+  std::vector<CUdeviceptr> owned_allocations;  // the addresses of its allocation nodes
   int execs = 0;                               // executable graphs made from it that exist
   bool destroyed = false;                      // cuGraphDestroy was called while execs > 0
 };
@@ -125,12 +127,17 @@ struct Graph {
 struct GraphExec {
   Graph* graph = nullptr;
   std::vector<GraphNode> nodes;
+  // CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH: a launch first frees what the
+  // previous one left allocated.
+  bool auto_free = false;
 };
 
 // A stream-ordered memory pool. Memory freed into it stays reserved on the card (the
 // process's NVML figure keeps it) until the pool gives it back: at a synchronize, down to
 // its release threshold; at cuMemPoolTrimTo, down to the size asked; at cuMemPoolDestroy.
-// Allocations take reserved free memory first (docs/simulator.md).
+// Allocations take reserved free memory first (docs/simulator.md). A device's graph
+// memory pool (Driver::graph_pool) is one too: no release threshold, not trimmed at a
+// synchronize, only by cuDeviceGraphMemTrim and with its context.
 struct MemPool {
   int device = 0;
   uint64_t release_threshold = 0;
@@ -167,11 +174,17 @@ struct Allocation {
   size_t map_size = 0;  // bytes mmapped (for munmap); 0 for registered host memory
   int device = -1;      // -1 for host kinds
   AllocKind kind = AllocKind::kDevice;
+  // The pool it came from. A graph allocation (kGraph) names its device's graph memory
+  // pool while a launch has allocated it and it is not freed yet, none otherwise: only
+  // then is it on the card.
   MemPool* pool = nullptr;
   // The context it was made in: destroying or resetting that context frees it, as the
   // driver does (cudaDeviceReset hands the whole card back, docs/measurements/h100-driver.md). Null for
   // VMM and registered host memory, which outlive contexts here.
   const void* ctx = nullptr;
+  // kGraph: a graph or an executable graph still names this address. Once neither does,
+  // the address goes when its memory is freed (at once when it is not allocated).
+  bool graph_held = false;
 };
 
 }  // namespace gs::sim

@@ -16,6 +16,8 @@
 //   graphfree                      cuMemFreeAsync of the newest graph allocation's pointer (it
 //                                  outlives its graph once launched) and a synchronize
 //   graphtrim                      cuDeviceGraphMemTrim -> "graphtrim ok|ERR"
+//   graphfreenode                  adds a free node of the newest graph allocation's pointer
+//                                  to its graph (before graphexec) -> "graphfreenode ok|ERR"
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
@@ -546,6 +548,13 @@ int main(int argc, char** argv) {
       if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
       if (!g_graph_ptrs.empty()) g_graph_ptrs.pop_back();
       printf("graphfree %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphfreenode") {
+      Alloc* a = Newest();
+      CUgraphNode node;
+      rc = a == nullptr || a->graph == nullptr || g_graph_ptrs.empty()
+               ? CUDA_ERROR_INVALID_VALUE
+               : c.cuGraphAddMemFreeNode(&node, a->graph, nullptr, 0, g_graph_ptrs.back());
+      printf("graphfreenode %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "graphtrim") {
       rc = c.cuDeviceGraphMemTrim == nullptr ? CUDA_ERROR_NOT_SUPPORTED : c.cuDeviceGraphMemTrim(g_dev);
       printf("graphtrim %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));

@@ -36,6 +36,16 @@
 //                "modglobal <result>"
 //   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
 //                "room <MiB that fitted>"
+// Graph memory (the driver keeps a launched allocation node's memory on the card after its
+// graph and executable are destroyed, until the pointer is freed and the device's graph
+// memory trimmed):
+//   graph-leak N  N times: a graph of one 64 MiB allocation node on device 0, instantiated,
+//                launched, synchronised, its executable and graph destroyed, the pointer
+//                never freed; stops at the first failure: "graph-leak <MiB launched>"
+//   graph-capture N  captures on a stream of its own N cuMemAllocAsync of 64 MiB, then
+//                their N cuMemFreeAsync (a graph whose launch holds them all at once), and
+//                instantiates it: "graph-capture <result>"
+//   graph-run    launches that executable graph and synchronises: "graph-run <result>"
 // Against the region the container may write (the region's path as argument):
 //   uuid PATH    renames device 0 in the region at PATH to a card that does not exist:
 //                "uuid <result of the write>"
@@ -387,6 +397,76 @@ long Room() {
   return static_cast<long>(got.size()) * 64;
 }
 
+// `pieces` graphs of one 64 MiB allocation node each: instantiated, launched, their
+// executable and graph destroyed, the allocation left unfreed. Returns the MiB launched.
+long GraphLeak(long pieces) {
+  auto create = Get<CUresult (*)(CUgraph*, unsigned)>("cuGraphCreate");
+  auto add_alloc = Get<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUDA_MEM_ALLOC_NODE_PARAMS*)>(
+      "cuGraphAddMemAllocNode");
+  auto instantiate = Get<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiateWithFlags");
+  auto launch = Get<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch");
+  auto sync = Get<CUresult (*)()>("cuCtxSynchronize");
+  auto exec_destroy = Get<CUresult (*)(CUgraphExec)>("cuGraphExecDestroy");
+  auto destroy = Get<CUresult (*)(CUgraph)>("cuGraphDestroy");
+  long launched = 0;
+  for (long k = 0; k < pieces; ++k) {
+    CUgraph g = nullptr;
+    CUgraphExec e = nullptr;
+    CUgraphNode node = nullptr;
+    CUDA_MEM_ALLOC_NODE_PARAMS p{};
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = 0;
+    p.bytesize = 64ull << 20;
+    CUresult rc = create(&g, 0);
+    if (rc == CUDA_SUCCESS) rc = add_alloc(&node, g, nullptr, 0, &p);
+    if (rc == CUDA_SUCCESS) rc = instantiate(&e, g, 0);
+    if (rc == CUDA_SUCCESS) rc = launch(e, nullptr);
+    if (rc == CUDA_SUCCESS) rc = sync();
+    if (e) exec_destroy(e);
+    if (g) destroy(g);
+    if (rc != CUDA_SUCCESS) break;
+    launched += 64;
+  }
+  return launched;
+}
+
+CUgraphExec g_captured = nullptr;
+CUstream g_capture_stream = nullptr;
+
+// A captured graph of `pieces` 64 MiB allocations, all freed at its end, instantiated.
+CUresult GraphCapture(long pieces) {
+  auto stream_create = Get<CUresult (*)(CUstream*, unsigned)>("cuStreamCreate");
+  auto begin = Get<CUresult (*)(CUstream, CUstreamCaptureMode)>("cuStreamBeginCapture_v2");
+  auto end = Get<CUresult (*)(CUstream, CUgraph*)>("cuStreamEndCapture");
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync");
+  auto free_fn = Get<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync");
+  auto instantiate = Get<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiateWithFlags");
+  CUresult rc = stream_create(&g_capture_stream, 0);
+  if (rc == CUDA_SUCCESS) rc = begin(g_capture_stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  if (rc != CUDA_SUCCESS) return rc;
+  std::vector<CUdeviceptr> ptrs;
+  for (long k = 0; k < pieces && rc == CUDA_SUCCESS; ++k) {
+    CUdeviceptr p = 0;
+    rc = alloc(&p, 64ull << 20, g_capture_stream);
+    if (rc == CUDA_SUCCESS) ptrs.push_back(p);
+  }
+  for (CUdeviceptr p : ptrs)
+    if (rc == CUDA_SUCCESS) rc = free_fn(p, g_capture_stream);
+  CUgraph g = nullptr;
+  CUresult end_rc = end(g_capture_stream, &g);
+  if (rc == CUDA_SUCCESS) rc = end_rc;
+  if (rc == CUDA_SUCCESS) rc = instantiate(&g_captured, g, 0);
+  return rc;
+}
+
+CUresult GraphRun() {
+  if (g_captured == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = Get<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch")(g_captured, g_capture_stream);
+  if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUstream)>("cuStreamSynchronize")(g_capture_stream);
+  return rc;
+}
+
 // ---- the region's lock held and its totals zeroed while threads allocate -----------------
 
 long RaceZeroed(const char* path, int threads, size_t mib) {
@@ -566,6 +646,14 @@ int main(int argc, char** argv) {
     } else if (strcmp(step, "vmmpair") == 0) {
       printf("vmmpair %s\n", Name(VmmPair(static_cast<size_t>(atol(arg)) << 20)));
       ++i;
+    } else if (strcmp(step, "graph-leak") == 0) {
+      printf("graph-leak %ld\n", GraphLeak(atol(arg)));
+      ++i;
+    } else if (strcmp(step, "graph-capture") == 0) {
+      printf("graph-capture %s\n", Name(GraphCapture(atol(arg))));
+      ++i;
+    } else if (strcmp(step, "graph-run") == 0) {
+      printf("graph-run %s\n", Name(GraphRun()));
     } else if (strcmp(step, "room") == 0) {
       printf("room %ld\n", Room());
     } else if (strcmp(step, "uuid") == 0) {
