@@ -13,6 +13,7 @@
 #include "src/common/quantity.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/limits.h"
+#include "src/enforcer/nvml_cards.h"
 
 namespace gs::enforcer {
 namespace {
@@ -133,6 +134,7 @@ void AfterForkInChild() {
   ThePoolBook().ForgetAll();
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
+  NvmlCardsAfterForkInChild();
   for (auto* books : {g_own, g_own_spilled, g_unseen})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
@@ -303,14 +305,12 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
   static std::atomic<bool> seen[kMaxDevices];
   if (dev < 0 || dev >= kMaxDevices || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
     return false;
-  static const bool init_ok = g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
-  if (!init_ok) return false;
   // The card as the driver named it when the device was bound: the region's copy of the
   // name is the container's to rewrite, and a name NVML does not know would leave the
   // process unmeasured.
   const char* uuid = g_state.device_uuid[dev];
   nvmlDevice_t device;
-  if (uuid[0] == 0 || g_nvml.nvmlDeviceGetHandleByUUID(uuid, &device) != NVML_SUCCESS) return false;
+  if (uuid[0] == 0 || !NvmlCardByUuid(uuid, &device)) return false;
   nvmlProcessInfo_t procs[128];
   unsigned int n = 128;
   if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;

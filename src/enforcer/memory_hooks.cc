@@ -13,6 +13,7 @@
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limiter.h"
 #include "src/enforcer/limits.h"
+#include "src/enforcer/nvml_cards.h"
 #include "src/platform/cuda_array.h"
 
 namespace gs::enforcer {
@@ -89,6 +90,8 @@ namespace region = gs::region;
 
 GS_HOOK(cuInit) CUresult gs_hook_cuInit(unsigned int Flags) {
   GS_NEED_CUDA();
+  // The first context's charge asks NVML: it starts beside the driver's own start-up.
+  if (g_state.region != nullptr && !g_state.region_refused) StartNvmlInBackground();
   CUresult rc = g_cuda.cuInit(Flags);
   if (rc == CUDA_SUCCESS) MapCudaDevices();
   return rc;
