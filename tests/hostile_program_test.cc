@@ -289,6 +289,39 @@ TEST(HostileGraph, AGraphThatFreesItsMemoryRunsAgainAndAgainWithinItsCharge) {
   ExpectWithinTwoGiB(w);
 }
 
+// cuGraphAddNode makes the same allocation node as cuGraphAddMemAllocNode: its memory
+// stays on the card after the graph, so a loop of build, launch, destroy through it is
+// charged as the other route is. 518 MiB of context and two 512 MiB graphs fill the slice
+// but for 506 MiB: the third node is refused, and so is anything beyond 7 pieces of 64 MiB.
+TEST(HostileGraph, AddNodeAllocationsStayChargedAfterTheirGraphIsDestroyed) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "graph-node-leak", "16", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graph-node-leak"),
+            std::vector<std::string>{"graph-node-leak 1024 CUDA_ERROR_OUT_OF_MEMORY"})
+      << w.result.out;
+  EXPECT_EQ(Filled(w.result), kFillUnder2g - 1024) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
+// CUDA does not clone a graph with memory nodes (CUDA_ERROR_NOT_SUPPORTED, measured on the
+// H200). A loop of clone, instantiate, launch, destroy of a graph with a 512 MiB allocation
+// node gets the driver's refusal through the enforcer, launches nothing, and the refused
+// clones cost the slice nothing: what is left beside the original graph's charge fills.
+TEST(HostileGraph, AGraphWithAnAllocationNodeIsNotClonedAndItsClonesCostNothing) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "graph-clone-leak", "16", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graph-clone-leak"),
+            std::vector<std::string>{"graph-clone-leak 0 CUDA_ERROR_NOT_SUPPORTED"})
+      << w.result.out;
+  // The original graph, destroyed unlaunched, gave its charge back.
+  EXPECT_EQ(Filled(w.result), kFillUnder2g) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
 // A stream-ordered pool keeps what cuMemFreeAsync gives back on the card: until the next
 // synchronize (release threshold 0, the default), or up to its release threshold until a
 // trim. The freed memory stays charged while the pool holds it, and its next allocation

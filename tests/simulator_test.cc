@@ -592,6 +592,128 @@ TEST(SimulatorMemory, GraphMemoryReachesTheCardAtLaunchAndLeavesAtTrim) {
       << r.out;
 }
 
+// cuGraphAddNode's allocation node is cuGraphAddMemAllocNode's: its memory reaches the card
+// at the launch, as the H200 showed (docs/measurements/h200-driver.md, "Graph memory"), and
+// cuGraphClone of a graph with an allocation node is CUDA_ERROR_NOT_SUPPORTED there too.
+TEST(SimulatorMemory, AnAddNodeAllocationReachesTheCardAtLaunchAndItsGraphIsNotCloned) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "init", "nvml", "alloc", "graphnode", "256m", "graphexec", "nvml", "graphlaunch",
+                         "nvml", "graphclone", "graphfree", "graphtrim", "nvml"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto nv = Lines(r.out, "nvml");
+  ASSERT_EQ(nv.size(), 4u) << r.out;
+  std::vector<uint64_t> mib;
+  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
+  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
+  EXPECT_EQ(Lines(r.out, "graphclone"), std::vector<std::string>{"graphclone CUDA_ERROR_NOT_SUPPORTED"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "graphtrim"), std::vector<std::string>{"graphtrim ok"}) << r.out;
+}
+
+// cuGraphAddNode and cuGraphAddNode_v2 make the nodes the simulator's graphs model (empty,
+// memset, allocation, free) and refuse other types; cuGraphClone copies a graph without
+// memory nodes, whose clone runs as the original, and refuses one with any.
+TEST(SimulatorMemory, GraphAddNodeMakesModelledNodesAndCloneCopiesGraphsWithoutMemoryNodes) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto create = cu.Cuda<CUresult (*)(CUgraph*, unsigned)>("cuGraphCreate");
+    auto add =
+        cu.Cuda<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*)>("cuGraphAddNode");
+    auto add_v2 = cu.Cuda<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+                                       CUgraphNodeParams*)>("cuGraphAddNode_v2");
+    auto clone = cu.Cuda<CUresult (*)(CUgraph*, CUgraph)>("cuGraphClone");
+    auto instantiate = cu.Cuda<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiateWithFlags");
+    auto launch = cu.Cuda<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch");
+    auto sync = cu.Cuda<CUresult (*)()>("cuCtxSynchronize");
+    auto get = cu.Cuda<CUresult (*)(CUdevice, CUgraphMem_attribute, void*)>("cuDeviceGetGraphMemAttribute");
+    auto mem_alloc = cu.Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    auto memset8 = cu.Cuda<CUresult (*)(CUdeviceptr, unsigned char, size_t)>("cuMemsetD8_v2");
+    auto dtoh = cu.Cuda<CUresult (*)(void*, CUdeviceptr, size_t)>("cuMemcpyDtoH_v2");
+    if (cu.Init() != CUDA_SUCCESS) return;
+    auto alloc_params = [](uint64_t mib) {
+      CUgraphNodeParams p{};
+      p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+      p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      p.alloc.bytesize = mib << 20;
+      return p;
+    };
+    auto used_mib = [&] {
+      cuuint64_t v = 0;
+      get(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &v);
+      return static_cast<unsigned long long>(v >> 20);
+    };
+    // An allocation node and a free node of it, both by cuGraphAddNode: launched again and
+    // again, each launch gives back what it took.
+    CUgraph g = nullptr, copy = nullptr;
+    CUgraphNode n = nullptr;
+    CUgraphExec e = nullptr;
+    CUgraphNodeParams a = alloc_params(128);
+    CUresult rc = create(&g, 0);
+    if (rc == CUDA_SUCCESS) rc = add(&n, g, nullptr, 0, &a);
+    fprintf(out, "alloc-node %d %d\n", rc, a.alloc.dptr != 0);
+    CUgraphNodeParams f{};
+    f.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    f.free.dptr = a.alloc.dptr;
+    fprintf(out, "free-node %d\n", add_v2(&n, g, &n, nullptr, 1, &f));
+    fprintf(out, "clone-with-memory-nodes %d\n", clone(&copy, g));
+    rc = instantiate(&e, g, 0);
+    for (int i = 0; i < 3 && rc == CUDA_SUCCESS; ++i) rc = launch(e, nullptr);
+    fprintf(out, "launched %d %llu %llu\n", rc, static_cast<unsigned long long>(cu.OwnMiB()), used_mib());
+    // A location that is not a device, a child graph and a host node are refused.
+    CUgraph h = nullptr;
+    create(&h, 0);
+    CUgraphNodeParams host_loc = alloc_params(64);
+    host_loc.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    CUgraphNodeParams child{};
+    child.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    child.graph.graph = g;
+    CUgraphNodeParams host_fn{};
+    host_fn.type = CU_GRAPH_NODE_TYPE_HOST;
+    fprintf(out, "refused %d %d %d\n", add(&n, h, nullptr, 0, &host_loc), add(&n, h, nullptr, 0, &child),
+            add(&n, h, nullptr, 0, &host_fn));
+    // Empty and memset nodes: the clone runs them as the original would.
+    CUdeviceptr buf = 0;
+    rc = mem_alloc(&buf, 4096);
+    if (rc == CUDA_SUCCESS) rc = memset8(buf, 0, 4096);
+    CUgraphNodeParams empty{};
+    empty.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CUgraphNodeParams ms{};
+    ms.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    ms.memset.dst = buf;
+    ms.memset.pitch = 64;
+    ms.memset.value = 0x01020304;
+    ms.memset.elementSize = 4;
+    ms.memset.width = 2;
+    ms.memset.height = 3;
+    if (rc == CUDA_SUCCESS) rc = add(&n, h, nullptr, 0, &empty);
+    if (rc == CUDA_SUCCESS) rc = add_v2(&n, h, &n, nullptr, 1, &ms);
+    fprintf(out, "nodes %d\n", rc);
+    CUgraph hc = nullptr;
+    CUgraphExec ehc = nullptr;
+    rc = clone(&hc, h);
+    ms.memset.elementSize = 3;
+    fprintf(out, "clone %d bad-memset %d\n", rc, add(&n, h, nullptr, 0, &ms));  // the original changes
+    if (rc == CUDA_SUCCESS) rc = instantiate(&ehc, hc, 0);
+    if (rc == CUDA_SUCCESS) rc = launch(ehc, nullptr);
+    if (rc == CUDA_SUCCESS) rc = sync();
+    uint32_t words[64] = {};
+    if (rc == CUDA_SUCCESS) rc = dtoh(words, buf, sizeof(words));
+    std::string set;  // the words the memset wrote
+    for (int i = 0; i < 64; ++i)
+      if (words[i] != 0) set += " " + std::to_string(i) + (words[i] == 0x01020304 ? "" : "?");
+    fprintf(out, "clone-ran %d%s\n", rc, set.c_str());
+  });
+  EXPECT_EQ(Lines(out, "alloc-node")[0], "alloc-node 0 1") << out;
+  EXPECT_EQ(Lines(out, "free-node")[0], "free-node 0") << out;
+  EXPECT_EQ(Lines(out, "clone-with-memory-nodes")[0], "clone-with-memory-nodes 801") << out;  // NOT_SUPPORTED
+  EXPECT_EQ(Lines(out, "launched")[0], "launched 0 128 0") << out;  // on the card, in the graph pool
+  EXPECT_EQ(Lines(out, "refused")[0], "refused 1 801 801") << out;
+  EXPECT_EQ(Lines(out, "nodes")[0], "nodes 0") << out;
+  EXPECT_EQ(Lines(out, "clone ")[0], "clone 0 bad-memset 1") << out;
+  EXPECT_EQ(Lines(out, "clone-ran")[0], "clone-ran 0 0 1 16 17 32 33") << out;  // 2 words in each of 3 rows
+}
+
 // The device's graph memory pool: what a graph frees stays there and the next launch of
 // any graph takes it before the card; the attributes report it; a launch the card has no
 // room for is refused whole; the end of the context frees everything.

@@ -22,6 +22,15 @@ bool Allocations::Take(HandleKind kind, uint64_t handle, Charge* out) {
   return TakeLocked(kind, handle, out);
 }
 
+bool Allocations::Find(HandleKind kind, uint64_t handle, Charge* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = maps_[static_cast<int>(kind)];
+  auto it = m.find(handle);
+  if (it == m.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 bool Allocations::TakeLocked(HandleKind kind, uint64_t handle, Charge* out) {
   auto& m = maps_[static_cast<int>(kind)];
   auto it = m.find(handle);
@@ -60,6 +69,15 @@ bool Allocations::GraphExecDestroyed(uint64_t exec, Charge* out) {
   graph_execs_.erase(graph);
   if (destroyed_graphs_.erase(graph) == 0) return false;
   return TakeLocked(HandleKind::kGraph, graph, out);
+}
+
+void Allocations::GraphMoved(uint64_t child, uint64_t parent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Charge c;
+  if (child == parent || !TakeLocked(HandleKind::kGraph, child, &c)) return;
+  Charge& p = maps_[static_cast<int>(HandleKind::kGraph)][parent];
+  p.device = c.device;
+  p.bytes += c.bytes;
 }
 
 void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices) {

@@ -42,6 +42,8 @@ class Allocations {
   void Accumulate(HandleKind kind, uint64_t handle, int device, uint64_t bytes);
   // Removes and returns the entry; false if unknown (allocated before the enforcer saw it).
   bool Take(HandleKind kind, uint64_t handle, Charge* out);
+  // The entry, left in place; false if unknown.
+  bool Find(HandleKind kind, uint64_t handle, Charge* out);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
   void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
@@ -57,6 +59,9 @@ class Allocations {
   // An executable is destroyed; true, with its graph's charge in *out (taken), when that
   // was the last one of a graph already destroyed.
   bool GraphExecDestroyed(uint64_t exec, Charge* out);
+  // The graph `child` was moved into `parent` as a child graph node, which owns it from
+  // now on: the child's charge, if any, is added to the parent's.
+  void GraphMoved(uint64_t child, uint64_t parent);
   // Total bytes held by this process on a device (for tests and views).
   uint64_t Total(int device);
   // fork(): the child holds none of its parent's allocations. Lock in the parent before

@@ -156,6 +156,27 @@ TEST(GraphCharges, TheLastOfTheGraphAndItsExecutablesReturnsTheCharge) {
   EXPECT_EQ(c.bytes, 32 * kMiB);
 }
 
+// A child graph moved into a parent is owned by it: the child's charge becomes part of the
+// parent's, returned with the parent, never by the child's handle.
+TEST(GraphCharges, AChildGraphMovedIntoAParentBringsItsCharge) {
+  Allocations a;
+  a.Add(HandleKind::kGraph, 20, Charge{0, 64 * kMiB});  // the parent's own node
+  a.Add(HandleKind::kGraph, 21, Charge{0, 32 * kMiB});  // the child's
+  a.GraphMoved(21, 20);
+  Charge c;
+  EXPECT_FALSE(a.Find(HandleKind::kGraph, 21, &c));
+  ASSERT_TRUE(a.Find(HandleKind::kGraph, 20, &c));  // Find leaves it in place
+  EXPECT_EQ(c.bytes, 96 * kMiB);
+  a.GraphInstantiated(200, 20);
+  EXPECT_FALSE(a.GraphDestroyed(20, &c));
+  ASSERT_TRUE(a.GraphExecDestroyed(200, &c));
+  EXPECT_EQ(c.bytes, 96 * kMiB);
+  EXPECT_EQ(a.Total(0), 0u);
+  // A child without a charge, moved into a parent without one: nothing is made up.
+  a.GraphMoved(23, 22);
+  EXPECT_FALSE(a.Find(HandleKind::kGraph, 22, &c));
+}
+
 // Destroyed graphs' charges are held per device and returned only down to what the driver
 // says the device's graph memory holds.
 TEST(GraphMemoryBook, HeldChargesGoOnlyDownToTheDevicesGraphMemory) {

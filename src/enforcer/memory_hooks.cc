@@ -420,6 +420,69 @@ CUresult gs_hook_cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph
       });
 }
 
+namespace {
+// cuGraphAddNode: an allocation node on a device is charged as cuGraphAddMemAllocNode's is.
+// A child graph moved into the graph (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, the only way a
+// graph with memory nodes becomes a child) brings its charge along: the parent owns and
+// destroys it. Other nodes pass through.
+template <typename Call>
+CUresult AddGraphNode(CUgraph graph, const CUgraphNodeParams* p, Call call) {
+  const auto g = reinterpret_cast<uint64_t>(graph);
+  if (p != nullptr && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+      p->alloc.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    return Charged(DeviceOfOrdinal(p->alloc.poolProps.location.id), Footprint(p->alloc.bytesize), "cuGraphAddNode",
+                   call, [&](Charge c) { TheAllocations().Accumulate(HandleKind::kGraph, g, c.device, c.bytes); });
+  }
+  CUresult rc = call();
+  if (rc == CUDA_SUCCESS && p != nullptr && p->type == CU_GRAPH_NODE_TYPE_GRAPH &&
+      p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+    TheAllocations().GraphMoved(reinterpret_cast<uint64_t>(p->graph.graph), g);
+  return rc;
+}
+}  // namespace
+
+GS_HOOK(cuGraphAddNode)
+CUresult gs_hook_cuGraphAddNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* deps, size_t numDeps,
+                                CUgraphNodeParams* nodeParams) {
+  GS_NEED_CUDA();
+  if (g_cuda.cuGraphAddNode == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return AddGraphNode(hGraph, nodeParams,
+                      [&] { return g_cuda.cuGraphAddNode(phGraphNode, hGraph, deps, numDeps, nodeParams); });
+}
+
+GS_HOOK(cuGraphAddNode_v2)
+CUresult gs_hook_cuGraphAddNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* deps,
+                                   const CUgraphEdgeData* edges, size_t numDeps, CUgraphNodeParams* nodeParams) {
+  GS_NEED_CUDA();
+  if (g_cuda.cuGraphAddNode_v2 == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return AddGraphNode(hGraph, nodeParams,
+                      [&] { return g_cuda.cuGraphAddNode_v2(phGraphNode, hGraph, deps, edges, numDeps, nodeParams); });
+}
+
+// A clone's allocation nodes would be allocations of their own: the clone is charged what
+// the original graph is, as a graph of its own. CUDA refuses to clone a graph with memory
+// nodes (CUDA_ERROR_NOT_SUPPORTED, measured on the H200), so usually nothing is charged.
+// Nothing reaches the card before a launch, so the charge is made after the driver's clone,
+// which is destroyed again when the charge does not fit.
+GS_HOOK(cuGraphClone) CUresult gs_hook_cuGraphClone(CUgraph* phGraphClone, CUgraph originalGraph) {
+  GS_NEED_CUDA();
+  if (g_cuda.cuGraphClone == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult rc = g_cuda.cuGraphClone(phGraphClone, originalGraph);
+  Charge c;
+  if (rc != CUDA_SUCCESS || phGraphClone == nullptr ||
+      !TheAllocations().Find(HandleKind::kGraph, reinterpret_cast<uint64_t>(originalGraph), &c) || c.bytes == 0)
+    return rc;
+  DeviceCheck check = CheckDevice(c.device);
+  if (check == DeviceCheck::kPass) return rc;
+  if (check == DeviceCheck::kRefuse || !Reserve(c.device, c.bytes, false, "cuGraphClone")) {
+    g_cuda.cuGraphDestroy(*phGraphClone);
+    *phGraphClone = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  TheAllocations().Accumulate(HandleKind::kGraph, reinterpret_cast<uint64_t>(*phGraphClone), c.device, c.bytes);
+  return rc;
+}
+
 GS_HOOK(cuGraphDestroy) CUresult gs_hook_cuGraphDestroy(CUgraph hGraph) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuGraphDestroy(hGraph);

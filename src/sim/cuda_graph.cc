@@ -1,5 +1,6 @@
-// The simulated CUDA driver API, graphs: stream capture, kernel and memory nodes,
-// instantiation, launch, and the device's graph memory (trim, attributes).
+// The simulated CUDA driver API, graphs: stream capture, kernel, memset and memory nodes
+// (their own calls and cuGraphAddNode), cloning, instantiation, launch, and the device's
+// graph memory (trim, attributes).
 // Shared state and helpers: src/sim/cuda_driver.h.
 #include <sys/mman.h>
 
@@ -151,21 +152,112 @@ GS_SIM_CUDA(cuGraphDestroy)(CUgraph hGraph) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+CUgraphNode AddNode(Graph* g, std::unique_ptr<GraphNode> n) {
+  auto* handle = reinterpret_cast<CUgraphNode>(n.get());
+  g->nodes.push_back(std::move(n));
+  return handle;
+}
+
+CUresult AddKernelNode(Graph* g, CUfunction func, const unsigned grid[3], const unsigned block[3], void** params,
+                       void** extra, CUgraphNode* out) {
+  if (func == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* fn = reinterpret_cast<Function*>(func);
+  auto n = std::make_unique<GraphNode>();
+  n->type = GraphNode::Type::kKernel;
+  n->fn = fn;
+  n->blocks = static_cast<uint64_t>(grid[0]) * grid[1] * grid[2];
+  n->threads = static_cast<uint64_t>(block[0]) * block[1] * block[2];
+  n->spin_ns = fn->kind == KernelKind::kSpin ? SpinParam(params, extra) : kDefaultWaveNs;
+  *out = AddNode(g, std::move(n));
+  return CUDA_SUCCESS;
+}
+
+// An allocation node: its address reserved now (the graph owns it), its memory at launch.
+CUresult AddAllocNode(Graph* g, const CUmemPoolProps& props, size_t bytes, CUdeviceptr* dptr, CUgraphNode* out) {
+  if (props.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !ValidOrdinal(props.location.id))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = ReserveGraphAddress(StateIndex(props.location.id), bytes, dptr);
+  if (rc != CUDA_SUCCESS) return rc;
+  auto n = std::make_unique<GraphNode>();
+  n->type = GraphNode::Type::kMemAlloc;
+  n->ptr = *dptr;
+  n->bytes = bytes;
+  g->owned_allocations.push_back(*dptr);
+  *out = AddNode(g, std::move(n));
+  return CUDA_SUCCESS;
+}
+
+CUgraphNode AddFreeNode(Graph* g, CUdeviceptr dptr) {
+  auto n = std::make_unique<GraphNode>();
+  n->type = GraphNode::Type::kMemFree;
+  n->ptr = dptr;
+  return AddNode(g, std::move(n));
+}
+
+// A memset node: `height` rows of `width` elements of 1, 2 or 4 bytes, `pitch` bytes apart.
+CUresult AddMemsetNode(Graph* g, const CUDA_MEMSET_NODE_PARAMS_v2& p, CUgraphNode* out) {
+  if (p.elementSize != 1 && p.elementSize != 2 && p.elementSize != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (p.width == 0 || p.height == 0 || (p.height > 1 && p.pitch < p.width * p.elementSize))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto n = std::make_unique<GraphNode>();
+  n->type = GraphNode::Type::kMemset;
+  n->ptr = p.dst;
+  n->bytes = p.width;
+  n->rows = p.height;
+  n->pitch = p.pitch;
+  n->value = p.value;
+  n->elem = p.elementSize;
+  *out = AddNode(g, std::move(n));
+  return CUDA_SUCCESS;
+}
+
+CUresult RunMemset(const GraphNode& n) {
+  for (size_t row = 0; row < n.rows; ++row) {
+    CUdeviceptr dst = n.ptr + row * n.pitch;
+    CUresult rc = n.elem == 1   ? gs_sim_cuda_cuMemsetD8_v2(dst, static_cast<unsigned char>(n.value), n.bytes)
+                  : n.elem == 2 ? gs_sim_cuda_cuMemsetD16_v2(dst, static_cast<unsigned short>(n.value), n.bytes)
+                                : gs_sim_cuda_cuMemsetD32_v2(dst, n.value, n.bytes);
+    if (rc != CUDA_SUCCESS) return rc;
+  }
+  return CUDA_SUCCESS;
+}
+
+// cuGraphAddNode: the node types the simulator's graphs model.
+CUresult AddNodeOfType(Graph* g, CUgraphNodeParams* p, CUgraphNode* out) {
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      *out = AddNode(g, std::make_unique<GraphNode>());
+      return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const CUDA_KERNEL_NODE_PARAMS_v3& k = p->kernel;
+      const unsigned grid[3] = {k.gridDimX, k.gridDimY, k.gridDimZ};
+      const unsigned block[3] = {k.blockDimX, k.blockDimY, k.blockDimZ};
+      // A CUkernel is the simulator's Function too (src/sim/cuda_module.cc).
+      CUfunction fn = k.func != nullptr ? k.func : reinterpret_cast<CUfunction>(k.kern);
+      return AddKernelNode(g, fn, grid, block, k.kernelParams, k.extra, out);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      return AddMemsetNode(g, p->memset, out);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return AddAllocNode(g, p->alloc.poolProps, p->alloc.bytesize, &p->alloc.dptr, out);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      *out = AddFreeNode(g, p->free.dptr);
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+}  // namespace
+
 GS_SIM_CUDA(cuGraphAddKernelNode_v2)
 (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS* p) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr || p == nullptr || phGraphNode == nullptr || p->func == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto* fn = reinterpret_cast<Function*>(p->func);
-  auto n = std::make_unique<GraphNode>();
-  n->type = GraphNode::Type::kKernel;
-  n->fn = fn;
-  n->blocks = static_cast<uint64_t>(p->gridDimX) * p->gridDimY * p->gridDimZ;
-  n->threads = static_cast<uint64_t>(p->blockDimX) * p->blockDimY * p->blockDimZ;
-  n->spin_ns = fn->kind == KernelKind::kSpin ? SpinParam(p->kernelParams, p->extra) : kDefaultWaveNs;
-  *phGraphNode = reinterpret_cast<CUgraphNode>(n.get());
-  g->nodes.push_back(std::move(n));
-  return CUDA_SUCCESS;
+  if (g == nullptr || p == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return AddKernelNode(g, p->func, grid, block, p->kernelParams, p->extra, phGraphNode);
 }
 
 GS_SIM_CUDA(cuGraphAddMemAllocNode)
@@ -173,20 +265,7 @@ GS_SIM_CUDA(cuGraphAddMemAllocNode)
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || nodeParams == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      !ValidOrdinal(nodeParams->poolProps.location.id))
-    return CUDA_ERROR_INVALID_VALUE;
-  int dev = StateIndex(nodeParams->poolProps.location.id);
-  CUresult rc = ReserveGraphAddress(dev, nodeParams->bytesize, &nodeParams->dptr);
-  if (rc != CUDA_SUCCESS) return rc;
-  auto n = std::make_unique<GraphNode>();
-  n->type = GraphNode::Type::kMemAlloc;
-  n->ptr = nodeParams->dptr;
-  n->bytes = nodeParams->bytesize;
-  g->owned_allocations.push_back(nodeParams->dptr);
-  *phGraphNode = reinterpret_cast<CUgraphNode>(n.get());
-  g->nodes.push_back(std::move(n));
-  return CUDA_SUCCESS;
+  return AddAllocNode(g, nodeParams->poolProps, nodeParams->bytesize, &nodeParams->dptr, phGraphNode);
 }
 
 GS_SIM_CUDA(cuGraphAddMemFreeNode)
@@ -194,11 +273,43 @@ GS_SIM_CUDA(cuGraphAddMemFreeNode)
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto n = std::make_unique<GraphNode>();
-  n->type = GraphNode::Type::kMemFree;
-  n->ptr = dptr;
-  *phGraphNode = reinterpret_cast<CUgraphNode>(n.get());
-  g->nodes.push_back(std::move(n));
+  *phGraphNode = AddFreeNode(g, dptr);
+  return CUDA_SUCCESS;
+}
+
+// Empty, kernel, memset, memory allocation and free nodes; other types are
+// CUDA_ERROR_NOT_SUPPORTED. An allocation node is cuGraphAddMemAllocNode's, and its address
+// is returned in nodeParams->alloc.dptr.
+GS_SIM_CUDA(cuGraphAddNode)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUgraphNodeParams* nodeParams) {
+  GS_REQUIRE_INIT();
+  auto* g = reinterpret_cast<Graph*>(hGraph);
+  if (g == nullptr || nodeParams == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNodeOfType(g, nodeParams, phGraphNode);
+}
+
+GS_SIM_CUDA(cuGraphAddNode_v2)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+ CUgraphNodeParams* nodeParams) {
+  GS_REQUIRE_INIT();
+  auto* g = reinterpret_cast<Graph*>(hGraph);
+  if (g == nullptr || nodeParams == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNodeOfType(g, nodeParams, phGraphNode);
+}
+
+// A graph with memory allocation or free nodes is not cloned: CUDA_ERROR_NOT_SUPPORTED, as
+// CUDA documents and the H200 answered (docs/measurements/h200-driver.md, "Graph memory").
+// Other graphs are copied node by node.
+GS_SIM_CUDA(cuGraphClone)(CUgraph* phGraphClone, CUgraph originalGraph) {
+  GS_REQUIRE_INIT();
+  auto* g = reinterpret_cast<Graph*>(originalGraph);
+  if (g == nullptr || g->destroyed || phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (const auto& n : g->nodes)
+    if (n->type == GraphNode::Type::kMemAlloc || n->type == GraphNode::Type::kMemFree) return CUDA_ERROR_NOT_SUPPORTED;
+  auto* clone = new Graph;
+  clone->device = g->device;
+  for (const auto& n : g->nodes) clone->nodes.push_back(std::make_unique<GraphNode>(*n));
+  *phGraphClone = reinterpret_cast<CUgraph>(clone);
   return CUDA_SUCCESS;
 }
 
@@ -251,6 +362,10 @@ GS_SIM_CUDA(cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream) {
         if (CUresult rc = EnqueueKernel(st, KernelDurationNs(Spec(st->ctx->device), n.blocks, n.threads, n.spin_ns));
             rc != CUDA_SUCCESS)
           return rc;
+        break;
+      case GraphNode::Type::kMemset:
+        WaitStream(st);
+        if (CUresult rc = RunMemset(n); rc != CUDA_SUCCESS) return rc;
         break;
       case GraphNode::Type::kMemFree:
         // Back to the device's graph memory pool, which keeps it on the card.

@@ -106,7 +106,8 @@ struct GraphNode {
   int64_t spin_ns = 0;
   CUdeviceptr ptr = 0;
   CUdeviceptr src = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;            // kMemset: elements per row
+  size_t rows = 1, pitch = 0;  // kMemset
   uint32_t value = 0;
   unsigned elem = 1;
 };

@@ -5,7 +5,9 @@
 //   cuda_probe [--via linked|dlsym|getproc] CMD...
 //   init [DEV]                     cuInit, retain and set DEV's primary context
 //   alloc KIND SIZE                KIND: mem pitch managed async pool vmm vmmhost array
-//                                  array3d mipmap graph -> "alloc ok" / "alloc err NAME"
+//                                  array3d mipmap graph graphnode (graph: an allocation node
+//                                  by cuGraphAddMemAllocNode, graphnode: by cuGraphAddNode)
+//                                  -> "alloc ok" / "alloc err NAME"
 //   free                           frees the newest allocation
 //   release                        cuMemRelease of the newest VMM allocation's handle while it
 //                                  stays mapped (free then only unmaps) -> "release ok|ERR"
@@ -16,6 +18,8 @@
 //   graphfree                      cuMemFreeAsync of the newest graph allocation's pointer (it
 //                                  outlives its graph once launched) and a synchronize
 //   graphtrim                      cuDeviceGraphMemTrim -> "graphtrim ok|ERR"
+//   graphclone                     cuGraphClone of the newest allocation's graph; the clone is
+//                                  the newest allocation then -> "graphclone ok|ERR"
 //   graphfreenode                  adds a free node of the newest graph allocation's pointer
 //                                  to its graph (before graphexec) -> "graphfreenode ok|ERR"
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
@@ -308,6 +312,18 @@ CUresult DoAlloc(const std::string& kind, uint64_t size) {
     if (rc == CUDA_SUCCESS) rc = c.cuGraphAddMemAllocNode(&node, a.graph, nullptr, 0, &p);
     if (rc == CUDA_SUCCESS) g_graph_ptrs.push_back(p.dptr);
     if (rc != CUDA_SUCCESS && a.graph) c.cuGraphDestroy(a.graph);
+  } else if (kind == "graphnode") {  // the same node through cuGraphAddNode
+    rc = c.cuGraphCreate(&a.graph, 0);
+    CUgraphNodeParams p{};
+    p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.poolProps.location.id = g_dev;
+    p.alloc.bytesize = size;
+    CUgraphNode node;
+    if (rc == CUDA_SUCCESS) rc = c.cuGraphAddNode(&node, a.graph, nullptr, 0, &p);
+    if (rc == CUDA_SUCCESS) g_graph_ptrs.push_back(p.alloc.dptr);
+    if (rc != CUDA_SUCCESS && a.graph) c.cuGraphDestroy(a.graph);
   }
   if (rc == CUDA_SUCCESS) g_allocs.push_back(a);
   return rc;
@@ -327,7 +343,7 @@ CUresult DoFree() {
     rc = c.cuArrayDestroy(a->array);
   else if (a->kind == "mipmap")
     rc = c.cuMipmappedArrayDestroy(a->mip);
-  else if (a->kind == "graph")
+  else if (a->graph != nullptr)
     rc = c.cuGraphDestroy(a->graph);
   else
     rc = c.cuMemFree_v2(a->ptr);
@@ -555,6 +571,12 @@ int main(int argc, char** argv) {
                ? CUDA_ERROR_INVALID_VALUE
                : c.cuGraphAddMemFreeNode(&node, a->graph, nullptr, 0, g_graph_ptrs.back());
       printf("graphfreenode %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphclone") {
+      Alloc* a = Newest();
+      Alloc clone{"graphclone"};
+      rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE : c.cuGraphClone(&clone.graph, a->graph);
+      if (rc == CUDA_SUCCESS) g_allocs.push_back(clone);
+      printf("graphclone %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "graphtrim") {
       rc = c.cuDeviceGraphMemTrim == nullptr ? CUDA_ERROR_NOT_SUPPORTED : c.cuDeviceGraphMemTrim(g_dev);
       printf("graphtrim %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));

@@ -42,6 +42,12 @@
 //   graph-leak N  N times: a graph of one 64 MiB allocation node on device 0, instantiated,
 //                launched, synchronised, its executable and graph destroyed, the pointer
 //                never freed; stops at the first failure: "graph-leak <MiB launched>"
+//   graph-node-leak N  the same with 512 MiB nodes made by cuGraphAddNode:
+//                "graph-node-leak <MiB launched> <result that stopped it>"
+//   graph-clone-leak N  one graph of one 512 MiB allocation node, then N times: cloned
+//                (cuGraphClone), the clone instantiated, launched, synchronised, its
+//                executable and the clone destroyed; stops at the first failure:
+//                "graph-clone-leak <MiB launched> <result that stopped it>"
 //   graph-capture N  captures on a stream of its own N cuMemAllocAsync of 64 MiB, then
 //                their N cuMemFreeAsync (a graph whose launch holds them all at once), and
 //                instantiates it: "graph-capture <result>"
@@ -397,37 +403,69 @@ long Room() {
   return static_cast<long>(got.size()) * 64;
 }
 
-// `pieces` graphs of one 64 MiB allocation node each: instantiated, launched, their
-// executable and graph destroyed, the allocation left unfreed. Returns the MiB launched.
-long GraphLeak(long pieces) {
+// How a graph leak's graphs get their allocation node: cuGraphAddMemAllocNode,
+// cuGraphAddNode, or cuGraphClone of one graph made with cuGraphAddMemAllocNode.
+enum class GraphRoute { kAllocNode, kAddNode, kClone };
+
+// `pieces` graphs of one allocation node of `mib` MiB each: instantiated, launched, their
+// executable and graph destroyed, the allocation left unfreed. Returns the MiB launched;
+// the result that stopped the loop in *stop.
+long GraphLeak(long pieces, long mib, GraphRoute route, CUresult* stop) {
   auto create = Get<CUresult (*)(CUgraph*, unsigned)>("cuGraphCreate");
   auto add_alloc = Get<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUDA_MEM_ALLOC_NODE_PARAMS*)>(
       "cuGraphAddMemAllocNode");
+  auto add_node =
+      Get<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*)>("cuGraphAddNode");
+  auto clone = Get<CUresult (*)(CUgraph*, CUgraph)>("cuGraphClone");
   auto instantiate = Get<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiateWithFlags");
   auto launch = Get<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch");
   auto sync = Get<CUresult (*)()>("cuCtxSynchronize");
   auto exec_destroy = Get<CUresult (*)(CUgraphExec)>("cuGraphExecDestroy");
   auto destroy = Get<CUresult (*)(CUgraph)>("cuGraphDestroy");
-  long launched = 0;
-  for (long k = 0; k < pieces; ++k) {
-    CUgraph g = nullptr;
-    CUgraphExec e = nullptr;
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  // A graph with one allocation node, made with cuGraphAddMemAllocNode.
+  auto make = [&](CUgraph* g) {
     CUgraphNode node = nullptr;
     CUDA_MEM_ALLOC_NODE_PARAMS p{};
-    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.poolProps.location.id = 0;
-    p.bytesize = 64ull << 20;
-    CUresult rc = create(&g, 0);
-    if (rc == CUDA_SUCCESS) rc = add_alloc(&node, g, nullptr, 0, &p);
+    p.poolProps = props;
+    p.bytesize = bytes;
+    CUresult rc = create(g, 0);
+    if (rc == CUDA_SUCCESS) rc = add_alloc(&node, *g, nullptr, 0, &p);
+    return rc;
+  };
+  CUgraph original = nullptr;
+  *stop = route == GraphRoute::kClone ? make(&original) : CUDA_SUCCESS;
+  long launched = 0;
+  for (long k = 0; k < pieces && *stop == CUDA_SUCCESS; ++k) {
+    CUgraph g = nullptr;
+    CUgraphExec e = nullptr;
+    CUresult rc = CUDA_SUCCESS;
+    if (route == GraphRoute::kAllocNode) {
+      rc = make(&g);
+    } else if (route == GraphRoute::kAddNode) {
+      CUgraphNode node = nullptr;
+      CUgraphNodeParams p{};
+      p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+      p.alloc.poolProps = props;
+      p.alloc.bytesize = bytes;
+      rc = create(&g, 0);
+      if (rc == CUDA_SUCCESS) rc = add_node(&node, g, nullptr, 0, &p);
+    } else {
+      rc = clone(&g, original);
+    }
     if (rc == CUDA_SUCCESS) rc = instantiate(&e, g, 0);
     if (rc == CUDA_SUCCESS) rc = launch(e, nullptr);
     if (rc == CUDA_SUCCESS) rc = sync();
     if (e) exec_destroy(e);
     if (g) destroy(g);
-    if (rc != CUDA_SUCCESS) break;
-    launched += 64;
+    *stop = rc;
+    if (rc == CUDA_SUCCESS) launched += mib;
   }
+  if (original) destroy(original);
   return launched;
 }
 
@@ -647,7 +685,14 @@ int main(int argc, char** argv) {
       printf("vmmpair %s\n", Name(VmmPair(static_cast<size_t>(atol(arg)) << 20)));
       ++i;
     } else if (strcmp(step, "graph-leak") == 0) {
-      printf("graph-leak %ld\n", GraphLeak(atol(arg)));
+      CUresult stop = CUDA_SUCCESS;
+      printf("graph-leak %ld\n", GraphLeak(atol(arg), 64, GraphRoute::kAllocNode, &stop));
+      ++i;
+    } else if (strcmp(step, "graph-node-leak") == 0 || strcmp(step, "graph-clone-leak") == 0) {
+      CUresult stop = CUDA_SUCCESS;
+      GraphRoute route = strcmp(step, "graph-node-leak") == 0 ? GraphRoute::kAddNode : GraphRoute::kClone;
+      long mib = GraphLeak(atol(arg), 512, route, &stop);
+      printf("%s %ld %s\n", step, mib, Name(stop));
       ++i;
     } else if (strcmp(step, "graph-capture") == 0) {
       printf("graph-capture %s\n", Name(GraphCapture(atol(arg))));
