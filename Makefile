@@ -23,6 +23,13 @@ test: build
 	@scripts/install-deps.sh test
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
 
+# The minimal build tests/gpu/run.sh makes on GPU machines (libc, libdl and pthreads
+# only): it must keep building and linking where only the CUDA headers are.
+.PHONY: build-minimal
+build-minimal: deps
+	@cmake --preset minimal -DGS_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build/minimal -j $(JOBS)
+
 # Unit tests under a sanitizer (CI runs ubsan; asan and tsan presets exist too).
 test-sanitize: deps
 	@cmake --preset ubsan >/dev/null

@@ -338,6 +338,14 @@ if [ "$graph" = "$want_graph" ]; then ok "graph memory lives as the simulator mo
 again=$("$P" init alloc graph 256m graphexec graphlaunch graphlaunch | awk '/^graphlaunch/ { print $2 }' | tr '\n' ' ')
 [ "$again" = "ok CUDA_ERROR_INVALID_VALUE " ] && ok "a graph whose allocation is not freed cannot launch again" ||
   bad "a graph launched twice without a free: '$again', want 'ok CUDA_ERROR_INVALID_VALUE '"
+# An allocation node made by cuGraphAddNode behaves as cuGraphAddMemAllocNode's; a graph
+# with one cannot be cloned.
+node=$("$P" init nvml alloc graphnode 256m graphexec nvml graphlaunch nvml | mib_steps)
+[ "$node" = "0 0 256" ] && ok "a cuGraphAddNode allocation reaches the card at launch" ||
+  bad "a cuGraphAddNode allocation: '$node' MiB, the simulator models '0 0 256'"
+clone=$("$P" init alloc graph 256m graphclone | awk '/^graphclone/ { print $2 }')
+[ "$clone" = CUDA_ERROR_NOT_SUPPORTED ] && ok "a graph with an allocation node is not cloned" ||
+  bad "cuGraphClone of a graph with an allocation node: '$clone', want CUDA_ERROR_NOT_SUPPORTED"
 
 # 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi
