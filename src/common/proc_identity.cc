@@ -8,16 +8,23 @@
 
 namespace gs {
 
-uint64_t ProcessStartTime(pid_t pid) {
+size_t ReadProcFile(pid_t pid, const char* name, char* buf, size_t size) {
+  if (size == 0) return 0;
+  buf[0] = 0;
   char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  snprintf(path, sizeof(path), "/proc/%d/%s", static_cast<int>(pid), name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n <= 0) return 0;
   buf[n] = 0;
+  return static_cast<size_t>(n);
+}
+
+uint64_t ProcessStartTime(pid_t pid) {
+  char buf[1024];
+  if (ReadProcFile(pid, "stat", buf, sizeof(buf)) == 0) return 0;
   // The command name (field 2) may contain spaces and parentheses: skip past the last ')'.
   char* p = strrchr(buf, ')');
   if (p == nullptr) return 0;

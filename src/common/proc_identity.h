@@ -6,9 +6,14 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gs {
+
+// Reads /proc/<pid>/<name> into buf, NUL-terminated; returns the bytes read, 0 when the
+// file cannot be read or is empty. Allocation-free.
+size_t ReadProcFile(pid_t pid, const char* name, char* buf, size_t size);
 
 // 0 if the process does not exist (or /proc is unreadable).
 uint64_t ProcessStartTime(pid_t pid);

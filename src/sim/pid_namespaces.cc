@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/common/proc_identity.h"
+
 namespace gs::sim {
 namespace {
 
@@ -21,15 +23,8 @@ uint64_t InodeOf(int fd) {
 // The NSpid line of /proc/<pid>/status, the pid in the reader's namespace first: stores
 // the first `max` and returns how many levels there are.
 int ReadNsPids(pid_t pid, uint32_t* out, int max) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(pid));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (ReadProcFile(pid, "status", buf, sizeof(buf)) == 0) return 0;
   const char* line = strstr(buf, "\nNSpid:");
   if (line == nullptr) return 0;
   const char* p = line + 7;
