@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "src/common/file.h"
+#include "src/common/proc_identity.h"
 #include "src/region/card.h"
 #include "tests/container_roots.h"
 #include "tests/harness.h"
@@ -781,25 +783,74 @@ TEST(PodmanCdi, AttackImageCannotReachTheHostThroughCdiMounts) {
 namespace gs::testing {
 namespace {
 
+bool CanUnsharePids() {
+  if (geteuid() == 0 && Have("unshare")) return true;
+  std::cout << "NOTE: needs root and unshare: did NOT run\n";
+  return false;
+}
+
+std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"});
+  return argv;
+}
+
+// The host pid of unshare's child (pid 1 in its namespace), 0 when it has not forked yet.
+pid_t ChildOf(pid_t unshare) {
+  Result child = RunProcess({"pgrep", "-P", std::to_string(unshare)});
+  return child.code == 0 ? static_cast<pid_t>(std::stol(child.out)) : 0;
+}
+
+// Runs the node agent's resolver on the region; its output, one "pid P host_pid H" a slot.
+std::string ResolveHostPids(const SimNode& node) {
+  Result r = RunProcess({BuildDir() + "/tests/resolve_host_pids", node.region_path()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.out;
+}
+
 // A process in its own PID namespace (as in every Kubernetes pod) gets its host pid
 // written into its region slot by the node agent's resolver.
 TEST(HostPids, ContainerProcessesGetTheirNodeVisiblePid) {
-  if (geteuid() != 0 || !Have("unshare")) {
-    std::cout << "NOTE: needs root and unshare: did NOT run\n";
-    GTEST_SKIP();
-  }
+  if (!CanUnsharePids()) GTEST_SKIP();
   SimNode node("context_memory: 0\ngpus: [T4]\n");
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
-  Process p({"unshare", "--pid", "--fork", "--mount-proc", ProbeBin(), "init", "alloc", "mem", "1m", "sleep", "20000"},
-            env);
+  Process p(InOwnPidNamespace({ProbeBin(), "init", "alloc", "mem", "1m", "sleep", "20000"}), env);
   ASSERT_TRUE(p.WaitForOutput("alloc ok")) << p.out();
-  Result r = RunProcess({BuildDir() + "/tests/resolve_host_pids", node.region_path()});
-  ASSERT_EQ(r.code, 0) << r.err;
-  // The probe is unshare's child: its host pid is what the resolver must have written.
-  Result child = RunProcess({"pgrep", "-P", std::to_string(p.pid())});
-  std::string host_pid = child.out.substr(0, child.out.find('\n'));
-  EXPECT_NE(r.out.find("host_pid " + host_pid), std::string::npos) << r.out << " want " << host_pid;
-  EXPECT_EQ(r.out.find("host_pid 1\n"), std::string::npos) << r.out;  // not its namespace pid
+  std::string slots = ResolveHostPids(node);
+  std::string host_pid = std::to_string(ChildOf(p.pid()));
+  EXPECT_NE(slots.find("host_pid " + host_pid + "\n"), std::string::npos) << slots << " want " << host_pid;
+  EXPECT_EQ(slots.find("host_pid 1\n"), std::string::npos) << slots;  // not its namespace pid
+}
+
+// The first processes of two containers are both pid 1 and may start in the same 10 ms
+// tick of the start-time clock: only their PID namespaces tell them apart. Tries until a
+// sibling namespace's pid 1 started in the probe's tick with a higher host pid (the one a
+// resolver keyed on pid and start time alone would have written into the probe's slot).
+TEST(HostPids, TwoContainersFirstProcessesStartedInOneTickGetTheirOwnHostPids) {
+  if (!CanUnsharePids()) GTEST_SKIP();
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  for (int attempt = 1; attempt <= 60; ++attempt) {
+    Process probe(InOwnPidNamespace({ProbeBin(), "init", "alloc", "mem", "1m", "sleep", "20000"}), env);
+    std::vector<std::unique_ptr<Process>> siblings;
+    for (int i = 0; i < 3; ++i) siblings.push_back(std::make_unique<Process>(InOwnPidNamespace({"sleep", "20"})));
+    pid_t probe_pid = 0;
+    ASSERT_TRUE(WaitUntil([&] { return (probe_pid = ChildOf(probe.pid())) != 0; }));
+    pid_t twin = 0;  // a sibling's pid 1 started in the probe's tick after it
+    for (auto& s : siblings) {
+      pid_t pid = 0;
+      ASSERT_TRUE(WaitUntil([&] { return (pid = ChildOf(s->pid())) != 0; }));
+      if (pid > probe_pid && ProcessStartTime(pid) == ProcessStartTime(probe_pid)) twin = pid;
+    }
+    if (twin == 0) continue;
+    ASSERT_TRUE(probe.WaitForOutput("alloc ok")) << probe.out();
+    std::string slots = ResolveHostPids(node);
+    EXPECT_NE(slots.find("host_pid " + std::to_string(probe_pid) + "\n"), std::string::npos)
+        << slots << "want " << probe_pid << " (attempt " << attempt << ")";
+    EXPECT_EQ(slots.find("host_pid " + std::to_string(twin) + "\n"), std::string::npos)
+        << slots << "the sibling's " << twin << " (attempt " << attempt << ")";
+    return;
+  }
+  FAIL() << "no two PID namespaces' first processes started in one tick in 60 tries";
 }
 
 }  // namespace

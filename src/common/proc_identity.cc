@@ -1,6 +1,7 @@
 #include "src/common/proc_identity.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,6 +49,23 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_time) {
   if (pid <= 0) return false;
   uint64_t now = ProcessStartTime(pid);
   return now != 0 && now == start_time;
+}
+
+namespace {
+uint32_t PidNamespaceAt(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
+}
+}  // namespace
+
+uint32_t PidNamespaceOf(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/ns/pid", static_cast<int>(pid));
+  return PidNamespaceAt(path);
+}
+
+uint32_t OwnPidNamespace() {
+  return PidNamespaceAt("/proc/self/ns/pid");
 }
 
 }  // namespace gs

@@ -21,4 +21,11 @@ uint64_t ProcessStartTime(pid_t pid);
 // True when a process with this pid exists and started at start_time.
 bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 
+// The inode number of the process's PID namespace (/proc/<pid>/ns/pid), which tells two
+// processes with the same pid and start time in sibling namespaces apart; 0 when unknown.
+// The kernel numbers namespaces with 32-bit inodes. OwnPidNamespace() reads /proc/self,
+// which names the caller also when /proc was mounted for another namespace.
+uint32_t PidNamespaceOf(pid_t pid);
+uint32_t OwnPidNamespace();
+
 }  // namespace gs

@@ -88,19 +88,29 @@ uint64_t g_primary_ctx[kMaxDevices];  // the primary context's handle, while ref
 
 pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
 
+}  // namespace
+
+region::ProcessSlot* ClaimProcessSlot(region::Region* r, pid_t pid, uint64_t start_time) {
+  region::ProcessSlot* slot = region::ClaimSlot(r, pid, start_time);
+  if (slot == nullptr) return nullptr;
+  slot->priority.store(g_state.cfg.priority);
+  // Without a PID namespace of our own, our pid is what NVML reports.
+  slot->host_pid.store(static_cast<uint32_t>(pid));
+  slot->pid_namespace.store(OwnPidNamespace());
+  return slot;
+}
+
+namespace {
+
 // A forked child (or a process whose region was joined before a fork) claims its own slot:
 // sharing the parent's would free the child's memory from the books when the parent exits.
 void ClaimOwnSlot() {
   pthread_mutex_lock(&g_slot_mu);
   pid_t pid = getpid();
   if (g_state.slot_pid.load() != pid) {
-    region::ProcessSlot* slot = region::ClaimSlot(g_state.region, pid, ProcessStartTime(pid));
-    if (slot == nullptr) {
+    region::ProcessSlot* slot = ClaimProcessSlot(g_state.region, pid, ProcessStartTime(pid));
+    if (slot == nullptr)
       GS_LOG(kError, "the region has no free process slot for forked child %d; its allocations are refused", pid);
-    } else {
-      slot->priority.store(g_state.cfg.priority);
-      slot->host_pid.store(static_cast<uint32_t>(pid));
-    }
     g_state.slot = slot;
     g_state.slot_pid.store(pid);
   }

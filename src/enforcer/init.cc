@@ -128,15 +128,10 @@ void JoinRegion() {
            "cannot read /proc/%d/stat: this process's identity is unknown; dead-process "
            "sweeping will treat it as gone",
            pid);
-  region::ProcessSlot* slot = region::ClaimSlot(r, pid, start);
-  if (slot == nullptr) {
+  region::ProcessSlot* slot = ClaimProcessSlot(r, pid, start);
+  if (slot == nullptr)
     GS_LOG(kError, "region %s has no free process slot (%d live processes); allocations are refused", path,
            region::kMaxProcesses);
-  } else {
-    slot->priority.store(g_state.cfg.priority);
-    // Without a PID namespace of our own, our pid is what NVML reports.
-    slot->host_pid.store(static_cast<uint32_t>(pid));
-  }
   g_state.region = r;
   g_state.slot = slot;
   g_state.slot_pid.store(pid);

@@ -163,6 +163,7 @@ Status ContainerRegion::Read() {
       p.host_pid = 0;
     }
     p.start_time = Field<uint64_t>(c, at + offsetof(rg::ProcessSlot, start_time));
+    p.pid_namespace = Field<uint32_t>(c, at + offsetof(rg::ProcessSlot, pid_namespace));
     processes_.push_back(p);
   }
   return Status::Ok();

@@ -32,9 +32,10 @@ struct RegionDevice {
 
 struct RegionProcess {
   int slot = 0;
-  uint32_t pid = 0;         // inside the container's PID namespace
-  uint32_t host_pid = 0;    // as the node sees it; 0 = unknown
-  uint64_t start_time = 0;  // clock ticks since boot (the same in every PID namespace)
+  uint32_t pid = 0;            // inside the container's PID namespace
+  uint32_t host_pid = 0;       // as the node sees it; 0 = unknown
+  uint64_t start_time = 0;     // clock ticks since boot (the same in every PID namespace)
+  uint32_t pid_namespace = 0;  // inode of its PID namespace; 0 = unknown
 };
 
 class ContainerRegion {

@@ -40,6 +40,7 @@ class ContainerRegionTest : public ::testing::Test {
     r->device_count.store(1);
     rg::ProcessSlot* slot = rg::ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
     EXPECT_NE(slot, nullptr);
+    slot->pid_namespace.store(OwnPidNamespace());
     EXPECT_TRUE(rg::Reserve(r, slot, 0, 1ull << 30, false, 0));
     rg::CloseRegion(r);
     return path;
@@ -69,6 +70,8 @@ TEST_F(ContainerRegionTest, ReadsWhatTheEnforcerWroteAndWritesOnlyTheHostPid) {
   const RegionProcess p = r->processes()[0];
   EXPECT_EQ(p.pid, static_cast<uint32_t>(getpid()));
   EXPECT_EQ(p.start_time, ProcessStartTime(getpid()));
+  EXPECT_EQ(p.pid_namespace, OwnPidNamespace());
+  EXPECT_NE(p.pid_namespace, 0u);
 
   ASSERT_TRUE(r->WriteHostPid(p.slot, p.pid, 4242).ok());
   EXPECT_FALSE(r->WriteHostPid(p.slot, p.pid + 1, 1).ok());  // the slot is no longer that process's

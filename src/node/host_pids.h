@@ -1,7 +1,8 @@
 // Processes in containers with their own PID namespace know themselves by a pid the rest
 // of the node does not use: NVML reports host pids. The node agent, which sees the host's
 // /proc, writes each region slot's host pid, matching (innermost pid from NSpid, start
-// time). The enforcer's compute controller and NVML process filtering rely on it.
+// time, PID namespace inode): the first processes of two containers are both pid 1 and
+// may have started in the same 10 ms tick. The enforcer's compute controller and NVML process filtering rely on it.
 // Reads /proc and private copies of the regions (src/host/region_reader.h: a container
 // cannot fault or block it); writes only host_pid fields, one pwrite each. Not
 // thread-safe (agent loop only).

@@ -211,6 +211,7 @@ ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time) {
       free_slot->spilled[d].store(0);
     }
     free_slot->host_pid.store(0);
+    free_slot->pid_namespace.store(0);
     free_slot->pid.store(static_cast<uint32_t>(pid));
     WriteEnd(r);
   }

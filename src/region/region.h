@@ -27,7 +27,7 @@ namespace gs::region {
 
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525347ULL;  // "GSREGION"
 inline constexpr uint32_t kRegionAbiMajor = 1;
-inline constexpr uint32_t kRegionAbiMinor = 2;  // 1: priority arbitration fields; 2: card tenant id
+inline constexpr uint32_t kRegionAbiMinor = 3;  // 1: priority arbitration; 2: card tenant id; 3: pid namespace
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 1024;
 
@@ -69,7 +69,10 @@ struct ProcessSlot {
   std::atomic<uint64_t> memory[kMaxDevices];   // bytes charged by this process
   std::atomic<uint64_t> spilled[kMaxDevices];  // of which host-backed
   std::atomic<int32_t> priority;
-  uint32_t reserved0;
+  // The inode of its PID namespace (ns inodes are 32-bit), 0 = unknown: containers' first
+  // processes share pid 1 and may share a start time (10 ms ticks), so the node agent
+  // needs it to find the process's host pid.
+  std::atomic<uint32_t> pid_namespace;
 };
 
 struct Region {
@@ -108,6 +111,7 @@ static_assert(offsetof(Device, yield) == 200);
 static_assert(offsetof(Device, arbiter_ns) == 208);
 static_assert(offsetof(Device, card_tenant_id) == 216);
 static_assert(sizeof(ProcessSlot) == 280);
+static_assert(offsetof(ProcessSlot, pid_namespace) == 276);
 static_assert(offsetof(Region, procs) == 128 + 16 * 256);
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };

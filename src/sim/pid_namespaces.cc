@@ -68,11 +68,6 @@ bool ReadPidNamespaces(pid_t pid, PidNamespaces* out) {
   return true;
 }
 
-uint64_t OwnPidNamespace() {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
-
 uint32_t PidSeenFrom(const PidNamespaces& of, uint64_t viewer_ns) {
   if (viewer_ns == 0) return 0;
   for (uint32_t level = 0; level < of.levels && level < kMaxPidNamespaceLevels; ++level)

@@ -33,9 +33,6 @@ static_assert(sizeof(PidNamespaces) == 4 + 4 * 8 + 4 + 8 * 8);
 // reader may not open are left 0.
 bool ReadPidNamespaces(pid_t pid, PidNamespaces* out);
 
-// The calling process's own PID namespace (the inode of /proc/self/ns/pid), 0 if unknown.
-uint64_t OwnPidNamespace();
-
 // The pid `of` has in namespace `viewer_ns`, or 0 when that namespace cannot see it.
 uint32_t PidSeenFrom(const PidNamespaces& of, uint64_t viewer_ns);
 

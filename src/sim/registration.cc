@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/common/proc_identity.h"
+
 namespace gs::sim {
 
 bool DriverSocketPath(const char* state_path, char* out, size_t out_size) {
