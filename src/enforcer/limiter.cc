@@ -16,7 +16,9 @@
 #include "src/common/raw_log.h"
 #include "src/enforcer/card_guard.h"
 #include "src/enforcer/enforcer.h"
+#include "src/enforcer/launch_cost.h"
 #include "src/enforcer/limits.h"
+#include "src/enforcer/starvation_guard.h"
 #include "src/region/card.h"
 #include "src/region/turn.h"
 
@@ -36,47 +38,6 @@ constexpr int64_t kIdleNs = 1'000'000;
 constexpr int64_t kRelaunchNs = 300'000;
 // The controller looks at a held turn this often.
 constexpr int64_t kPollNs = 250'000;
-// The starvation guard. Every tenant can write the whole card (docs/enforcer.md): a hostile one can
-// keep the turn for itself, claim to wait and never take the turns it is handed, or zero
-// the others' credit, and honest tenants would then wait for ever. So each process keeps,
-// in its own memory only, what the card owes it: while a thread of it waits for the card,
-// entitlement accrues at the share it trusts (its limits file's; kYieldShare while a
-// tenant of better believed priority is active, card.h BetterPriorityActive); while it is
-// part of a turn it gets the card, and owes back what it took beyond that share. When
-// what it is owed passes kOwedBoundNs, it goes ahead without the card's turn for a
-// self-granted part of kOwedBoundNs, then asks again. So a tenant that wants the card
-// gets at least its trusted share whatever the card says, and a forger takes from it no
-// more than a program that ignores the enforcer and time-slices with it.
-//
-// The bound: an honest card owes a waiting tenant at most the credit it keeps (its share
-// of kBurstNs, at most kBurstNs) plus what accrues while it waits out the turns of others
-// picked before it (each at most kTurnMaxNs, and its entitlement accrues at its share of
-// that time, so two turns are a generous margin). Honest competition stays within it
-// (on the simulator: no warning at 30/70 and 20/30/50 under default, 30/60 force with 50 ms
-// kernels, 30 force beside 60 default with 5 us kernels, nor in the EnforcerCompute and
-// node agent tests' scenarios). A competitor's single kernel longer than a turn is covered
-// by what is excused while its holder drains past its deadline (AccrueWaiting), up to
-// kLongKernelNs. Not covered: longer kernels, and shares on one card that add up to more
-// than 100 % (then honest tenants get less than their share and may take self-granted
-// parts now and then; docs/enforcer.md, "Limits of this version").
-constexpr int64_t kOwedBoundNs = rg::kBurstNs + 2 * rg::kTurnMaxNs;  // 140 ms
-// What a process may get ahead of its share (idle capacity, a long kernel of its own):
-// as much as the card forgives (kMaxDebtNs), so that paying back a legitimate debt never
-// looks like starvation.
-constexpr int64_t kOwedFloorNs = -rg::kMaxDebtNs;
-// A waiter looks at the card every 1 ms (later on a loaded machine); a stretch counts from
-// when the first thread started asking, so no gap between waits is taken for waiting.
-// Longer than this between looks is not believed (a stopped process).
-constexpr int64_t kWaitTickMaxNs = 100'000'000;
-// What a launch is assumed to cost before this process has measured one.
-constexpr int64_t kInitialLaunchCostNs = rg::kTurnMaxNs;  // one launch per turn until measured
-
-// The highest cost of a launch measured is remembered for this long at full value, then
-// halved for each further such stretch: a turn admits no more launches than would fill it
-// at that cost, so teaching the limiter a small cost with short kernels and then queueing
-// long ones lets through only what the long ones' own cost allows (docs/enforcer.md).
-constexpr int64_t kCostMemoryNs = 250'000'000;
-constexpr int64_t kHighCostNs = 1'000'000;
 
 // This process on one device, split by who may touch what.
 enum class Part : int { kOut, kIn, kLeaving };
@@ -116,16 +77,6 @@ struct TurnPart {
   std::atomic<CUcontext> ctx{nullptr};  // the context whose queued work the controller drains
 };
 
-// What one launch costs in GPU time: the controller measures it (LearnLaunchCost),
-// launching threads read it when they open a part or a grant.
-struct LaunchCost {
-  std::atomic<int64_t> learned_ns{0};  // EWMA; 0 until measured
-  // The highest exact cost of a launch seen recently, and when.
-  std::atomic<int64_t> high_ns{0};
-  std::atomic<int64_t> high_at{0};
-  int64_t exact_samples = 0;  // controller only
-};
-
 // What this process's waiters saw of the card: the turn word as first seen, and when (a
 // turn that never changes hands and has no believable deadline is stuck), and when the
 // turn was last another's.
@@ -135,26 +86,13 @@ struct TurnSeen {
   std::atomic<int64_t> not_ours_at{0};
 };
 
-// The starvation guard's ledger (kOwedBoundNs), in process memory only; every thread of
-// the process may update it, with compare-and-swap.
-struct Guard {
-  std::atomic<int64_t> owed{0};         // entitlement not received, ns of GPU time
-  std::atomic<int64_t> owed_at{0};      // waiting up to here is accounted
-  std::atomic<int64_t> excused{0};      // of owed, what accrued while a holder drained past its turn
-  std::atomic<int64_t> grant_until{0};  // a self-granted part runs until then; 0 none
-  std::atomic<int64_t> grant_start{0};
-  std::atomic<int64_t> grant_launches{0};
-  std::atomic<int64_t> grant_budget{0};
-  std::atomic<int64_t> grant_cost{0};  // measured GPU time of a launch in a grant
-};
-
 struct DeviceTurns {
   Membership member;
   LaunchGate gate;
   TurnPart part;
-  LaunchCost cost;
+  LaunchCost cost;  // measured by the controller, read by launching threads
   TurnSeen seen;
-  Guard guard;
+  StarvationGuard guard;  // the starvation guard's ledger, in process memory only
 };
 
 DeviceTurns g_turns[rg::kMaxDevices];
@@ -341,27 +279,6 @@ void StartController() {
     GS_LOG(kError, "cannot start the compute limiter thread: the SM share is NOT enforced");
 }
 
-// The learned cost of one launch, or kInitialLaunchCostNs before one is measured.
-int64_t LearnedCost(const DeviceTurns& turns) {
-  int64_t cost = turns.cost.learned_ns.load(std::memory_order_relaxed);
-  return cost != 0 ? cost : kInitialLaunchCostNs;
-}
-
-// The highest cost of a launch measured recently (LearnLaunchCost), decayed with age.
-int64_t HighCost(const DeviceTurns& turns, int64_t now) {
-  int64_t high = turns.cost.high_ns.load(std::memory_order_relaxed);
-  int64_t age = now - turns.cost.high_at.load(std::memory_order_relaxed);
-  if (high > 0 && age > kCostMemoryNs) high >>= std::min<int64_t>(62, (age - 1) / kCostMemoryNs);
-  return high;
-}
-
-// What one launch is taken to cost when counting how many a turn admits: the learned
-// cost, or the highest measured recently when that is more.
-int64_t AdmitCost(const DeviceTurns& turns, int64_t now) {
-  int64_t cost = LearnedCost(turns);
-  return std::max<int64_t>(1, std::max(cost, HighCost(turns, now)));
-}
-
 // This process takes part in the current turn until `deadline`: launches counted from
 // now, as many allowed as the learned cost fits in the time left, the gate open.
 void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launches_taken) {
@@ -369,7 +286,7 @@ void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launche
   turns.part.launches_at_join = turns.part.seen_launches;
   turns.part.last_change_ns = now;
   turns.part.joined_ns = now;
-  turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / AdmitCost(turns, now)));
+  turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / turns.cost.Admit(now)));
   turns.part.start.store(now);
   turns.gate.in_turn.store(launches_taken);
   turns.part.state.store(static_cast<int>(Part::kIn));
@@ -399,7 +316,7 @@ bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
   return joined;
 }
 
-// The share this process is owed while it waits (kOwedBoundNs): its own, from the limits
+// The share this process is owed while it waits (StarvationGuard): its own, from the limits
 // file, or kYieldShare while a tenant of better believed priority is active.
 unsigned TrustedShare(int dev, const DeviceTurns& turns, int64_t now) {
   unsigned share = std::clamp(SmShare(dev), 1u, 100u);
@@ -409,79 +326,34 @@ unsigned TrustedShare(int dev, const DeviceTurns& turns, int64_t now) {
   return share;
 }
 
-void AddOwed(DeviceTurns& turns, int64_t delta) {
-  int64_t cur = turns.guard.owed.load();
-  while (!turns.guard.owed.compare_exchange_weak(cur, std::max(kOwedFloorNs, cur + delta))) {
-  }
-}
-
-// Called by a waiter of ours while no part of a turn is ours: the time since the last look
-// was wanted and not got, and accrues at the trusted share. One waiter claims each stretch.
-// `overrun`: the holder drains a kernel past its deadline (card.h, kLongKernelNs); what
-// accrues then is also excused, up to what a kernel of kLongKernelNs would leave owed.
-void AccrueWaiting(int dev, DeviceTurns& turns, int64_t now, bool overrun) {
-  int64_t at = turns.guard.owed_at.load();
-  if (turns.guard.grant_until.load() != 0) return;  // a grant is got, not waited for (CountHeld at its end)
-  if (at >= now || !turns.guard.owed_at.compare_exchange_strong(at, now)) return;
-  unsigned share = TrustedShare(dev, turns, now);
-  int64_t accrued = std::min(now - at, kWaitTickMaxNs) * share / 100;
-  AddOwed(turns, accrued);
-  if (overrun) {
-    int64_t most = (rg::kLongKernelNs + rg::kStuckGraceNs) * share / 100;
-    int64_t cur = turns.guard.excused.load();
-    while (cur < most && !turns.guard.excused.compare_exchange_weak(cur, std::min(most, cur + accrued))) {
-    }
-  }
-}
-
-// This process had the card for `held` (part of a turn, or a self-granted part), which it
-// also wanted: it owes back what went beyond its share, the excused part first.
-void CountHeld(int dev, DeviceTurns& turns, int64_t held, int64_t now) {
-  if (held > 0) {
-    int64_t back = held * (100 - TrustedShare(dev, turns, now)) / 100;
-    AddOwed(turns, -back);
-    int64_t cur = turns.guard.excused.load();
-    while (cur > 0 && !turns.guard.excused.compare_exchange_weak(cur, std::max<int64_t>(0, cur - back))) {
-    }
-  }
-  turns.guard.owed_at.store(now);
-}
-
-// While a self-granted part runs, a launch goes ahead without the card: at most as many
-// as its length fits at the learned cost of a launch, so a deep queue cannot run far past
-// it. The first launch after it drains the queue (as the end of a turn does), counts the
-// part as got and goes back to asking. True when this launch may go ahead.
+// A launch while a self-granted part runs (StarvationGuard): true when it goes ahead. The
+// first launch after the part drains the queue (as the end of a turn does) and counts the
+// part as got.
 bool InGrant(int dev, DeviceTurns& turns, int64_t now) {
-  int64_t until = turns.guard.grant_until.load();
-  if (until == 0) return false;
-  if (now < until && turns.guard.grant_launches.fetch_add(1) < turns.guard.grant_budget.load()) return true;
-  if (!turns.guard.grant_until.compare_exchange_strong(until, 0)) return false;
+  switch (turns.guard.TakeGrantLaunch(now)) {
+    case StarvationGuard::GrantLaunch::kNone:
+      return false;
+    case StarvationGuard::GrantLaunch::kGo:
+      return true;
+    case StarvationGuard::GrantLaunch::kEnded:
+      break;
+  }
   g_cuda.cuCtxSynchronize();  // the launching thread's context: the one this device's launches use
-  int64_t end = MonotonicNowNs(), start = turns.guard.grant_start.load();
-  int64_t n = std::max<int64_t>(1, std::min(turns.guard.grant_launches.load(), turns.guard.grant_budget.load()));
-  turns.guard.grant_cost.store(std::max<int64_t>(1, (end - start) / n));
-  CountHeld(dev, turns, end - start, end);
+  int64_t end = MonotonicNowNs();
+  turns.guard.EndGrant(end, TrustedShare(dev, turns, end));
   return false;
 }
 
-// Starts a self-granted part when the card owes this process more than kOwedBoundNs.
+// Starts a self-granted part when the card owes this process more than the guard's bound.
 bool StartGrant(int dev, DeviceTurns& turns, int64_t now) {
-  int64_t owed = turns.guard.owed.load();
-  if (owed <= kOwedBoundNs + turns.guard.excused.load()) return false;
-  int64_t cost = turns.guard.grant_cost.load();
-  if (cost == 0) cost = LearnedCost(turns);
-  turns.guard.grant_start.store(now);
-  turns.guard.grant_launches.store(1);  // this launch
-  turns.guard.grant_budget.store(std::max<int64_t>(1, kOwedBoundNs / cost));
-  int64_t none = 0;
-  if (!turns.guard.grant_until.compare_exchange_strong(none, now + kOwedBoundNs)) return InGrant(dev, turns, now);
+  if (!turns.guard.StartGrant(now, turns.cost.Learned())) return InGrant(dev, turns, now);
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
     GS_LOG(kWarn,
            "compute limiter: the card of device %d is not handing out turns fairly (owed %lld ms of GPU time at a "
            "%u %% share): going ahead without the turn for %lld ms at a time while that lasts",
-           dev, static_cast<long long>(owed / 1'000'000), TrustedShare(dev, turns, now),
-           static_cast<long long>(kOwedBoundNs / 1'000'000));
+           dev, static_cast<long long>(turns.guard.owed() / 1'000'000), TrustedShare(dev, turns, now),
+           static_cast<long long>(StarvationGuard::kOwedBoundNs / 1'000'000));
   return true;
 }
 
@@ -510,11 +382,11 @@ void WaitForTurn(int dev) {
   struct Asking {
     std::atomic<int>& n;
     // The first thread to ask starts the stretch the guard counts as waited.
-    Asking(std::atomic<int>& a, std::atomic<int64_t>& waited_to) : n(a) {
-      if (n.fetch_add(1) == 0) waited_to.store(MonotonicNowNs());
+    Asking(std::atomic<int>& a, StarvationGuard& guard) : n(a) {
+      if (n.fetch_add(1) == 0) guard.StartWaiting(MonotonicNowNs());
     }
     ~Asking() { n.fetch_sub(1); }
-  } asking(turns.part.asking, turns.guard.owed_at);
+  } asking(turns.part.asking, turns.guard);
   for (;;) {
     int64_t now = MonotonicNowNs();
     uint32_t futex = c->turn_futex.load();
@@ -565,46 +437,12 @@ void WaitForTurn(int dev) {
       // Another tenant draining a kernel past its believed deadline: that wait is excused.
       bool overrun = holder != me && holder != rg::kNoHolder && turn.deadline_known && now > turn.deadline &&
                      rg::Draining(c, holder, now);
-      AccrueWaiting(dev, turns, now, overrun);
+      turns.guard.AccrueWaiting(now, TrustedShare(dev, turns, now), overrun);
       if (StartGrant(dev, turns, now)) return;
     }
     // Sleep until the turn changes hands, re-announcing the wish before it goes stale.
     FutexWait(&c->turn_futex, futex, std::min<int64_t>(rg::kWantFreshNs / 2, 1'000'000));
   }
-}
-
-// The card ran only our container's work since we joined: learn what one launch costs in
-// GPU time, so the next turn admits about as many launches as fit in it. When the drain
-// had to wait, the card was busy with our launches until it returned: an exact sample,
-// taken up at once (an under-estimate lets a deep queue overrun the turn) and down by
-// halves. When the drain found nothing queued, the work ended before the gate closed, so
-// (closed - joined) / launches is only an upper bound: it may lower the estimate, never
-// raise it. The gate closes as soon as a launch is refused (g_kick), so short launches
-// are not taken for as long as the controller's poll.
-void LearnLaunchCost(DeviceTurns& turns, int64_t closed, int64_t drained) {
-  uint64_t n = turns.gate.launches.load() - turns.part.launches_at_join;
-  if (n == 0) return;
-  const int64_t cost = turns.cost.learned_ns.load(std::memory_order_relaxed);  // 0: none yet
-  if (drained - closed > 20'000) {  // the card was busy with our launches until `drained`
-    int64_t sample = std::max<int64_t>(1, (drained - turns.part.joined_ns) / static_cast<int64_t>(n));
-    turns.cost.learned_ns.store((cost == 0 || sample > cost) ? sample : (cost + sample) / 2, std::memory_order_relaxed);
-    // A high cost is remembered when it is a kernel's: at least kHighCostNs a launch, and
-    // the drain waited at least half of it (the card was still busy with our launches when
-    // the gate closed). What the turn's few launches spent on waking threads and on the
-    // drain itself is neither.
-    // The first sample also holds the first launch's one-time costs.
-    if (++turns.cost.exact_samples > 1 && sample >= kHighCostNs && drained - closed >= sample / 2 &&
-        sample >= HighCost(turns, drained)) {
-      turns.cost.high_ns.store(sample, std::memory_order_relaxed);
-      turns.cost.high_at.store(drained, std::memory_order_relaxed);
-    }
-    return;
-  }
-  // The work was done before the gate closed: what it took is at most this, so it may
-  // only lower the estimate.
-  int64_t bound = std::max<int64_t>(1, (closed - turns.part.joined_ns) / static_cast<int64_t>(n));
-  if (cost == 0 || bound < cost)
-    turns.cost.learned_ns.store(cost == 0 ? bound : (cost + bound) / 2, std::memory_order_relaxed);
 }
 
 // Called by the controller after draining, when a thread of ours asked for the card again
@@ -660,7 +498,7 @@ void* ControllerMain(void*) {
         now = MonotonicNowNs();
         int64_t held = now - turns.part.start.load();
         rg::Charge(c, turns.member.tenant, held, now, BestBelievedPriority());
-        CountHeld(dev, turns, held, now);
+        turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
         turns.part.state.store(static_cast<int>(Part::kOut));
         continue;
       }
@@ -679,7 +517,7 @@ void* ControllerMain(void*) {
                                     g_state.cfg.core_policy == CorePolicy::kForce, now, BestBelievedPriority(),
                                     &length)) {
           case rg::Extension::kExtended:
-            turns.gate.budget.fetch_add(std::max<int64_t>(1, length / AdmitCost(turns, now)));
+            turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
             continue;
           case rg::Extension::kByAnother:
             continue;
@@ -697,19 +535,21 @@ void* ControllerMain(void*) {
       int64_t closed = MonotonicNowNs();
       Drain(turns);
       int64_t drained = MonotonicNowNs();
-      LearnLaunchCost(turns, closed, drained);
+      // The card ran only our container's work since we joined: what one launch costs.
+      turns.cost.Learn(turns.gate.launches.load() - turns.part.launches_at_join, turns.part.joined_ns, closed, drained);
       if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
         // Taken from us while we drained (a drain longer than the card believes): nobody
         // hands this turn over, so we charge what we held of it ourselves, as above.
         rg::Charge(c, turns.member.tenant, drained - turns.part.start.load(), drained, BestBelievedPriority());
-        CountHeld(dev, turns, drained - turns.part.start.load(), drained);
+        turns.guard.CountHeld(drained - turns.part.start.load(), drained, TrustedShare(dev, turns, drained));
         turns.part.state.store(static_cast<int>(Part::kOut));
         continue;
       }
       while (turns.part.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs)
         SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
-      CountHeld(dev, turns, now - turns.part.start.load(), now);  // our part so far; a reopened one counts from now
+      // Our part so far; a reopened one counts from now.
+      turns.guard.CountHeld(now - turns.part.start.load(), now, TrustedShare(dev, turns, now));
       if (turns.part.asking.load() > 0) {
         if (now < deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
         c->tenants[turns.member.tenant].wants_ns.store(now);     // chosen among the waiters when handing over
@@ -731,10 +571,7 @@ __attribute__((constructor)) void RegisterAtFork() {
     for (DeviceTurns& turns : g_turns) {
       turns.gate.open.store(false);
       turns.part.state.store(static_cast<int>(Part::kOut));
-      turns.guard.owed.store(0);  // the guard's ledger is per process: the child starts with none
-      turns.guard.owed_at.store(0);
-      turns.guard.excused.store(0);
-      turns.guard.grant_until.store(0);
+      turns.guard.Reset();  // the guard's ledger is per process: the child starts with none
     }
   });
 }

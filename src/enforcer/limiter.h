@@ -5,8 +5,8 @@
 // A launch goes ahead while this process's container holds the card's turn; otherwise it
 // waits until the turn comes. Every tenant can write the card, so each process also keeps
 // a private ledger of what the card owes it at its trusted share, and goes ahead on its own
-// for a while when the card stops handing it turns fairly (the starvation guard in
-// limiter.cc): nothing a broken or hostile tenant writes can stall a program or take its
+// for a while when the card stops handing it turns fairly (src/enforcer/starvation_guard.h):
+// nothing a broken or hostile tenant writes can stall a program or take its
 // share. While the container
 // holds the turn the card runs only its work, so the wall time of the turn is the GPU
 // time it took: that is what its credit is charged. A per-process controller thread ends
