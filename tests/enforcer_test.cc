@@ -462,6 +462,21 @@ TEST(EnforcerCompute, SharesHoldForKernelsFrom5usTo50ms) {
   }
 }
 
+// A green context's kernels, launched on a stream of its own with no context current (the
+// launch runs in the stream's context), are held to the share like any other. Gated on the
+// current context's device only, they ran ungated: 99.3 %.
+TEST(EnforcerCompute, AGreenContextsKernelsAreHeldToTheShare) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "force", "--", ProbeBin(), "init",
+                         "greenctx", "greenburn", "3000", "2000000"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto f = Fields(r.out, "greenburn");
+  ASSERT_EQ(f.size(), 2u) << r.out << r.err;
+  std::cout << "a green context's kernels at 30 %: " << f[1] << " %\n";
+  EXPECT_NEAR(std::stod(f[1]), 30, 5) << r.out << r.err;
+}
+
 // A turn cannot preempt a running kernel. Two containers at 30/70, both saturating with
 // single kernels far longer than a turn (10-20 ms) and than the starvation guard's bound
 // (140 ms): the holder keeps the card while it drains its kernel, is charged all of it and

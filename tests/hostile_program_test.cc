@@ -471,6 +471,73 @@ TEST(HostileRegion, RenamedDeviceDoesNotHideMemoryOnlyNvmlSees) {
   ExpectWithinTwoGiB(w);
 }
 
+// A green context costs on the card what a context does (the simulator's model, not yet
+// measured: docs/measurements/README.md) and holds a reference to the primary context.
+// Made and never destroyed, each must be charged: uncharged, 8 of them and a fill put 6,134 MiB on the
+// card under a 2 GiB slice.
+TEST(HostileGreenCtx, GreenContextsMadeAndNeverDestroyedAreCharged) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "green-leak", "8", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  // 518 for the primary context, 2 x 518 for green contexts: a third does not fit.
+  EXPECT_EQ(Lines(w.result.out, "green-leak"), std::vector<std::string>{"green-leak 2 CUDA_ERROR_OUT_OF_MEMORY"})
+      << w.result.out << w.result.err;
+  EXPECT_EQ(Filled(w.result), 448) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
+// Memory allocated while a green context is current is charged on its device, beside the
+// green context's own footprint.
+TEST(HostileGreenCtx, MemoryAllocatedInAGreenContextIsChargedWithTheContext) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "green", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "green"), std::vector<std::string>{"green CUDA_SUCCESS"}) << w.result.out;
+  EXPECT_EQ(Filled(w.result), 960) << w.result.out;  // (2048 - 2 x 518) MiB in 64 MiB pieces
+  ExpectWithinTwoGiB(w);
+}
+
+// Honest: destroying a green context gives back its charge and what was allocated in it.
+TEST(HostileGreenCtx, DestroyGivesTheGreenContextAndItsMemoryBack) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w =
+      Watched(node, {HostileBin(), "init", "green", "fill", "64", "greendestroy", "fill", "64", "sleep", "100"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "greendestroy"), std::vector<std::string>{"greendestroy CUDA_SUCCESS"});
+  EXPECT_EQ(Filled(w.result, 0), 960) << w.result.out;
+  EXPECT_EQ(Filled(w.result, 1), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
+// A multicast binding keeps the physical memory it binds (the simulator's model, not yet
+// measured): handles bound and released in a loop must stay charged until unbound. Charged
+// only until cuMemRelease, the loop put 4,096 MiB bound and 6,086 MiB on the card.
+TEST(HostileMulticast, HandlesReleasedWhileBoundStayCharged) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "mc-leak", "64", "fill", "64", "sleep", "200"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "mc-leak"), std::vector<std::string>{"mc-leak 1472 CUDA_ERROR_OUT_OF_MEMORY"})
+      << w.result.out << w.result.err;
+  EXPECT_EQ(Filled(w.result), 0);
+  ExpectWithinTwoGiB(w);
+}
+
+// Honest: releasing the multicast object ends its bindings and gives their memory back.
+TEST(HostileMulticast, ReleasingTheMulticastObjectGivesItsBoundMemoryBack) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node, {HostileBin(), "init", "mc-leak", "8", "mc-release", "fill", "64", "sleep", "100"}, env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "mc-leak"), std::vector<std::string>{"mc-leak 512 CUDA_SUCCESS"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "mc-release"), std::vector<std::string>{"mc-release CUDA_SUCCESS"});
+  EXPECT_EQ(Filled(w.result), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 }  // namespace
 }  // namespace gs::testing
 

@@ -1009,5 +1009,33 @@ TEST(SimulatorCli, SmiAndBurnWorkAsAUserRunsThem) {
   EXPECT_NE(env.out.find("export LD_LIBRARY_PATH='" + node.root()), std::string::npos) << env.out;
 }
 
+// A green context: half the SMs, a context of its own beside the primary one, costing what
+// a context costs (the model, not measured), given back when destroyed.
+TEST(Simulator, AGreenContextIsAContextOfItsOwnAndCostsWhatAContextCosts) {
+  SimNode node("context_memory: 518Mi\ngpus: [H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "init", "greenctx", "greencurrent", "alloc", "mem", "64m", "greenburn", "50",
+                         "1000000", "greendestroy"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "greenctx"), std::vector<std::string>{"greenctx ok 518 distinct"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "greencurrent"), std::vector<std::string>{"greencurrent ok"});
+  EXPECT_EQ(Lines(r.out, "alloc"), std::vector<std::string>{"alloc ok"});
+  EXPECT_EQ(Lines(r.out, "greenburn").size(), 1u) << r.out;
+  // The green context and the 64 MiB allocated in it are gone; the primary context stays.
+  EXPECT_EQ(Lines(r.out, "greendestroy"), std::vector<std::string>{"greendestroy ok 518"}) << r.out;
+}
+
+// Multicast on an NVSwitch board: a binding keeps a released handle's memory until it is
+// unbound (the model, not measured). A PCIe card has none.
+TEST(Simulator, AMulticastBindingKeepsAReleasedHandleUntilUnbound) {
+  SimNode node("context_memory: 518Mi\ngpus: [H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "init", "mckeeps"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "mckeeps"), std::vector<std::string>{"mckeeps 1030 1030 518 518"}) << r.out;
+  SimNode pcie("gpus: [T4]\n");
+  r = RunProcess({ProbeBin(), "init", "mckeeps"}, pcie.env());
+  EXPECT_EQ(Lines(r.out, "mckeeps"), std::vector<std::string>{"mckeeps unsupported"}) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace gs::testing

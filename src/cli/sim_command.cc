@@ -163,6 +163,7 @@ Status WriteState(const sim::Scenario& sc, const std::string& path) {
     d.memory_total = g.memory_bytes;
     d.context_memory = g.context_memory;
     d.memory_info_unsupported = g.memory_info_unsupported ? 1 : 0;
+    d.multicast_supported = g.multicast ? 1 : 0;
   }
   sim::Node node(s, RealClock::Get(), getpid(), 0);
   for (const auto& f : sc.faults)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <vector>
 
 namespace gs::enforcer {
 
@@ -276,6 +277,57 @@ void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices
   }
 }
 
+void VmmBook::MulticastCreated(uint64_t mc) {
+  multicasts_.insert(mc);
+}
+
+void VmmBook::Bind(uint64_t mc, uint64_t offset, uint64_t size, uint64_t id) {
+  ++physical_[id].mappings;
+  bindings_.emplace(mc, Binding{offset, size, id});
+}
+
+void VmmBook::BoundHandle(uint64_t mc, uint64_t offset, uint64_t size, uint64_t handle) {
+  uint64_t id = 0;
+  if (Find(handle, &id) != nullptr) Bind(mc, offset, size, id);
+}
+
+void VmmBook::BoundAddress(uint64_t mc, uint64_t offset, uint64_t size, uint64_t addr) {
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin() || std::prev(it)->second.end <= addr) return;  // not charged here
+  Bind(mc, offset, size, std::prev(it)->second.id);
+}
+
+void VmmBook::Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices) {
+  uint64_t end = size > UINT64_MAX - offset ? UINT64_MAX : offset + size;
+  auto [first, last] = bindings_.equal_range(mc);
+  for (auto it = first; it != last;) {
+    const Binding b = it->second;
+    auto p = physical_.find(b.id);
+    if (p == physical_.end() || p->second.charge.device != dev || b.offset < offset || b.offset + b.size > end) {
+      ++it;
+      continue;
+    }
+    it = bindings_.erase(it);
+    --p->second.mappings;
+    Charge c;
+    if (Collect(b.id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+  }
+}
+
+bool VmmBook::MulticastReleased(uint64_t handle, uint64_t* bytes, int devices) {
+  if (multicasts_.erase(handle) == 0) return false;
+  auto [first, last] = bindings_.equal_range(handle);
+  std::vector<uint64_t> ids;
+  for (auto it = first; it != last; ++it) ids.push_back(it->second.id);
+  bindings_.erase(first, last);
+  for (uint64_t id : ids) {
+    --physical_[id].mappings;
+    Charge c;
+    if (Collect(id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+  }
+  return true;
+}
+
 uint64_t VmmBook::Total(int device) const {
   uint64_t t = 0;
   for (const auto& [id, p] : physical_)
@@ -287,6 +339,8 @@ void VmmBook::ForgetAll() {
   physical_.clear();
   by_handle_.clear();
   mappings_.clear();
+  multicasts_.clear();
+  bindings_.clear();
 }
 
 VmmBook& TheVmmBook() {

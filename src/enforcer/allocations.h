@@ -179,6 +179,19 @@ class VmmBook {
   // [ptr, ptr + size) is unmapped. The charges of the allocations it leaves with no handle
   // and no mapping are added per device into bytes[device] (an array of `devices`).
   void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices);
+  // Multicast objects. mc is a multicast object's handle (cuMulticastCreate).
+  void MulticastCreated(uint64_t mc);
+  // [offset, offset + size) of mc now binds the allocation of handle, or the one mapped at
+  // addr: one more hold on it until unbound. Nothing for an allocation not charged here.
+  void BoundHandle(uint64_t mc, uint64_t offset, uint64_t size, uint64_t handle);
+  void BoundAddress(uint64_t mc, uint64_t offset, uint64_t size, uint64_t addr);
+  // cuMulticastUnbind: the bindings of mc on region device dev inside [offset, offset +
+  // size) end; the charges of allocations nothing holds any more are added per device into
+  // bytes[device] (an array of `devices`).
+  void Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices);
+  // cuMemRelease of handle: true when it is a multicast object, whose bindings all end
+  // (charges freed added into bytes as by Unbound).
+  bool MulticastReleased(uint64_t handle, uint64_t* bytes, int devices);
   // Bytes charged on a device for allocations still alive (for tests).
   uint64_t Total(int device) const;
   // fork(): the child holds none of its parent's allocations.
@@ -188,7 +201,7 @@ class VmmBook {
   struct Physical {
     Charge charge;
     uint32_t handles = 0;   // references not yet released
-    uint32_t mappings = 0;  // address ranges mapping it
+    uint32_t mappings = 0;  // address ranges mapping it and multicast bindings of it
     uint64_t handle = 0;    // its handle value while in by_handle_
   };
   struct Mapping {
@@ -204,6 +217,12 @@ class VmmBook {
   std::unordered_map<uint64_t, Physical> physical_;   // by id, never reused
   std::unordered_map<uint64_t, uint64_t> by_handle_;  // handle value -> id (may be stale)
   std::map<uint64_t, Mapping> mappings_;              // start -> (end, id), never overlapping
+  struct Binding {
+    uint64_t offset, size, id;
+  };
+  std::unordered_set<uint64_t> multicasts_;    // multicast objects alive
+  std::multimap<uint64_t, Binding> bindings_;  // multicast object -> what it binds
+  void Bind(uint64_t mc, uint64_t offset, uint64_t size, uint64_t id);
 };
 
 VmmBook& TheVmmBook();

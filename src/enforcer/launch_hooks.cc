@@ -68,6 +68,21 @@ GS_HOOK(cuStreamEndCapture_ptsz) CUresult gs_hook_cuStreamEndCapture_ptsz(CUstre
 }
 namespace region = gs::region;
 
+// The gate caches the device of the stream a thread launched on last: a destroyed stream's
+// handle may name another context's stream next.
+GS_HOOK(cuStreamDestroy_v2) CUresult gs_hook_cuStreamDestroy_v2(CUstream s) {
+  if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = g_cuda.cuStreamDestroy_v2(s);
+  Limiter::StreamGone();
+  return rc;
+}
+GS_HOOK(cuStreamDestroy) CUresult gs_hook_cuStreamDestroy(CUstream s) {
+  if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = (g_cuda.cuStreamDestroy ? g_cuda.cuStreamDestroy : g_cuda.cuStreamDestroy_v2)(s);
+  Limiter::StreamGone();
+  return rc;
+}
+
 #define GS_LAUNCH_GATE(stream)                           \
   do {                                                   \
     if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED; \

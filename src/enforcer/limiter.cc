@@ -72,9 +72,12 @@ struct TurnPart {
   uint64_t launches_at_join = 0;
   uint64_t seen_launches = 0;  // the controller's last look at gate.launches, and when it changed
   int64_t last_change_ns = 0;
-  std::atomic<int64_t> start{0};        // this process's part of the turn counts from here
-  std::atomic<int> asking{0};           // threads of this process waiting in WaitForTurn
-  std::atomic<CUcontext> ctx{nullptr};  // the context whose queued work the controller drains
+  std::atomic<int64_t> start{0};  // this process's part of the turn counts from here
+  std::atomic<int> asking{0};     // threads of this process waiting in WaitForTurn
+  // The contexts whose queued work the controller drains: each context this process
+  // launched in on the device (a green context is one of its own), up to kDrainContexts.
+  static constexpr int kDrainContexts = 8;
+  std::atomic<CUcontext> ctxs[kDrainContexts] = {};
 };
 
 // What this process's waiters saw of the card: the turn word as first seen, and when (a
@@ -111,8 +114,42 @@ std::atomic<bool> g_beat_started{false};
 std::atomic<uint32_t> g_drain_seq{0};
 std::atomic<rg::CardTenant*> g_drain_entry{nullptr};
 constexpr int64_t kDrainBeatNs = 10'000'000;  // the drain heartbeat's period
+// What a launching thread last resolved: its current context's device, and an explicit
+// stream's. Valid while g_contexts_seen is unchanged: a context or stream that goes away
+// bumps it, so a handle value the driver hands out again is resolved anew.
+std::atomic<uint32_t> g_contexts_seen{0};
 thread_local CUcontext t_ctx = nullptr;
 thread_local int t_dev = -1;
+thread_local uint32_t t_ctx_seen = 0;
+thread_local CUstream t_stream = nullptr;
+thread_local int t_stream_dev = -1;
+thread_local uint32_t t_stream_seen = 0;
+
+// Adds ctx to the contexts the controller drains on dev.
+void NoteContext(int dev, CUcontext ctx) {
+  if (dev < 0 || dev >= rg::kMaxDevices || ctx == nullptr) return;
+  std::atomic<CUcontext>* ctxs = g_turns[dev].part.ctxs;
+  for (int i = 0; i < TurnPart::kDrainContexts; ++i)
+    if (ctxs[i].load() == ctx) return;
+  for (int i = 0; i < TurnPart::kDrainContexts; ++i) {
+    CUcontext none = nullptr;
+    if (ctxs[i].compare_exchange_strong(none, ctx) || none == ctx) return;
+  }
+  // Full: the oldest is replaced, its work then drained only by the card's own order.
+  GS_LOG(kInfo, "device %d: more than %d contexts launched in; the turn drains the newest", dev,
+         TurnPart::kDrainContexts);
+  for (int i = 0; i + 1 < TurnPart::kDrainContexts; ++i) ctxs[i].store(ctxs[i + 1].load());
+  ctxs[TurnPart::kDrainContexts - 1].store(ctx);
+}
+
+// The region device of ctx (-1: it cannot be told).
+int DeviceOfContext(CUcontext ctx) {
+  if (g_cuda.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return -1;
+  int dev = CurrentDevice();
+  CUcontext popped;
+  g_cuda.cuCtxPopCurrent_v2(&popped);
+  return dev;
+}
 
 // The best priority believed of another tenant (src/common/contract.h, kCardBestPriority).
 int BestBelievedPriority() {
@@ -133,12 +170,33 @@ __attribute__((always_inline)) inline bool AnyLimit() {
 int LaunchDevice() {
   CUcontext ctx = nullptr;
   if (g_cuda.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return -1;
-  if (ctx != t_ctx) {  // rare: the thread switched contexts
+  const uint32_t seen = g_contexts_seen.load(std::memory_order_relaxed);
+  if (ctx != t_ctx || seen != t_ctx_seen) {  // rare: the thread switched contexts
     t_ctx = ctx;
+    t_ctx_seen = seen;
     t_dev = CurrentDevice();
-    if (t_dev >= 0) g_turns[t_dev].part.ctx.store(ctx);
+    NoteContext(t_dev, ctx);
   }
   return t_dev;
+}
+
+// The device a launch on an explicit stream runs on: its stream's context's, which need not
+// be the current one (a green context's stream, or a library's kernel launched with no
+// context current, runs in the stream's context). The null and per-thread streams are the
+// current context's.
+int StreamDevice(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return LaunchDevice();
+  const uint32_t seen = g_contexts_seen.load(std::memory_order_relaxed);
+  if (stream == t_stream && seen == t_stream_seen) return t_stream_dev;
+  CUcontext ctx = nullptr;
+  if (g_cuda.cuStreamGetCtx == nullptr || g_cuda.cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS || ctx == nullptr)
+    return LaunchDevice();
+  int dev = DeviceOfContext(ctx);
+  NoteContext(dev, ctx);
+  t_stream = stream;
+  t_stream_seen = seen;
+  t_stream_dev = dev;
+  return dev;
 }
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
@@ -464,15 +522,21 @@ bool ReopenTurn(DeviceTurns& turns, int64_t now) {
 // The last heartbeat stays: the card is handed over or the turn goes on within kRelaunchNs,
 // and it is stale kDrainFreshNs later anyway.
 void Drain(DeviceTurns& turns) {
-  CUcontext ctx = turns.part.ctx.load();
-  if (ctx == nullptr || g_cuda.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
   rg::CardTenant& me = turns.member.card->tenants[turns.member.tenant];
-  me.drain_ns.store(MonotonicNowNs());
-  g_drain_entry.store(&me);
-  g_drain_seq.fetch_add(1);  // odd: draining
-  FutexWake(&g_drain_seq);
-  g_cuda.cuCtxSynchronize();
-  g_drain_seq.fetch_add(1);
+  bool draining = false;
+  for (auto& slot : turns.part.ctxs) {
+    CUcontext ctx = slot.load();
+    if (ctx == nullptr || g_cuda.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) continue;
+    if (!draining) {
+      me.drain_ns.store(MonotonicNowNs());
+      g_drain_entry.store(&me);
+      g_drain_seq.fetch_add(1);  // odd: draining
+      FutexWake(&g_drain_seq);
+      draining = true;
+    }
+    g_cuda.cuCtxSynchronize();
+  }
+  if (draining) g_drain_seq.fetch_add(1);
 }
 
 // Ends this process's part of a turn when its time is up or it stopped launching.
@@ -616,7 +680,7 @@ __attribute__((always_inline)) inline void Admit(int dev, CUstream stream) {
 
 void Limiter::Gate(CUstream stream) {
   if (!AnyLimit() || g_state.region == nullptr) return;
-  int dev = LaunchDevice();
+  int dev = StreamDevice(stream);
   if (dev < 0) return;
   Admit(dev, stream);
 }
@@ -624,8 +688,22 @@ void Limiter::Gate(CUstream stream) {
 void Limiter::GateOn(int dev, CUcontext ctx, CUstream stream) {
   if (!Shared(dev)) return;
   // The controller drains the turn's work in this context.
-  if (ctx != nullptr) g_turns[dev].part.ctx.store(ctx);
+  NoteContext(dev, ctx);
   Admit(dev, stream);
+}
+
+void Limiter::ContextGone(CUcontext ctx) {
+  g_contexts_seen.fetch_add(1);
+  if (ctx == nullptr) return;
+  for (auto& turns : g_turns)
+    for (auto& slot : turns.part.ctxs) {
+      CUcontext was = ctx;
+      slot.compare_exchange_strong(was, nullptr);
+    }
+}
+
+void Limiter::StreamGone() {
+  g_contexts_seen.fetch_add(1);
 }
 
 bool Limiter::Active() {

@@ -25,12 +25,18 @@ namespace gs::enforcer {
 
 class Limiter {
  public:
-  // Called on every launch path before the driver, for a launch on the current context's
-  // device.
+  // Called on every launch path before the driver, for a launch on `stream`: gated on the
+  // device of the stream's context (the current context's for the null and per-thread
+  // streams).
   static void Gate(CUstream stream);
   // The same for a launch on region device dev through ctx (not necessarily current): a
   // launch on several devices at once gates the one of them that has a share.
   static void GateOn(int dev, CUcontext ctx, CUstream stream);
+  // A context went away (destroyed, reset, a green context destroyed): its queued work is
+  // no longer drained, and a context made later at the same address is resolved anew.
+  static void ContextGone(CUcontext ctx);
+  // A stream went away: a stream made later at the same address is resolved anew.
+  static void StreamGone();
   // Whether any launch may wait for turns (a share somewhere, policy not `disable`), and
   // whether launches on region device dev do.
   static bool Active();

@@ -77,6 +77,12 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
   return rc;
 }
 
+// Gives back charges per device (bytes: an array of kMaxDevices).
+void UnreservePerDevice(const uint64_t* bytes) {
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (bytes[d]) Unreserve(d, bytes[d], false);
+}
+
 }  // namespace
 }  // namespace gs::enforcer
 
@@ -86,6 +92,13 @@ namespace region = gs::region;
 #define GS_NEED_CUDA()                                   \
   do {                                                   \
     if (!CudaReady()) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+
+// Driver entry points not every driver exports (the simulator has only some of them).
+#define GS_NEED_REAL(name)                                       \
+  do {                                                           \
+    GS_NEED_CUDA();                                              \
+    if (g_cuda.name == nullptr) return CUDA_ERROR_NOT_SUPPORTED; \
   } while (0)
 
 GS_HOOK(cuInit) CUresult gs_hook_cuInit(unsigned int Flags) {
@@ -326,8 +339,7 @@ GS_HOOK(cuMemUnmap) CUresult gs_hook_cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (rc != CUDA_SUCCESS) return rc;
   uint64_t bytes[kMaxDevices] = {};
   book.Unmapped(ptr, size, bytes, kMaxDevices);
-  for (int d = 0; d < kMaxDevices; ++d)
-    if (bytes[d]) Unreserve(d, bytes[d], false);
+  UnreservePerDevice(bytes);
   return rc;
 }
 
@@ -336,8 +348,66 @@ GS_HOOK(cuMemRelease) CUresult gs_hook_cuMemRelease(CUmemGenericAllocationHandle
   VmmBook& book = TheVmmBook();
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemRelease(handle);
+  if (rc != CUDA_SUCCESS) return rc;
+  // A multicast object's handle: the object goes, and its bindings with it.
+  uint64_t bytes[kMaxDevices] = {};
+  if (book.MulticastReleased(handle, bytes, kMaxDevices)) {
+    UnreservePerDevice(bytes);
+    return rc;
+  }
   Charge c;
-  if (rc == CUDA_SUCCESS && book.Released(handle, &c)) Unreserve(c.device, c.bytes, false);
+  if (book.Released(handle, &c)) Unreserve(c.device, c.bytes, false);
+  return rc;
+}
+
+// ---- multicast objects -------------------------------------------------------------------------
+// The object itself is not charged (it takes no device memory in the simulator's model, not
+// measured: docs/measurements/README.md). A binding holds the physical memory it binds as a
+// mapping does (VmmBook), until cuMulticastUnbind or the release of the object's handle.
+
+GS_HOOK(cuMulticastCreate)
+CUresult gs_hook_cuMulticastCreate(CUmemGenericAllocationHandle* mcHandle, const CUmulticastObjectProp* prop) {
+  GS_NEED_REAL(cuMulticastCreate);
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMulticastCreate(mcHandle, prop);
+  if (rc == CUDA_SUCCESS && mcHandle) book.MulticastCreated(*mcHandle);
+  return rc;
+}
+
+GS_HOOK(cuMulticastBindMem)
+CUresult gs_hook_cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                                    CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size,
+                                    unsigned long long flags) {
+  GS_NEED_REAL(cuMulticastBindMem);
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags);
+  if (rc == CUDA_SUCCESS) book.BoundHandle(mcHandle, mcOffset, size, memHandle);
+  return rc;
+}
+
+GS_HOOK(cuMulticastBindAddr)
+CUresult gs_hook_cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUdeviceptr memptr,
+                                     size_t size, unsigned long long flags) {
+  GS_NEED_REAL(cuMulticastBindAddr);
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags);
+  if (rc == CUDA_SUCCESS) book.BoundAddress(mcHandle, mcOffset, size, memptr);
+  return rc;
+}
+
+GS_HOOK(cuMulticastUnbind)
+CUresult gs_hook_cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size) {
+  GS_NEED_REAL(cuMulticastUnbind);
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMulticastUnbind(mcHandle, dev, mcOffset, size);
+  if (rc != CUDA_SUCCESS) return rc;
+  uint64_t bytes[kMaxDevices] = {};
+  book.Unbound(mcHandle, DeviceOfOrdinal(dev), mcOffset, size, bytes, kMaxDevices);
+  UnreservePerDevice(bytes);
   return rc;
 }
 
@@ -499,13 +569,6 @@ GS_HOOK(cuDeviceGraphMemTrim) CUresult gs_hook_cuDeviceGraphMemTrim(CUdevice dev
   return rc;
 }
 
-// Driver entry points not every driver exports (the simulator has only some of them).
-#define GS_NEED_REAL(name)                                       \
-  do {                                                           \
-    GS_NEED_CUDA();                                              \
-    if (g_cuda.name == nullptr) return CUDA_ERROR_NOT_SUPPORTED; \
-  } while (0)
-
 namespace {
 CUresult Instantiated(CUresult rc, const CUgraphExec* exec, CUgraph graph) {
   if (rc == CUDA_SUCCESS && exec != nullptr)
@@ -587,7 +650,10 @@ CUresult ResetPrimary(CUdevice dev, CUresult (*real)(CUdevice)) {
   CUresult rc = real(dev);
   // Everything the primary context held is freed by the driver: so it is by the books,
   // and the whole slice can be allocated again.
-  if (rc == CUDA_SUCCESS) ContextGone(idx, ctx);
+  if (rc == CUDA_SUCCESS) {
+    ContextGone(idx, ctx);
+    Limiter::ContextGone(reinterpret_cast<CUcontext>(ctx));
+  }
   return rc;
 }
 
@@ -599,10 +665,79 @@ CUresult DestroyContext(CUcontext ctx, CUresult (*real)(CUcontext)) {
     g_cuda.cuCtxPopCurrent_v2(&popped);
   }
   CUresult rc = real(ctx);
-  if (rc == CUDA_SUCCESS) ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
+  if (rc == CUDA_SUCCESS) {
+    ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
+    Limiter::ContextGone(ctx);
+  }
+  return rc;
+}
+
+// A green context is a context of its own: what cuCtxFromGreenCtx returns for it is current
+// while it is used, so what is allocated in it is recorded under that context and goes with
+// it. It holds a reference to its device's primary context while it lives (CUDA driver API,
+// cuGreenCtxCreate), which the driver creates when none is active. So a green context is
+// made as the driver makes it: the primary context retained first, charged as
+// cuDevicePrimaryCtxRetain is, then the green context itself charged as cuCtxCreate's
+// context is (reserved ahead, then measured, refused with CUDA_ERROR_OUT_OF_MEMORY when it
+// does not fit); cuGreenCtxDestroy gives back both, with everything allocated in it.
+CUresult CreateGreenContext(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned flags) {
+  if (phCtx == nullptr) return g_cuda.cuGreenCtxCreate(phCtx, desc, dev, flags);
+  CUcontext primary = nullptr;
+  CUresult rc = RetainPrimary(&primary, dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = CreateChargedContext(
+      dev, false,
+      [&](uint64_t* id) {
+        CUresult made = g_cuda.cuGreenCtxCreate(phCtx, desc, dev, flags);
+        if (made != CUDA_SUCCESS) return made;
+        CUcontext ctx = nullptr;
+        CUresult named = g_cuda.cuCtxFromGreenCtx ? g_cuda.cuCtxFromGreenCtx(&ctx, *phCtx) : CUDA_ERROR_NOT_SUPPORTED;
+        if (named != CUDA_SUCCESS || ctx == nullptr) {  // its allocations could not be told: not made
+          g_cuda.cuGreenCtxDestroy(*phCtx);
+          *phCtx = nullptr;
+          return named != CUDA_SUCCESS ? named : CUDA_ERROR_INVALID_CONTEXT;
+        }
+        *id = reinterpret_cast<uint64_t>(ctx);
+        return made;
+      },
+      [&] {
+        g_cuda.cuGreenCtxDestroy(*phCtx);
+        *phCtx = nullptr;
+      });
+  if (rc != CUDA_SUCCESS) ReleasePrimary(dev, g_cuda.cuDevicePrimaryCtxRelease_v2);
+  return rc;
+}
+
+CUresult DestroyGreenContext(CUgreenCtx green) {
+  CUcontext ctx = nullptr;
+  CUdevice ordinal = -1;
+  int dev = -1;
+  if (green != nullptr && g_cuda.cuCtxFromGreenCtx && g_cuda.cuCtxFromGreenCtx(&ctx, green) == CUDA_SUCCESS &&
+      ctx != nullptr && g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+    if (g_cuda.cuCtxGetDevice(&ordinal) != CUDA_SUCCESS) ordinal = -1;
+    dev = CurrentDevice();
+    CUcontext popped;
+    g_cuda.cuCtxPopCurrent_v2(&popped);
+  }
+  CUresult rc = g_cuda.cuGreenCtxDestroy(green);
+  if (rc != CUDA_SUCCESS) return rc;
+  ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
+  Limiter::ContextGone(ctx);
+  // The reference to the primary context taken when it was made.
+  if (ordinal >= 0) ReleasePrimary(ordinal, g_cuda.cuDevicePrimaryCtxRelease_v2);
   return rc;
 }
 }  // namespace
+
+GS_HOOK(cuGreenCtxCreate)
+CUresult gs_hook_cuGreenCtxCreate(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
+  GS_NEED_REAL(cuGreenCtxCreate);
+  return CreateGreenContext(phCtx, desc, dev, flags);
+}
+GS_HOOK(cuGreenCtxDestroy) CUresult gs_hook_cuGreenCtxDestroy(CUgreenCtx hCtx) {
+  GS_NEED_REAL(cuGreenCtxDestroy);
+  return DestroyGreenContext(hCtx);
+}
 
 GS_HOOK(cuDevicePrimaryCtxRetain) CUresult gs_hook_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   GS_NEED_CUDA();

@@ -56,6 +56,8 @@ void ReleaseContextAllocations(Context* c) {
   c->modules.clear();
 }
 
+}  // namespace
+
 // Gives back what a context holds when it goes away (destroyed, last primary reference
 // released, reset): the memory allocated in it, its stack reservation and its modules'
 // .global memory and code; its limits return to the defaults. Called with c->mu held.
@@ -88,6 +90,8 @@ void UnchargeContext(Context* ctx) {
   uint64_t overhead = Spec(ctx->device).context_memory;
   if (overhead) node()->Release(ctx->device, overhead);
 }
+
+namespace {
 
 CUresult CreateContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
   GS_REQUIRE_INIT();
@@ -128,7 +132,8 @@ GS_SIM_CUDA(cuCtxCreate_v4)(CUcontext* pctx, CUctxCreateParams*, unsigned int fl
 GS_SIM_CUDA(cuCtxDestroy_v2)(CUcontext ctx) {
   GS_REQUIRE_INIT();
   auto* c = reinterpret_cast<Context*>(ctx);
-  if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  // A primary context goes with its last reference, a green context's with cuGreenCtxDestroy.
+  if (c == nullptr || c->primary || c->green) return CUDA_ERROR_INVALID_CONTEXT;
   WaitContext(c);
   t_ctx_stack.erase(std::remove(t_ctx_stack.begin(), t_ctx_stack.end(), c), t_ctx_stack.end());
   {

@@ -186,6 +186,9 @@ GS_SIM_CUDA(cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib, CUdevice d
     case CU_DEVICE_ATTRIBUTE_NUMA_ID:
       *pi = s.numa_node;
       break;
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
+      *pi = s.multicast_supported ? 1 : 0;
+      break;
     default:
       *pi = 0;
       break;

@@ -37,7 +37,8 @@ struct Driver {
   std::mutex mu;
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::map<CUmemGenericAllocationHandle, std::unique_ptr<PhysicalMemory>> physical;
-  std::map<uintptr_t, std::pair<PhysicalMemory*, size_t>> vmm_maps;  // start -> (phys, size)
+  std::map<uintptr_t, std::pair<PhysicalMemory*, size_t>> vmm_maps;                    // start -> (phys, size)
+  std::map<CUmemGenericAllocationHandle, std::unique_ptr<MulticastObject>> multicast;  // by handle
   Context primary[kMaxDevices];
   MemPool default_pool[kMaxDevices];
   MemPool* current_pool[kMaxDevices] = {};
@@ -116,6 +117,22 @@ void WaitStream(Stream* st);
 void WaitContext(Context* ctx);
 bool EventDone(const CudaEvent* e);
 int64_t EventTime(const CudaEvent* e);
+
+// ---- contexts (src/sim/cuda_context.cc) ------------------------------------------------
+
+// A new context's own footprint on its card (DeviceSpec::context_memory), and back.
+CUresult ChargeContext(Context* ctx);
+void UnchargeContext(Context* ctx);
+// Gives back what a context holds when it goes away. Called with c->mu held.
+void ReleaseContextMemory(Context* c);
+
+// ---- virtual memory (src/sim/cuda_vmm.cc, src/sim/cuda_multicast.cc) --------------------
+
+// Frees a released handle once nothing maps or binds it any more. Caller holds g_driver->mu.
+void MaybeDestroyPhysical(CUmemGenericAllocationHandle key);
+// cuMemRelease of a multicast object's handle: the object and its bindings go. False when
+// handle is no multicast object. Caller holds g_driver->mu.
+bool ReleaseMulticast(CUmemGenericAllocationHandle handle);
 
 // ---- modules (src/sim/cuda_module.cc) ---------------------------------------------------
 

@@ -57,20 +57,18 @@ GS_SIM_CUDA(cuMemCreate)
   return CUDA_SUCCESS;
 }
 
-namespace {
-// Frees a released handle once nothing maps it any more. Caller holds g_driver->mu.
-void MaybeDestroyPhysical(CUmemGenericAllocationHandle key) {
+void gs::sim::MaybeDestroyPhysical(CUmemGenericAllocationHandle key) {
   auto it = g_driver->physical.find(key);
   if (it == g_driver->physical.end() || !it->second->released || it->second->mappings > 0) return;
   if (it->second->device >= 0) node()->Release(it->second->device, it->second->size);
   close(it->second->fd);
   g_driver->physical.erase(it);
 }
-}  // namespace
 
 GS_SIM_CUDA(cuMemRelease)(CUmemGenericAllocationHandle handle) {
   GS_REQUIRE_INIT();
   std::lock_guard<std::mutex> lock(g_driver->mu);
+  if (ReleaseMulticast(handle)) return CUDA_SUCCESS;
   auto it = g_driver->physical.find(handle);
   if (it == g_driver->physical.end() || it->second->released) return CUDA_ERROR_INVALID_VALUE;
   it->second->released = true;

@@ -26,6 +26,9 @@ struct GpuPreset {
   // a process holding only a context). Measured where the table says so; elsewhere the
   // simulator's earlier default, not measured.
   uint64_t context_mib;
+  // Whether the board sits on an NVSwitch that does multicast (NVLink SHARP: third-generation
+  // NVSwitch, the SXM H100 and H200 baseboards): CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED.
+  bool multicast;
 };
 
 // What a context costs on a card nobody measured (and on hand-described scenario GPUs).

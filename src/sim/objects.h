@@ -52,6 +52,36 @@ struct Context {
   size_t limits[CU_LIMIT_MAX] = {};
   uint64_t stack_bytes = 0;
   std::vector<Module*> modules;
+  // A green context's (cuGreenCtxCreate): the green context and the SMs it was given; null
+  // and 0 for any other context.
+  struct GreenContext* green = nullptr;
+  unsigned green_sms = 0;
+};
+
+// cuGreenCtxCreate: a context of its own (what cuCtxFromGreenCtx returns) with a share of
+// the device's SMs; it holds a reference to the device's primary context while it lives.
+struct GreenContext {
+  Context ctx;
+  unsigned long long id = 0;
+};
+
+// A resource descriptor (cuDevResourceGenerateDesc): the SMs of one device.
+struct ResourceDesc {
+  int ordinal = 0;
+  unsigned sms = 0;
+};
+
+// cuMulticastCreate. Bindings keep the physical memory they bind alive, as mappings do.
+struct MulticastObject {
+  unsigned num_devices = 0;
+  size_t size = 0;
+  std::vector<int> devices;  // ordinals added (cuMulticastAddDevice)
+  struct Binding {
+    int ordinal;
+    size_t offset, size;
+    struct PhysicalMemory* phys;
+  };
+  std::vector<Binding> bindings;
 };
 
 struct CudaEvent {

@@ -64,6 +64,7 @@ Status ApplyPreset(const std::string& key, ScenarioGpu* g) {
   g->sm_clock_mhz = p->sm_clock_mhz;
   g->mem_clock_mhz = p->mem_clock_mhz;
   g->context_memory = p->context_mib << 20;
+  g->multicast = p->multicast;
   return Status::Ok();
 }
 

@@ -37,6 +37,8 @@ struct ScenarioGpu {
   // `memory_info: not_supported`: NVML's memory queries answer NOT_SUPPORTED, as on a
   // card with unified memory (docs/simulator.md).
   bool memory_info_unsupported = false;
+  // CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: the preset's (NVSwitch boards), else false.
+  bool multicast = false;
 };
 
 struct ScenarioFault {

@@ -24,7 +24,7 @@ namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
 inline constexpr uint32_t kSimAbiMajor = 3;                   // 3: pids per PID namespace
-inline constexpr uint32_t kSimAbiMinor = 0;
+inline constexpr uint32_t kSimAbiMinor = 1;                   // 1: DeviceSpec::multicast_supported
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
 inline constexpr int kMaxEvents = 128;
@@ -48,6 +48,9 @@ struct DeviceSpec {
   // 1: NVML's memory queries answer NOT_SUPPORTED, as on cards with unified memory
   // (the scenario's memory_info: not_supported); CUDA still reports memory_total.
   uint32_t memory_info_unsupported;
+  // 1: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (the GPU sits on an NVSwitch); 0: every
+  // multicast call answers CUDA_ERROR_NOT_SUPPORTED, as on a PCIe card.
+  uint32_t multicast_supported;
   uint64_t memory_total;    // bytes
   uint64_t context_memory;  // bytes a CUDA context costs on this device
 };

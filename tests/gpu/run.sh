@@ -95,6 +95,26 @@ vmm=$("$P" init nvml alloc vmm 256m release nvml free nvml | mib_steps)
 echo "vmm (after init; 256m created and mapped, handle released; unmapped): $vmm MiB"
 if [ "$vmm" = "0 256 0" ]; then ok "a released VMM handle's memory stays until unmapped, as the simulator models it"; else
   bad "a released VMM handle's memory: '$vmm' MiB, the simulator models '0 256 0'"; fi
+# A green context: what it adds to the process beside the primary context, and whether
+# cuCtxFromGreenCtx names a context of its own (docs/measurements/README.md, "Green
+# contexts"; the simulator models the least convenient case: a context's cost, distinct).
+green=$("$P" init nvml greenctx greendestroy 2>&1)
+echo "$green" | awk '/^greenctx|^greendestroy/ { print "green context: " $0 }'
+gmib=$(echo "$green" | awk '$1 == "greenctx" && $2 == "ok" { print $3 }')
+if [ -z "$gmib" ]; then bad "green context not made on this card: $(echo "$green" | grep greenctx)"
+elif [ "$gmib" -le 518 ]; then ok "a green context costs $gmib MiB, within the context charge the simulator models (518)"
+else bad "a green context costs $gmib MiB, more than the 518 the simulator and the enforcer's estimate assume"; fi
+# A multicast binding: does it keep a released handle's memory on the card until unbound?
+mc=$("$P" init mckeeps 2>&1 | awk '$1 == "mckeeps"')
+echo "multicast (MiB after bind, release, unbind, object released): ${mc#mckeeps }"
+case "$mc" in
+  "mckeeps unsupported") echo "SKIP: this card has no multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED 0): whether a multicast binding keeps a released handle was NOT measured" ;;
+  "mckeeps "*" "*" "*" "*)
+    set -- ${mc#mckeeps }
+    if [ "$1" = "$2" ] && [ "$3" -lt "$2" ]; then ok "a multicast binding keeps a released handle until unbound, as the simulator models it"
+    else bad "multicast binding of a released handle: '$*' MiB, the simulator models bound = released > unbound"; fi ;;
+  *) bad "multicast probe: '${mc:-no answer}'" ;;
+esac
 # The deprecated launch entry points the enforcer gates: does this driver still run them?
 for how in culaunch grid gridasync multidev; do
   got=$("$P" init "$how" 3 1000 sync 2>&1 | awk -v h="$how" '$1 == h { print $2 }')

@@ -73,6 +73,25 @@
 //   attrs DEV                      "attrs THREADS/SM BLOCKS/SM SMS TEX1D TEX2D TEX3D"
 //   stack BYTES                    cuCtxSetLimit(CU_LIMIT_STACK_SIZE) -> "stack ok|ERR"
 //   array2d W H                    a W x H float CUDA array -> "array2d ok|ERR" (kept)
+// Green contexts (kept, newest last):
+//   greenctx                       a green context on the device with half its SMs
+//                                  (cuDevSmResourceSplitByCount), what it added to this
+//                                  process in NVML, and whether cuCtxFromGreenCtx names the
+//                                  primary context: "greenctx ok MIB same|distinct" / "greenctx ERR"
+//   greencurrent                   makes the newest one's context current -> "greencurrent ok|ERR"
+//   greendestroy                   destroys the newest one, the primary context current again
+//                                  -> "greendestroy ok|ERR MIB" (MIB: NVML's figure after it went)
+//   greenburn MS NS                for MS ms, with no context current, rounds of 8 spin
+//                                  launches of NS ns on a stream of the newest green context
+//                                  (cuGreenCtxStreamCreate) and a synchronize of it:
+//                                  "greenburn UTIL" (kernel time completed over elapsed, percent)
+// Multicast:
+//   mckeeps                        does a multicast binding keep a released handle's memory?
+//                                  A 512 MiB handle bound to a multicast object of this device,
+//                                  released, unbound, the object released; NVML's figure for
+//                                  this process after each: "mckeeps BOUND RELEASED UNBOUND GONE"
+//                                  (MiB), or "mckeeps unsupported" when the device has no
+//                                  multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED 0)
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
@@ -476,6 +495,95 @@ nvmlDevice_t NvmlDevice() {
   return d;
 }
 
+// What NVML says this process holds on the device, in MiB; -1 when NVML cannot tell.
+long long OwnMib() {
+  nvmlDevice_t d = NvmlDevice();
+  if (d == nullptr) return -1;
+  nvmlProcessInfo_t procs[64];
+  unsigned count = 64;
+  if (n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) != NVML_SUCCESS) return -1;
+  for (unsigned k = 0; k < count; ++k)
+    if (procs[k].pid == static_cast<unsigned>(getpid())) return static_cast<long long>(procs[k].usedGpuMemory >> 20);
+  return 0;
+}
+
+std::vector<CUgreenCtx> g_greens;
+
+// A green context with half the device's SMs (at least one group).
+CUresult MakeGreen(CUgreenCtx* green) {
+  CUdevResource all{}, half{}, rest{};
+  unsigned groups = 1;
+  CUresult rc = c.cuDeviceGetDevResource(g_dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+  if (rc == CUDA_SUCCESS) rc = c.cuDevSmResourceSplitByCount(&half, &groups, &all, &rest, 0, all.sm.smCount / 2);
+  CUdevResourceDesc desc = nullptr;
+  if (rc == CUDA_SUCCESS) rc = c.cuDevResourceGenerateDesc(&desc, &half, 1);
+  if (rc == CUDA_SUCCESS) rc = c.cuGreenCtxCreate(green, desc, g_dev, CU_GREEN_CTX_DEFAULT_STREAM);
+  return rc;
+}
+
+// Kernel time completed over elapsed time, in percent, of rounds of spin launches on a
+// stream of the newest green context, launched with no context current.
+CUresult GreenBurn(int ms, unsigned long long ns, double* util) {
+  if (g_greens.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult rc = EnsureModule();
+  CUstream s = nullptr;
+  if (rc == CUDA_SUCCESS) rc = c.cuGreenCtxStreamCreate(&s, g_greens.back(), CU_STREAM_NON_BLOCKING, 0);
+  CUcontext was = nullptr;
+  c.cuCtxGetCurrent(&was);
+  if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(nullptr);
+  int sms = 1;
+  c.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g_dev);
+  void* params[] = {&ns};
+  double work_ns = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::milliseconds(ms);
+  while (rc == CUDA_SUCCESS && std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 8 && rc == CUDA_SUCCESS; ++i)
+      rc = c.cuLaunchKernel(g_spin, sms, 1, 1, 128, 1, 1, 0, s, params, nullptr);
+    if (rc == CUDA_SUCCESS) rc = c.cuStreamSynchronize(s);
+    if (rc == CUDA_SUCCESS) work_ns += 8 * double(ns);
+  }
+  double elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  *util = 100 * work_ns / elapsed;
+  c.cuCtxSetCurrent(was);
+  if (s) c.cuStreamDestroy_v2(s);
+  return rc;
+}
+
+// mckeeps (see the header). Prints its own line.
+void MulticastKeeps() {
+  int supported = 0;
+  c.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, g_dev);
+  if (!supported) {
+    printf("mckeeps unsupported\n");
+    return;
+  }
+  const size_t size = 512ull << 20;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = g_dev;
+  CUmulticastObjectProp mprop{};
+  mprop.numDevices = 1;
+  mprop.size = size;
+  CUmemGenericAllocationHandle mem = 0, mc = 0;
+  CUresult rc = c.cuMemCreate(&mem, size, &prop, 0);
+  if (rc == CUDA_SUCCESS) rc = c.cuMulticastCreate(&mc, &mprop);
+  if (rc == CUDA_SUCCESS) rc = c.cuMulticastAddDevice(mc, g_dev);
+  if (rc == CUDA_SUCCESS) rc = c.cuMulticastBindMem(mc, 0, mem, 0, size, 0);
+  if (rc != CUDA_SUCCESS) {
+    printf("mckeeps %s\n", Name(rc));
+    return;
+  }
+  long long bound = OwnMib();
+  c.cuMemRelease(mem);
+  long long released = OwnMib();
+  c.cuMulticastUnbind(mc, g_dev, 0, size);
+  long long unbound = OwnMib();
+  c.cuMemRelease(mc);
+  printf("mckeeps %lld %lld %lld %lld\n", bound, released, unbound, OwnMib());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -729,6 +837,51 @@ int main(int argc, char** argv) {
       } else {
         printf("mixburn %.1f\n", 100 * work_ns / elapsed);
       }
+      continue;
+    } else if (cmd == "greenctx") {
+      CUcontext primary = nullptr, green_ctx = nullptr;
+      c.cuCtxGetCurrent(&primary);
+      long long before = OwnMib();
+      CUgreenCtx green = nullptr;
+      rc = MakeGreen(&green);
+      if (rc == CUDA_SUCCESS) {
+        g_greens.push_back(green);
+        c.cuCtxFromGreenCtx(&green_ctx, green);
+        printf("greenctx ok %lld %s\n", OwnMib() - before, green_ctx == primary ? "same" : "distinct");
+      } else {
+        ++failures;
+        printf("greenctx %s\n", Name(rc));
+      }
+      continue;
+    } else if (cmd == "greencurrent") {
+      CUcontext ctx = nullptr;
+      rc = g_greens.empty() ? CUDA_ERROR_INVALID_CONTEXT : c.cuCtxFromGreenCtx(&ctx, g_greens.back());
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(ctx);
+      printf("greencurrent %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+      continue;
+    } else if (cmd == "greendestroy") {
+      rc = g_greens.empty() ? CUDA_ERROR_INVALID_CONTEXT : c.cuGreenCtxDestroy(g_greens.back());
+      if (rc == CUDA_SUCCESS) g_greens.pop_back();
+      CUcontext primary = nullptr;
+      if (c.cuDevicePrimaryCtxRetain(&primary, g_dev) == CUDA_SUCCESS) {
+        c.cuCtxSetCurrent(primary);
+        c.cuDevicePrimaryCtxRelease_v2(g_dev);
+      }
+      printf("greendestroy %s %lld\n", rc == CUDA_SUCCESS ? "ok" : Name(rc), OwnMib());
+      continue;
+    } else if (cmd == "greenburn") {
+      double util = 0;
+      rc = GreenBurn(atoi(arg(1)), strtoull(arg(2), nullptr, 10), &util);
+      i += 2;
+      if (rc != CUDA_SUCCESS) {
+        ++failures;
+        printf("greenburn %s\n", Name(rc));
+      } else {
+        printf("greenburn %.1f\n", util);
+      }
+      continue;
+    } else if (cmd == "mckeeps") {
+      MulticastKeeps();
       continue;
     } else if (cmd == "sync") {
       rc = c.cuCtxSynchronize();

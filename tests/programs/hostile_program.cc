@@ -36,6 +36,18 @@
 //                "modglobal <result>"
 //   room         64 MiB cuMemAlloc_v2 pieces until refused, held 30 ms, then all freed again:
 //                "room <MiB that fitted>"
+// Green contexts (on device 0, half its SMs; each holds a reference to the primary context):
+//   green-leak N  N green contexts made and never destroyed; stops at the first failure:
+//                "green-leak <contexts made> <result that stopped it>"
+//   green        one green context, made current (cuCtxFromGreenCtx, cuCtxSetCurrent):
+//                "green <result>"
+//   greendestroy destroys the newest green context and makes the primary context current
+//                again: "greendestroy <result>"
+// Multicast (one object of device 0, as large as N pieces, made by the first mc-leak):
+//   mc-leak N    N times: create 64 MiB, bind it to the multicast object at the next offset
+//                (cuMulticastBindMem), cuMemRelease while bound; stops at the first failure:
+//                "mc-leak <MiB left bound> <result that stopped it>"
+//   mc-release   releases the multicast object (cuMemRelease of its handle): "mc-release <result>"
 // Graph memory (the driver keeps a launched allocation node's memory on the card after its
 // graph and executable are destroyed, until the pointer is freed and the device's graph
 // memory trimmed):
@@ -375,6 +387,85 @@ long VmmPieces(long pieces, bool release) {
   return mapped;
 }
 
+// ---- green contexts and multicast --------------------------------------------------------
+
+std::vector<CUgreenCtx> g_greens;
+CUmemGenericAllocationHandle g_multicast = 0;
+
+CUresult MakeGreen(CUgreenCtx* green) {
+  CUdevResource all{}, half{};
+  unsigned groups = 1;
+  CUresult rc = Get<CUresult (*)(CUdevice, CUdevResource*, CUdevResourceType)>("cuDeviceGetDevResource")(
+      0, &all, CU_DEV_RESOURCE_TYPE_SM);
+  if (rc == CUDA_SUCCESS)
+    rc = Get<CUresult (*)(CUdevResource*, unsigned*, const CUdevResource*, CUdevResource*, unsigned, unsigned)>(
+        "cuDevSmResourceSplitByCount")(&half, &groups, &all, nullptr, 0, all.sm.smCount / 2);
+  CUdevResourceDesc desc = nullptr;
+  if (rc == CUDA_SUCCESS)
+    rc = Get<CUresult (*)(CUdevResourceDesc*, CUdevResource*, unsigned)>("cuDevResourceGenerateDesc")(&desc, &half, 1);
+  if (rc == CUDA_SUCCESS)
+    rc = Get<CUresult (*)(CUgreenCtx*, CUdevResourceDesc, CUdevice, unsigned)>("cuGreenCtxCreate")(
+        green, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM);
+  return rc;
+}
+
+CUresult GreenCurrent(CUgreenCtx green) {
+  CUcontext ctx = nullptr;
+  CUresult rc = Get<CUresult (*)(CUcontext*, CUgreenCtx)>("cuCtxFromGreenCtx")(&ctx, green);
+  if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+  return rc;
+}
+
+CUresult GreenDestroy() {
+  if (g_greens.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult rc = Get<CUresult (*)(CUgreenCtx)>("cuGreenCtxDestroy")(g_greens.back());
+  if (rc == CUDA_SUCCESS) g_greens.pop_back();
+  CUcontext primary = nullptr;
+  if (Get<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&primary, 0) == CUDA_SUCCESS) {
+    Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(primary);
+    Get<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxRelease_v2")(0);
+  }
+  return rc;
+}
+
+// green-leak: green contexts made until refused or n.
+void GreenLeak(long n) {
+  long made = 0;
+  CUresult rc = CUDA_SUCCESS;
+  for (; made < n; ++made) {
+    CUgreenCtx g = nullptr;
+    if ((rc = MakeGreen(&g)) != CUDA_SUCCESS) break;
+    g_greens.push_back(g);
+  }
+  printf("green-leak %ld %s\n", made, Name(rc));
+}
+
+// mc-leak: 64 MiB handles bound to one multicast object of device 0, each released while bound.
+void MulticastLeak(long n) {
+  using Release = CUresult (*)(CUmemGenericAllocationHandle);
+  const size_t piece = 64ull << 20;
+  CUresult rc = CUDA_SUCCESS;
+  if (g_multicast == 0) {
+    CUmulticastObjectProp prop{};
+    prop.numDevices = 1;
+    prop.size = static_cast<size_t>(n) * piece;
+    rc = Get<CUresult (*)(CUmemGenericAllocationHandle*, const CUmulticastObjectProp*)>("cuMulticastCreate")(
+        &g_multicast, &prop);
+    if (rc == CUDA_SUCCESS)
+      rc = Get<CUresult (*)(CUmemGenericAllocationHandle, CUdevice)>("cuMulticastAddDevice")(g_multicast, 0);
+  }
+  long bound = 0;
+  for (; rc == CUDA_SUCCESS && bound < n; ++bound) {
+    CUmemGenericAllocationHandle h = 0;
+    if ((rc = VmmCreate(piece, &h)) != CUDA_SUCCESS) break;
+    rc = Get<CUresult (*)(CUmemGenericAllocationHandle, size_t, CUmemGenericAllocationHandle, size_t, size_t,
+                          unsigned long long)>("cuMulticastBindMem")(g_multicast, bound * piece, h, 0, piece, 0);
+    Get<Release>("cuMemRelease")(h);
+    if (rc != CUDA_SUCCESS) break;
+  }
+  printf("mc-leak %ld %s\n", bound * 64, Name(rc));
+}
+
 // Two handles of `bytes` mapped side by side in one reservation and released, then one
 // cuMemUnmap over both; returns that unmap's result.
 CUresult VmmPair(size_t bytes) {
@@ -684,6 +775,24 @@ int main(int argc, char** argv) {
     } else if (strcmp(step, "vmmpair") == 0) {
       printf("vmmpair %s\n", Name(VmmPair(static_cast<size_t>(atol(arg)) << 20)));
       ++i;
+    } else if (strcmp(step, "green-leak") == 0) {
+      GreenLeak(atol(arg));
+      ++i;
+    } else if (strcmp(step, "green") == 0) {
+      CUgreenCtx g = nullptr;
+      CUresult rc = MakeGreen(&g);
+      if (rc == CUDA_SUCCESS) g_greens.push_back(g), rc = GreenCurrent(g);
+      printf("green %s\n", Name(rc));
+    } else if (strcmp(step, "greendestroy") == 0) {
+      printf("greendestroy %s\n", Name(GreenDestroy()));
+    } else if (strcmp(step, "mc-leak") == 0) {
+      MulticastLeak(atol(arg));
+      ++i;
+    } else if (strcmp(step, "mc-release") == 0) {
+      CUresult rc = g_multicast == 0 ? CUDA_ERROR_INVALID_VALUE
+                                     : Get<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease")(g_multicast);
+      if (rc == CUDA_SUCCESS) g_multicast = 0;
+      printf("mc-release %s\n", Name(rc));
     } else if (strcmp(step, "graph-leak") == 0) {
       CUresult stop = CUDA_SUCCESS;
       printf("graph-leak %ld\n", GraphLeak(atol(arg), 64, GraphRoute::kAllocNode, &stop));
