@@ -80,7 +80,16 @@ void Allocations::GraphMoved(uint64_t child, uint64_t parent) {
   p.bytes += c.bytes;
 }
 
-void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices) {
+bool Allocations::MarkExported(HandleKind kind, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = maps_[static_cast<int>(kind)];
+  auto it = m.find(handle);
+  if (it == m.end()) return false;
+  it->second.exported = true;
+  return true;
+}
+
+void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : maps_) {
     for (auto it = m.begin(); it != m.end();) {
@@ -89,7 +98,7 @@ void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spill
         ++it;
         continue;
       }
-      (c.spilled ? spilled : bytes)[c.device] += c.bytes;
+      (c.spilled ? spilled : c.exported && kept ? kept : bytes)[c.device] += c.bytes;
       it = m.erase(it);
     }
   }
@@ -258,7 +267,19 @@ bool VmmBook::Released(uint64_t handle, Charge* freed) {
   return Collect(id, freed);
 }
 
-void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices) {
+bool VmmBook::Exported(uint64_t handle) {
+  uint64_t id = 0;
+  Physical* p = Find(handle, &id);
+  if (p == nullptr) return false;
+  p->charge.exported = true;
+  return true;
+}
+
+void VmmBook::Imported(uint64_t handle) {
+  by_handle_.erase(handle);
+}
+
+void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices, uint64_t* kept) {
   if (size == 0) return;
   uint64_t end = size > UINT64_MAX - ptr ? UINT64_MAX : ptr + size;
   auto it = mappings_.lower_bound(ptr);
@@ -272,7 +293,8 @@ void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices
     if (start < ptr) mappings_.emplace(start, Mapping{ptr, id}), ++p.mappings;
     if (stop > end) mappings_.emplace(end, Mapping{stop, id}), ++p.mappings;
     Charge c;
-    if (Collect(id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+    if (Collect(id, &c) && c.device >= 0 && c.device < devices)
+      (c.exported && kept ? kept : bytes)[c.device] += c.bytes;
   }
 }
 

@@ -33,6 +33,10 @@ struct Charge {
   bool spilled = false;  // host-backed (virtual device memory)
   uint64_t context = 0;  // the CUcontext it lives in: destroying or resetting it frees it
   uint64_t pool = 0;     // the stream-ordered pool it came from (PoolBook); 0 none
+  // Shared with other processes (cuIpcGetMemHandle, cuMemExportToShareableHandle): the
+  // memory may stay on the card for them after this process frees it (KeepWhileShared,
+  // charging.h).
+  bool exported = false;
 };
 
 class Allocations {
@@ -44,9 +48,12 @@ class Allocations {
   bool Take(HandleKind kind, uint64_t handle, Charge* out);
   // The entry, left in place; false if unknown.
   bool Find(HandleKind kind, uint64_t handle, Charge* out);
+  // The entry is shared with other processes from now on; false if unknown.
+  bool MarkExported(HandleKind kind, uint64_t handle);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
-  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
-  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
+  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`),
+  // those of exported entries into kept[device] when kept is given.
+  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept = nullptr);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
   // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge
@@ -176,9 +183,16 @@ class VmmBook {
   void Retained(uint64_t handle, uint64_t addr);
   // One reference released. True, with *freed its charge, when the allocation is gone.
   bool Released(uint64_t handle, Charge* freed);
+  // The allocation of handle is shared with other processes from now on (its charge says
+  // exported); false for a handle not charged here.
+  bool Exported(uint64_t handle);
+  // handle was made by cuMemImportFromShareableHandle: it names no allocation charged
+  // here, whatever allocation that value named before.
+  void Imported(uint64_t handle);
   // [ptr, ptr + size) is unmapped. The charges of the allocations it leaves with no handle
-  // and no mapping are added per device into bytes[device] (an array of `devices`).
-  void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices);
+  // and no mapping are added per device into bytes[device] (an array of `devices`), those
+  // of exported ones into kept[device] when kept is given.
+  void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices, uint64_t* kept = nullptr);
   // Bytes charged on a device for allocations still alive (for tests).
   uint64_t Total(int device) const;
   // fork(): the child holds none of its parent's allocations.
