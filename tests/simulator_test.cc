@@ -67,6 +67,40 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   EXPECT_EQ(U(nvml[7]), 4u);
 }
 
+// Memory shared between processes (src/sim/cuda_ipc.cc): the importer (a process of its own)
+// reads what the owner wrote and the owner reads the importer's answer, by a legacy IPC
+// handle and by a POSIX descriptor; a process cannot open its own IPC handle, and a handle
+// made without the descriptor type cannot be exported as one, as CUDA documents.
+TEST(Simulator, SharedMemoryCarriesDataBetweenProcessesAsCudaDocumentsIt) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Result r = RunProcess({HostileBin(), "init", "ipc-leak", "2", "64", "fd-leak", "2", "64", "importer-done", "ipc-self",
+                         "vmmcreate", "64", "vmmexport"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "ipc-leak"), std::vector<std::string>{"ipc-leak 128 2"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "fd-leak"), std::vector<std::string>{"fd-leak 128 2"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "importer "), std::vector<std::string>{"importer 4 4"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "ipc-self"), std::vector<std::string>{"ipc-self CUDA_ERROR_INVALID_CONTEXT"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "vmmexport"), std::vector<std::string>{"vmmexport CUDA_ERROR_INVALID_VALUE"}) << r.out;
+}
+
+// The model (docs/measurements/shared-memory.md, not yet measured): freed by its owner while
+// an importer holds it, the memory stays on the card, listed under the owner only, until
+// the importer closes it.
+TEST(Simulator, SharedMemoryStaysTheOwnersUntilTheImporterLetsGo) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  for (const char* kind : {"ipc", "fd"}) {
+    Result r = RunProcess({ProbeBin(), "init", "sharemodel", kind, "256"}, node.env());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::vector<std::string> want = {
+        "sharemodel imported owner=268435456 importer=0 used=268435456",
+        "sharemodel owner-freed owner=268435456 importer=0 used=268435456",
+        "sharemodel importer-closed owner=0 importer=0 used=0",
+    };
+    EXPECT_EQ(Lines(r.out, "sharemodel"), want) << kind << ": " << r.out << r.err;
+  }
+}
+
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
   SimNode node("context_memory: 0\ngpus: [A100-40GB]\n");
   // Graph memory reaches the card at a launch: SimulatorMemory.GraphMemory* below.

@@ -81,7 +81,16 @@ void Allocations::GraphMoved(uint64_t child, uint64_t parent) {
   p.bytes += c.bytes;
 }
 
-void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices) {
+bool Allocations::MarkExported(HandleKind kind, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = maps_[static_cast<int>(kind)];
+  auto it = m.find(handle);
+  if (it == m.end()) return false;
+  it->second.exported = true;
+  return true;
+}
+
+void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : maps_) {
     for (auto it = m.begin(); it != m.end();) {
@@ -90,7 +99,7 @@ void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spill
         ++it;
         continue;
       }
-      (c.spilled ? spilled : bytes)[c.device] += c.bytes;
+      (c.spilled ? spilled : c.exported && kept ? kept : bytes)[c.device] += c.bytes;
       it = m.erase(it);
     }
   }
@@ -259,7 +268,19 @@ bool VmmBook::Released(uint64_t handle, Charge* freed) {
   return Collect(id, freed);
 }
 
-void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices) {
+bool VmmBook::Exported(uint64_t handle) {
+  uint64_t id = 0;
+  Physical* p = Find(handle, &id);
+  if (p == nullptr) return false;
+  p->charge.exported = true;
+  return true;
+}
+
+void VmmBook::Imported(uint64_t handle) {
+  by_handle_.erase(handle);
+}
+
+void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices, uint64_t* kept) {
   if (size == 0) return;
   uint64_t end = size > UINT64_MAX - ptr ? UINT64_MAX : ptr + size;
   auto it = mappings_.lower_bound(ptr);
@@ -272,9 +293,13 @@ void VmmBook::Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices
     // What the range covered only in part stays mapped.
     if (start < ptr) mappings_.emplace(start, Mapping{ptr, id}), ++p.mappings;
     if (stop > end) mappings_.emplace(end, Mapping{stop, id}), ++p.mappings;
-    Charge c;
-    if (Collect(id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+    AddFreed(id, bytes, devices, kept);
   }
+}
+
+void VmmBook::AddFreed(uint64_t id, uint64_t* bytes, int devices, uint64_t* kept) {
+  Charge c;
+  if (Collect(id, &c) && c.device >= 0 && c.device < devices) (c.exported && kept ? kept : bytes)[c.device] += c.bytes;
 }
 
 void VmmBook::MulticastCreated(uint64_t mc) {
@@ -297,7 +322,8 @@ void VmmBook::BoundAddress(uint64_t mc, uint64_t offset, uint64_t size, uint64_t
   Bind(mc, offset, size, std::prev(it)->second.id);
 }
 
-void VmmBook::Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices) {
+void VmmBook::Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices,
+                      uint64_t* kept) {
   uint64_t end = size > UINT64_MAX - offset ? UINT64_MAX : offset + size;
   auto [first, last] = bindings_.equal_range(mc);
   for (auto it = first; it != last;) {
@@ -309,12 +335,11 @@ void VmmBook::Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint
     }
     it = bindings_.erase(it);
     --p->second.mappings;
-    Charge c;
-    if (Collect(b.id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+    AddFreed(b.id, bytes, devices, kept);
   }
 }
 
-bool VmmBook::MulticastReleased(uint64_t handle, uint64_t* bytes, int devices) {
+bool VmmBook::MulticastReleased(uint64_t handle, uint64_t* bytes, int devices, uint64_t* kept) {
   if (multicasts_.erase(handle) == 0) return false;
   auto [first, last] = bindings_.equal_range(handle);
   std::vector<uint64_t> ids;
@@ -322,8 +347,7 @@ bool VmmBook::MulticastReleased(uint64_t handle, uint64_t* bytes, int devices) {
   bindings_.erase(first, last);
   for (uint64_t id : ids) {
     --physical_[id].mappings;
-    Charge c;
-    if (Collect(id, &c) && c.device >= 0 && c.device < devices) bytes[c.device] += c.bytes;
+    AddFreed(id, bytes, devices, kept);
   }
   return true;
 }

@@ -33,6 +33,10 @@ struct Charge {
   bool spilled = false;  // host-backed (virtual device memory)
   uint64_t context = 0;  // the CUcontext it lives in: destroying or resetting it frees it
   uint64_t pool = 0;     // the stream-ordered pool it came from (PoolBook); 0 none
+  // Shared with other processes (cuIpcGetMemHandle, cuMemExportToShareableHandle): the
+  // memory may stay on the card for them after this process frees it (KeepWhileShared,
+  // charging.h).
+  bool exported = false;
 };
 
 class Allocations {
@@ -44,9 +48,12 @@ class Allocations {
   bool Take(HandleKind kind, uint64_t handle, Charge* out);
   // The entry, left in place; false if unknown.
   bool Find(HandleKind kind, uint64_t handle, Charge* out);
+  // The entry is shared with other processes from now on; false if unknown.
+  bool MarkExported(HandleKind kind, uint64_t handle);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
-  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`).
-  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices);
+  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`),
+  // those of exported entries into kept[device] when kept is given.
+  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept = nullptr);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
   // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge
@@ -176,9 +183,16 @@ class VmmBook {
   void Retained(uint64_t handle, uint64_t addr);
   // One reference released. True, with *freed its charge, when the allocation is gone.
   bool Released(uint64_t handle, Charge* freed);
+  // The allocation of handle is shared with other processes from now on (its charge says
+  // exported); false for a handle not charged here.
+  bool Exported(uint64_t handle);
+  // handle was made by cuMemImportFromShareableHandle: it names no allocation charged
+  // here, whatever allocation that value named before.
+  void Imported(uint64_t handle);
   // [ptr, ptr + size) is unmapped. The charges of the allocations it leaves with no handle
-  // and no mapping are added per device into bytes[device] (an array of `devices`).
-  void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices);
+  // and no mapping are added per device into bytes[device] (an array of `devices`), those
+  // of exported ones into kept[device] when kept is given (the same below).
+  void Unmapped(uint64_t ptr, uint64_t size, uint64_t* bytes, int devices, uint64_t* kept = nullptr);
   // Multicast objects. mc is a multicast object's handle (cuMulticastCreate).
   void MulticastCreated(uint64_t mc);
   // [offset, offset + size) of mc now binds the allocation of handle, or the one mapped at
@@ -186,12 +200,12 @@ class VmmBook {
   void BoundHandle(uint64_t mc, uint64_t offset, uint64_t size, uint64_t handle);
   void BoundAddress(uint64_t mc, uint64_t offset, uint64_t size, uint64_t addr);
   // cuMulticastUnbind: the bindings of mc on region device dev inside [offset, offset +
-  // size) end; the charges of allocations nothing holds any more are added per device into
-  // bytes[device] (an array of `devices`).
-  void Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices);
+  // size) end; the charges of allocations nothing holds any more are added as by Unmapped.
+  void Unbound(uint64_t mc, int dev, uint64_t offset, uint64_t size, uint64_t* bytes, int devices,
+               uint64_t* kept = nullptr);
   // cuMemRelease of handle: true when it is a multicast object, whose bindings all end
-  // (charges freed added into bytes as by Unbound).
-  bool MulticastReleased(uint64_t handle, uint64_t* bytes, int devices);
+  // (charges freed added as by Unmapped).
+  bool MulticastReleased(uint64_t handle, uint64_t* bytes, int devices, uint64_t* kept = nullptr);
   // Bytes charged on a device for allocations still alive (for tests).
   uint64_t Total(int device) const;
   // fork(): the child holds none of its parent's allocations.
@@ -211,6 +225,8 @@ class VmmBook {
   Physical* Find(uint64_t handle, uint64_t* id);
   // Returns the charge when nothing holds the allocation any more, and forgets it.
   bool Collect(uint64_t id, Charge* freed);
+  // Collect, its charge added into bytes, or kept when it was exported and kept is given.
+  void AddFreed(uint64_t id, uint64_t* bytes, int devices, uint64_t* kept);
 
   std::mutex mu_;
   uint64_t next_id_ = 0;

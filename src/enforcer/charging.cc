@@ -298,6 +298,19 @@ uint64_t CurrentContextId() {
   return reinterpret_cast<uint64_t>(ctx);
 }
 
+void KeepWhileShared(int dev, uint64_t bytes) {
+  if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
+  {
+    // Under the reconciliation's lock: it reads, recomputes and stores the figure.
+    std::lock_guard<std::mutex> lock(g_reconcile_mu);
+    g_unseen[dev].fetch_add(bytes);
+  }
+  char b[32];
+  GS_LOG(kDetail, "device %d: %s freed but shared with other processes stays charged while the card holds it", dev,
+         FormatBytes(bytes, b, sizeof(b)));
+  Reconcile(dev, true);  // given back at once when nobody holds it any more
+}
+
 int Release(HandleKind kind, uint64_t handle) {
   Charge c;
   if (!TheAllocations().Take(kind, handle, &c)) return -1;
@@ -449,10 +462,11 @@ void CaptureEnded(uint64_t stream, CUresult rc, uint64_t graph) {
 void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
-  uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {};
-  TheAllocations().TakeContext(ctx, bytes, spilled, kMaxDevices);
+  uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
+  TheAllocations().TakeContext(ctx, bytes, spilled, kMaxDevices, kept);
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
+    if (kept[d]) KeepWhileShared(d, kept[d]);
     if (spilled[d]) Unreserve(d, spilled[d], true);
   }
   if (dev >= 0 && dev < kMaxDevices) {

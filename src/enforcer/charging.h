@@ -94,6 +94,17 @@ CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record rec
 // Gives back what the handle was charged, if anything; returns its device (-1: nothing).
 int Release(HandleKind kind, uint64_t handle);
 
+// ---- memory shared between processes ---------------------------------------------------------
+// Memory this process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle) stays on
+// the card after it frees it for as long as an importer holds it, and the card counts it
+// as this process's meanwhile (docs/measurements/shared-memory.md: the least convenient
+// model, not yet measured). So a freed exported allocation's `bytes` on `dev` are not given
+// back: they stay charged as memory only NVML sees ("unseen", see Reconcile), which the
+// reconciliation lowers only once NVML's figure for this process no longer holds them —
+// asked at once here, and again before any allocation is refused. Without NVML they stay
+// charged. Importing charges nothing: the owner pays.
+void KeepWhileShared(int dev, uint64_t bytes);
+
 // ---- stream-ordered pools (PoolBook, allocations.h) ------------------------------------------
 // Asks the driver what `pool` holds free and returns the charges it held beyond that;
 // returns how many bytes went back.

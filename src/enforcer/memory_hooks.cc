@@ -69,7 +69,9 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
   else
     rc = real(dptr);
   if (known) {
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && c.exported && !c.spilled)
+      KeepWhileShared(c.device, c.bytes);  // importers may still hold it on the card
+    else if (rc == CUDA_SUCCESS)
       Unreserve(c.device, c.bytes, c.spilled);
     else
       TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still allocated
@@ -78,10 +80,18 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
 }
 
 // Gives back charges per device (bytes: an array of kMaxDevices).
-void UnreservePerDevice(const uint64_t* bytes) {
-  for (int d = 0; d < kMaxDevices; ++d)
-    if (bytes[d]) Unreserve(d, bytes[d], false);
-}
+// What a VMM call freed, per device: charges given back, and those of exported allocations,
+// which stay charged while another process may hold them (KeepWhileShared, charging.h).
+struct Freed {
+  uint64_t bytes[kMaxDevices] = {};
+  uint64_t kept[kMaxDevices] = {};
+  void GiveBack() const {
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (bytes[d]) Unreserve(d, bytes[d], false);
+      if (kept[d]) KeepWhileShared(d, kept[d]);
+    }
+  }
+};
 
 }  // namespace
 }  // namespace gs::enforcer
@@ -337,9 +347,9 @@ GS_HOOK(cuMemUnmap) CUresult gs_hook_cuMemUnmap(CUdeviceptr ptr, size_t size) {
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemUnmap(ptr, size);
   if (rc != CUDA_SUCCESS) return rc;
-  uint64_t bytes[kMaxDevices] = {};
-  book.Unmapped(ptr, size, bytes, kMaxDevices);
-  UnreservePerDevice(bytes);
+  Freed freed;
+  book.Unmapped(ptr, size, freed.bytes, kMaxDevices, freed.kept);
+  freed.GiveBack();
   return rc;
 }
 
@@ -350,13 +360,15 @@ GS_HOOK(cuMemRelease) CUresult gs_hook_cuMemRelease(CUmemGenericAllocationHandle
   CUresult rc = g_cuda.cuMemRelease(handle);
   if (rc != CUDA_SUCCESS) return rc;
   // A multicast object's handle: the object goes, and its bindings with it.
-  uint64_t bytes[kMaxDevices] = {};
-  if (book.MulticastReleased(handle, bytes, kMaxDevices)) {
-    UnreservePerDevice(bytes);
+  Freed freed;
+  if (book.MulticastReleased(handle, freed.bytes, kMaxDevices, freed.kept)) {
+    freed.GiveBack();
     return rc;
   }
   Charge c;
-  if (book.Released(handle, &c)) Unreserve(c.device, c.bytes, false);
+  if (book.Released(handle, &c) && c.device >= 0 && c.device < kMaxDevices)
+    (c.exported ? freed.kept : freed.bytes)[c.device] += c.bytes;
+  freed.GiveBack();
   return rc;
 }
 
@@ -405,9 +417,9 @@ CUresult gs_hook_cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevi
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMulticastUnbind(mcHandle, dev, mcOffset, size);
   if (rc != CUDA_SUCCESS) return rc;
-  uint64_t bytes[kMaxDevices] = {};
-  book.Unbound(mcHandle, DeviceOfOrdinal(dev), mcOffset, size, bytes, kMaxDevices);
-  UnreservePerDevice(bytes);
+  Freed freed;
+  book.Unbound(mcHandle, DeviceOfOrdinal(dev), mcOffset, size, freed.bytes, kMaxDevices, freed.kept);
+  freed.GiveBack();
   return rc;
 }
 
@@ -418,6 +430,63 @@ CUresult gs_hook_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemRetainAllocationHandle(handle, addr);
   if (rc == CUDA_SUCCESS && handle) book.Retained(*handle, reinterpret_cast<uint64_t>(addr));
+  return rc;
+}
+
+// ---- memory shared between processes ----------------------------------------------------------
+// Charged once, to the owner (docs/enforcer.md, "Memory"): an exported allocation or handle
+// is marked before the driver exports it, so that no free racing the export gives its
+// charge back unmarked, and once freed its charge stays while NVML shows this process still
+// holding it (KeepWhileShared, charging.h). Importing allocates nothing on the card and is
+// never refused for lack of room: the owner paid.
+
+GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  GS_NEED_CUDA();
+  // A mark left on a pointer the driver refused to export only delays its charge's return
+  // until NVML shows it gone, which the free asks at once.
+  TheAllocations().MarkExported(HandleKind::kPointer, dptr);
+  return g_cuda.cuIpcGetMemHandle(pHandle, dptr);
+}
+
+GS_HOOK(cuIpcOpenMemHandle_v2)
+CUresult gs_hook_cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  GS_NEED_CUDA();
+  return g_cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+}
+
+GS_HOOK(cuIpcOpenMemHandle)
+CUresult gs_hook_cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  GS_NEED_CUDA();
+  return g_cuda.cuIpcOpenMemHandle(pdptr, handle, Flags);
+}
+
+GS_HOOK(cuIpcCloseMemHandle) CUresult gs_hook_cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuIpcCloseMemHandle(dptr);
+  // Memory whose owner is gone is this process's on the card while it holds it (the
+  // reconciliation charged it): closing it may give that back.
+  if (rc == CUDA_SUCCESS) Reconcile(CurrentDevice(), true);
+  return rc;
+}
+
+GS_HOOK(cuMemExportToShareableHandle)
+CUresult gs_hook_cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType, unsigned long long flags) {
+  GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  book.Exported(handle);
+  return g_cuda.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+}
+
+GS_HOOK(cuMemImportFromShareableHandle)
+CUresult gs_hook_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                CUmemAllocationHandleType shHandleType) {
+  GS_NEED_CUDA();
+  VmmBook& book = TheVmmBook();
+  std::lock_guard<std::mutex> lock(book.mu());
+  CUresult rc = g_cuda.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+  if (rc == CUDA_SUCCESS && handle) book.Imported(*handle);
   return rc;
 }
 

@@ -43,7 +43,7 @@ void ReleaseContextAllocations(Context* c) {
       a.pool->reserved_now -= a.size;
     }
     // A graph allocation is on the card only while a launch holds it (a.pool set).
-    if (a.device >= 0 && (a.kind != AllocKind::kGraph || a.pool)) node()->Release(a.device, a.size);
+    if (a.kind != AllocKind::kGraph || a.pool) ReleaseAllocationMemory(a);
     if (a.map_size) munmap(reinterpret_cast<void*>(it->first), a.map_size);
     it = g_driver->allocations.erase(it);
   }

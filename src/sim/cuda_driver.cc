@@ -93,7 +93,8 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     auto it = g_driver->allocations.find(addr);
     if (it == g_driver->allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     bool is_host = it->second.kind == AllocKind::kHost;
-    if (is_host != host || it->second.kind == AllocKind::kHostRegistered || it->second.kind == AllocKind::kVmm)
+    if (is_host != host || it->second.kind == AllocKind::kHostRegistered || it->second.kind == AllocKind::kVmm ||
+        it->second.kind == AllocKind::kIpc)
       return CUDA_ERROR_INVALID_VALUE;
     if (it->second.kind == AllocKind::kGraph) {
       // Graph memory goes back to its device's graph memory pool, still on the card; the
@@ -112,7 +113,7 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     if (a.pool) a.pool->used_now -= a.size;  // stays reserved in the pool (TrimPool)
     g_driver->allocations.erase(it);
   }
-  if (a.device >= 0 && a.pool == nullptr) node()->Release(a.device, a.size);
+  if (a.pool == nullptr) ReleaseAllocationMemory(a);
   if (a.map_size) munmap(reinterpret_cast<void*>(addr), a.map_size);
   return CUDA_SUCCESS;
 }

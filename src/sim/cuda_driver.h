@@ -87,6 +87,11 @@ size_t RoundUp(size_t v, size_t to);
 // Charges `bytes` to device `dev` and maps backing memory; records the allocation.
 CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CUdeviceptr* out);
 CUresult FreeAllocation(uintptr_t addr, bool host);
+// Gives the card back what a freed allocation held, or, when it is shared with other
+// processes, this process's reference to it (src/sim/cuda_ipc.cc).
+void ReleaseAllocationMemory(const Allocation& a);
+// The same for physical memory of cuMemCreate or cuMemImportFromShareableHandle.
+void ReleasePhysicalMemory(const PhysicalMemory& p);
 // Gives the card back what `pool` holds free beyond max(keep, what is in use).
 void TrimPool(MemPool* pool, uint64_t keep);
 // A synchronize on `dev`: every pool of that device trims to its release threshold.

@@ -60,7 +60,7 @@ GS_SIM_CUDA(cuMemCreate)
 void gs::sim::MaybeDestroyPhysical(CUmemGenericAllocationHandle key) {
   auto it = g_driver->physical.find(key);
   if (it == g_driver->physical.end() || !it->second->released || it->second->mappings > 0) return;
-  if (it->second->device >= 0) node()->Release(it->second->device, it->second->size);
+  ReleasePhysicalMemory(*it->second);
   close(it->second->fd);
   g_driver->physical.erase(it);
 }

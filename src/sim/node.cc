@@ -53,6 +53,7 @@ bool Node::ForgetProcess(pid_t pid, uint64_t start_time) {
   LockState(state_);
   for (auto& slot : state_->procs)
     if (slot.pid.load() == static_cast<uint32_t>(pid) && slot.start_time == start_time) {
+      ForgetSharerLocked(static_cast<uint32_t>(pid), start_time);
       FreeSlotLocked(&slot);
       found = true;
     }
@@ -69,6 +70,7 @@ int Node::SweepDeadProcesses() {
     uint32_t pid = slot.pid.load();
     if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), slot.start_time)) continue;
     ++swept;
+    ForgetSharerLocked(pid, slot.start_time);
     FreeSlotLocked(&slot);
   }
   UnlockState(state_);

@@ -16,6 +16,17 @@
 
 namespace gs::sim {
 
+// One entry of the table of memory shared between processes (Node::ShareOf).
+struct ShareInfo {
+  int device = -1;
+  uint64_t bytes = 0;
+  uint32_t owner_pid = 0;  // 0 once the owner freed it
+  uint64_t owner_start = 0;
+  int owner_fd = -1;  // the owner's descriptor of the backing (legacy IPC)
+  uint64_t inode = 0, fs_dev = 0;
+  uint32_t charged_pid = 0;  // whose slot holds its bytes
+};
+
 struct ProcessMemory {
   uint32_t pid;
   uint64_t bytes;
@@ -42,6 +53,7 @@ class Node {
   void SetPidNamespaces(const PidNamespaces& mine) { namespaces_ = mine; }
   // The process's pid as the node sees it (src/sim/registration.h), not necessarily getpid().
   pid_t pid() const { return pid_; }
+  uint64_t start_time() const { return start_time_; }
 
   // The node daemon's side (src/sim/node_daemon.h): frees what a process held — its
   // memory on every card and its queued work. ForgetProcess: that process, when the driver
@@ -50,6 +62,24 @@ class Node {
   // many were swept. Only meaningful in the node's PID namespace.
   bool ForgetProcess(pid_t pid, uint64_t start_time);
   int SweepDeadProcesses();
+
+  // Memory shared between processes (src/sim/node_shares.cc, docs/simulator.md): an entry
+  // of the state's table per exported allocation, with the processes holding it. Its bytes
+  // stay on the card, in the owner's slot, until no process holds it any more; when the
+  // owner is gone first, in the slot of a process still holding it.
+  // Share: this process exports `bytes` it holds on `dev` (-1: host memory), backed by the
+  // memfd (inode, fs_dev), open in it as `owner_fd`; the entry starts with one reference of
+  // this process. Returns its index, its id in *id; -1 when the table is full.
+  int Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, uint64_t* id);
+  // The entry of the backing (inode, fs_dev): its index, its id in *id; -1 if none.
+  int FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const;
+  // The entry, while it is `id`; false when it is gone.
+  bool ShareOf(int index, uint64_t id, ShareInfo* out) const;
+  // One more reference of this process to the entry; false when it is gone.
+  bool JoinShare(int index, uint64_t id);
+  // One reference of this process dropped (`owner`: the owner freed its allocation). The
+  // memory leaves the card with the last reference.
+  void LeaveShare(int index, uint64_t id, bool owner);
 
   // Device memory: false (nothing changed) when the card has fewer free bytes.
   bool Reserve(int dev, uint64_t bytes);
@@ -88,6 +118,12 @@ class Node {
   TenantId me() const { return {pid_, start_time_}; }
   // Frees a slot's memory (state mutex held).
   void FreeSlotLocked(ProcessSlot* slot);
+  // A process is gone (state mutex held): its references to shared memory go, and memory
+  // in its slot that others still hold moves to one of theirs (src/sim/node_shares.cc).
+  void ForgetSharerLocked(uint32_t pid, uint64_t start_time);
+  ProcessSlot* SlotOfLocked(uint32_t pid, uint64_t start_time) const;
+  // Takes an entry's bytes off the card and frees the entry (state mutex held).
+  void DropShareLocked(SharedMemory* e);
   // The slot's process's pid in this process's namespace, 0 when it cannot be seen.
   uint32_t SeenPid(const ProcessSlot& slot) const;
 

@@ -260,6 +260,73 @@ TEST_F(NodeTest, AForgottenProcessLosesItsMemoryAndWorkAndOnlyThat) {
   EXPECT_EQ(b.DoneAt(0, mb), t0 + 10'000'000);  // a's queued 100 ms went with it
 }
 
+// Memory shared between processes (src/sim/node_shares.cc), the least convenient model:
+// importing adds nothing to the card; the memory is the owner's in NVML's list while the
+// owner lives, and leaves the card only once the owner freed it and every importer left.
+uint64_t HeldBy(const Node& viewer, uint32_t pid) {
+  ProcessMemory procs[8];
+  int n = viewer.RunningProcesses(0, procs, 8);
+  for (int i = 0; i < n && i < 8; ++i)
+    if (procs[i].pid == pid) return procs[i].bytes;
+  return 0;
+}
+
+TEST_F(NodeTest, SharedMemoryIsTheOwnersUntilTheOwnerAndEveryImporterLetItGo) {
+  Node owner(state_.get(), &clock_, 4101, 1), importer(state_.get(), &clock_, 4102, 1);
+  ASSERT_TRUE(owner.Attach());
+  ASSERT_TRUE(importer.Attach());
+  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
+  uint64_t id = 0, found = 0;
+  int index = owner.Share(0, 1ull << 30, 77, 5, 9, &id);
+  ASSERT_GE(index, 0);
+  EXPECT_EQ(importer.FindShare(77, 5, &found), index);
+  EXPECT_EQ(found, id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);  // importing allocates nothing
+  EXPECT_EQ(HeldBy(owner, 4101), 1ull << 30);
+  EXPECT_EQ(HeldBy(owner, 4102), 0u);
+  owner.LeaveShare(index, id, /*owner=*/true);  // freed by its owner, still held
+  EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);
+  EXPECT_EQ(HeldBy(owner, 4101), 1ull << 30);
+  ShareInfo info;
+  ASSERT_TRUE(importer.ShareOf(index, id, &info));
+  EXPECT_EQ(info.owner_pid, 0u);  // no new importer can open it by the owner's descriptor
+  importer.LeaveShare(index, id, false);
+  EXPECT_EQ(owner.MemoryUsed(0), 0u);
+  EXPECT_EQ(HeldBy(owner, 4101), 0u);
+  EXPECT_FALSE(importer.JoinShare(index, id));  // gone
+}
+
+TEST_F(NodeTest, SharedMemoryOfAGoneOwnerStaysOnTheCardAsTheImportersUntilItLeaves) {
+  Node owner(state_.get(), &clock_, 4201, 1), importer(state_.get(), &clock_, 4202, 1);
+  ASSERT_TRUE(owner.Attach());
+  ASSERT_TRUE(importer.Attach());
+  ASSERT_TRUE(owner.Reserve(0, 3ull << 30));  // 1 GiB of it shared
+  uint64_t id = 0;
+  int index = owner.Share(0, 1ull << 30, 78, 5, 9, &id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  EXPECT_TRUE(importer.ForgetProcess(4201, 1));  // the owner died holding it
+  EXPECT_EQ(importer.MemoryUsed(0), 1ull << 30);
+  EXPECT_EQ(HeldBy(importer, 4202), 1ull << 30);
+  importer.LeaveShare(index, id, false);
+  EXPECT_EQ(importer.MemoryUsed(0), 0u);
+  EXPECT_EQ(HeldBy(importer, 4202), 0u);
+}
+
+TEST_F(NodeTest, SharedMemoryWhoseLastHolderDiesLeavesTheCard) {
+  Node owner(state_.get(), &clock_, 4301, 1), importer(state_.get(), &clock_, 4302, 1);
+  ASSERT_TRUE(owner.Attach());
+  ASSERT_TRUE(importer.Attach());
+  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
+  uint64_t id = 0;
+  int index = owner.Share(0, 1ull << 30, 79, 5, 9, &id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  owner.LeaveShare(index, id, true);
+  EXPECT_TRUE(owner.ForgetProcess(4302, 1));  // the importer died holding it
+  EXPECT_EQ(owner.MemoryUsed(0), 0u);
+  EXPECT_EQ(HeldBy(owner, 4301), 0u);
+}
+
 TEST_F(NodeTest, AGoneTenantsSlotIsReusedOnlyAfterItsSamplesAgedOut) {
   for (int i = 0; i < kTimelineTenants; ++i) {
     Node n(state_.get(), &clock_, 5000 + i, 1);

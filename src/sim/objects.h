@@ -182,6 +182,11 @@ struct PhysicalMemory {  // cuMemCreate
   int mappings = 0;
   bool released = false;
   CUmemAllocationProp prop{};
+  // Shared with other processes (src/sim/cuda_ipc.cc): its entry in the node's table, and
+  // whether this handle was imported (the memory's owner is another handle).
+  int share = -1;
+  uint64_t share_id = 0;
+  bool imported = false;
 };
 
 struct ArrayObject {
@@ -198,7 +203,8 @@ struct MipmappedArray {
   std::vector<std::unique_ptr<ArrayObject>> levels;
 };
 
-enum class AllocKind { kDevice, kPitch, kManaged, kPool, kGraph, kHost, kHostRegistered, kVmm };
+// kIpc: another process's allocation opened here with cuIpcOpenMemHandle.
+enum class AllocKind { kDevice, kPitch, kManaged, kPool, kGraph, kHost, kHostRegistered, kVmm, kIpc };
 
 struct Allocation {
   size_t size = 0;
@@ -216,6 +222,11 @@ struct Allocation {
   // kGraph: a graph or an executable graph still names this address. Once neither does,
   // the address goes when its memory is freed (at once when it is not allocated).
   bool graph_held = false;
+  // Shared with other processes (src/sim/cuda_ipc.cc): exported by cuIpcGetMemHandle (its
+  // bytes then live in a memfd, share_fd) or opened by cuIpcOpenMemHandle (kIpc).
+  int share = -1;
+  uint64_t share_id = 0;
+  int share_fd = -1;
 };
 
 }  // namespace gs::sim

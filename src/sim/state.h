@@ -23,11 +23,13 @@
 namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
-inline constexpr uint32_t kSimAbiMajor = 3;                   // 3: pids per PID namespace
-inline constexpr uint32_t kSimAbiMinor = 1;                   // 1: DeviceSpec::multicast_supported
+inline constexpr uint32_t kSimAbiMajor = 4;                   // 4: memory shared between processes
+inline constexpr uint32_t kSimAbiMinor = 0;
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
 inline constexpr int kMaxEvents = 128;
+inline constexpr int kMaxShared = 256;  // allocations exported to other processes at once
+inline constexpr int kMaxSharers = 16;  // processes holding one of them at once
 inline constexpr int64_t kNever = INT64_MAX;
 
 // Written once by `sim up`; read-only afterwards.
@@ -78,6 +80,29 @@ struct ProcessSlot {
   std::atomic<uint64_t> memory[kMaxDevices];  // bytes this process holds per device
 };
 
+// A process holding memory shared between processes: its owner (until it frees it) or an
+// importer (until it closes or releases every handle and mapping it made of it).
+struct Sharer {
+  uint32_t pid;  // 0: free
+  uint32_t refs;
+  uint64_t start_time;
+};
+
+// Device memory an owner exported (legacy IPC, POSIX file descriptor), guarded by the state's
+// mutex. It leaves the card once no process holds it any more; its bytes stay in one
+// process's slot meanwhile (docs/simulator.md, "Memory shared between processes").
+struct SharedMemory {
+  uint64_t id;     // 0: free
+  int32_t device;  // -1: host memory, on no card
+  uint32_t reserved;
+  uint64_t bytes;        // on the card, in the slot of (charged_pid, charged_start)
+  uint32_t charged_pid;  // 0: in no slot (its holder had none)
+  uint32_t owner_fd;     // the owner's descriptor of the backing (legacy IPC opens it); 0 once freed
+  uint64_t charged_start;
+  uint64_t inode, fs_dev;  // the backing memfd's identity (a POSIX descriptor names it)
+  Sharer sharers[kMaxSharers];
+};
+
 struct State {
   uint64_t magic;
   uint32_t abi_major;
@@ -93,6 +118,8 @@ struct State {
   DeviceSpec spec[kMaxDevices];
   DeviceLive live[kMaxDevices];
   ProcessSlot procs[kMaxProcesses];
+  uint64_t last_shared_id;  // guarded by mutex
+  SharedMemory shared[kMaxShared];
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "state needs lock-free 64-bit atomics");

@@ -92,8 +92,20 @@
 //                                  this process after each: "mckeeps BOUND RELEASED UNBOUND GONE"
 //                                  (MiB), or "mckeeps unsupported" when the device has no
 //                                  multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED 0)
+//   sharemodel ipc|fd MIB          what the card does with memory shared between processes
+//                                  (docs/measurements/shared-memory.md): MIB MiB allocated here
+//                                  (ipc: cuMemAlloc, exported by cuIpcGetMemHandle; fd:
+//                                  cuMemCreate, mapped, exported as a POSIX descriptor), an
+//                                  importer (this program, fork and exec) opens and maps it;
+//                                  then this process frees it, then the importer closes it.
+//                                  After each: "sharemodel STAGE owner=B importer=B used=B"
+//                                  (NVML's per-process used memory of both, the device's
+//                                  used memory), STAGE imported|owner-freed|importer-closed
+//   shareimport ipc HEX|fd FD RFD WFD  the importer's side (started by sharemodel)
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -584,6 +596,140 @@ void MulticastKeeps() {
   printf("mckeeps %lld %lld %lld %lld\n", bound, released, unbound, OwnMib());
 }
 
+// NVML's used memory of process `pid` on our device (0 when not listed), and the device's.
+uint64_t NvmlBytesOf(uint32_t pid) {
+  nvmlDevice_t d = NvmlDevice();
+  nvmlProcessInfo_t procs[128];
+  unsigned count = 128;
+  if (d == nullptr || n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) != NVML_SUCCESS) return 0;
+  for (unsigned k = 0; k < count && k < 128; ++k)
+    if (procs[k].pid == pid && procs[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) return procs[k].usedGpuMemory;
+  return 0;
+}
+uint64_t NvmlDeviceUsed() {
+  nvmlDevice_t d = NvmlDevice();
+  nvmlMemory_t m{};
+  return d != nullptr && n.nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS ? m.used : 0;
+}
+
+// sharemodel: see the header. Returns false when a step could not run.
+bool ShareModel(const std::string& kind, size_t bytes) {
+  const bool fd_kind = kind == "fd";
+  CUdeviceptr p = 0;
+  CUmemGenericAllocationHandle h = 0;
+  std::string token;
+  int fd = -1;
+  CUresult rc;
+  if (!fd_kind) {
+    CUipcMemHandle ipc;
+    rc = c.cuMemAlloc_v2(&p, bytes);
+    if (rc == CUDA_SUCCESS) rc = c.cuIpcGetMemHandle(&ipc, p);
+    for (unsigned char b : ipc.reserved) {
+      char hex[3];
+      snprintf(hex, sizeof(hex), "%02x", b);
+      token += hex;
+    }
+  } else {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_dev;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t gran = 0;
+    rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (rc == CUDA_SUCCESS) bytes = (bytes + gran - 1) / gran * gran;
+    if (rc == CUDA_SUCCESS) rc = c.cuMemCreate(&h, bytes, &prop, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&p, bytes, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemMap(p, bytes, 0, h, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    token = std::to_string(fd);  // inherited through fork and exec
+  }
+  if (rc != CUDA_SUCCESS) {
+    printf("sharemodel export %s\n", Name(rc));
+    return false;
+  }
+  int to_child[2], from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return false;
+  pid_t child = fork();
+  if (child == 0) {
+    fcntl(to_child[0], F_SETFD, 0);
+    fcntl(from_child[1], F_SETFD, 0);
+    std::string rfd = std::to_string(to_child[0]), wfd = std::to_string(from_child[1]);
+    execl("/proc/self/exe", "cuda_probe", "init", "shareimport", kind.c_str(), token.c_str(), rfd.c_str(), wfd.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  if (fd >= 0) close(fd);
+  char got = 0;
+  bool imported = read(from_child[0], &got, 1) == 1 && got == 'i';
+  auto report = [&](const char* stage) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NVML's figures settle
+    printf("sharemodel %s owner=%llu importer=%llu used=%llu\n", stage,
+           static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(getpid()))),
+           static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(child))),
+           static_cast<unsigned long long>(NvmlDeviceUsed()));
+  };
+  if (!imported) printf("sharemodel import failed\n");
+  if (imported) report("imported");
+  if (!fd_kind) {
+    rc = c.cuMemFree_v2(p);
+  } else {
+    rc = c.cuMemUnmap(p, bytes);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemRelease(h);
+    c.cuMemAddressFree(p, bytes);
+  }
+  if (imported) report(rc == CUDA_SUCCESS ? "owner-freed" : "owner-free-failed");
+  close(to_child[1]);  // the importer closes what it imported, says so, and waits for EOF
+  if (imported && read(from_child[0], &got, 1) == 1 && got == 'c') report("importer-closed");
+  close(from_child[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return imported;
+}
+
+// shareimport: the importer's side of sharemodel.
+bool ShareImport(const std::string& kind, const std::string& token, int rfd, int wfd) {
+  CUdeviceptr p = 0;
+  CUmemGenericAllocationHandle h = 0;
+  size_t bytes = 0;
+  CUresult rc;
+  if (kind == "ipc") {
+    CUipcMemHandle ipc{};
+    for (size_t k = 0; k < sizeof(ipc.reserved) && 2 * k + 1 < token.size(); ++k)
+      ipc.reserved[k] = static_cast<char>(std::stoi(token.substr(2 * k, 2), nullptr, 16));
+    rc = c.cuIpcOpenMemHandle_v2(&p, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  } else {
+    int fd = atoi(token.c_str());
+    rc = c.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    CUmemAllocationProp prop{};
+    if (rc == CUDA_SUCCESS) rc = c.cuMemGetAllocationPropertiesFromHandle(&prop, h);
+    size_t gran = 0;
+    if (rc == CUDA_SUCCESS) rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    // The size is not carried by the descriptor: map one granule, enough to hold it.
+    bytes = gran;
+    if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&p, bytes, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemMap(p, bytes, 0, h, 0);
+  }
+  printf("shareimport %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+  char b = 'i';
+  if (rc != CUDA_SUCCESS || write(wfd, &b, 1) != 1) return false;
+  while (read(rfd, &b, 1) > 0) {
+  }
+  if (kind == "ipc") {
+    c.cuIpcCloseMemHandle(p);
+  } else {
+    c.cuMemUnmap(p, bytes);
+    c.cuMemAddressFree(p, bytes);
+    c.cuMemRelease(h);
+  }
+  b = 'c';
+  return write(wfd, &b, 1) == 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -637,6 +783,14 @@ int main(int argc, char** argv) {
       rc = a == nullptr || a->vmm == 0 ? CUDA_ERROR_INVALID_VALUE : c.cuMemRelease(a->vmm);
       if (rc == CUDA_SUCCESS) a->vmm = 0;
       printf("release %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "sharemodel") {
+      if (!ShareModel(arg(1), static_cast<size_t>(atol(arg(2))) << 20)) ++failures;
+      i += 2;
+      continue;
+    } else if (cmd == "shareimport") {
+      if (!ShareImport(arg(1), arg(2), atoi(arg(3)), atoi(arg(4)))) ++failures;
+      i += 4;
+      continue;
     } else if (cmd == "nvmlcost") {
       using Clock = std::chrono::steady_clock;
       auto us = [](Clock::time_point a, Clock::time_point b) {

@@ -64,6 +64,30 @@
 //                their N cuMemFreeAsync (a graph whose launch holds them all at once), and
 //                instantiates it: "graph-capture <result>"
 //   graph-run    launches that executable graph and synchronises: "graph-run <result>"
+// Memory shared between processes. The importer is this program again, started by fork and
+// exec with the same environment, talking over a socket pair (legacy IPC handles as bytes,
+// POSIX descriptors by SCM_RIGHTS); it opens or imports and maps each piece it is sent,
+// checks the word written into it, writes the next value, and holds everything until told:
+//   ipc-leak N MIB  N times: MIB MiB by cuMemAlloc_v2, exported (cuIpcGetMemHandle), sent
+//                to the importer, then freed here at once and the next one allocated; stops
+//                at the first failure: "ipc-leak <MiB freed while the importer held them>
+//                <pieces whose data both sides saw>"
+//   fd-leak N MIB  the same with cuMemCreate handles made exportable as POSIX descriptors,
+//                mapped here, exported (cuMemExportToShareableHandle), then unmapped and
+//                released: "fd-leak <MiB> <pieces whose data both sides saw>"
+//   importer-done  the importer closes and releases what it imported and exits:
+//                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
+//   vmmcreatefd MIB  as vmmcreate, exportable as a POSIX descriptor: "vmmcreatefd <result>"
+//   vmmexport    exports the newest handle as a descriptor: "vmmexport <result>"
+//   vmmimport    imports that descriptor in this process: a new newest handle:
+//                "vmmimport <result>"
+//   vmmreleasefirst  releases the oldest handle (its mappings stay): "vmmreleasefirst <result>"
+//   ipc-save MIB PATH  MIB MiB by cuMemAlloc_v2, 0x5a5a5a5a in its first word, exported; the
+//                handle's bytes written to PATH: "ipc-save <result>"
+//   ipc-open-file PATH  opens the handle saved in PATH and reads its first word:
+//                "ipc-open-file <result> <ok|bad>"
+//   ipc-self     cuIpcOpenMemHandle of a handle this process exported (1 MiB):
+//                "ipc-self <result>"
 // Against the region the container may write (the region's path as argument):
 //   uuid PATH    renames device 0 in the region at PATH to a card that does not exist:
 //                "uuid <result of the write>"
@@ -112,6 +136,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -322,6 +347,7 @@ struct VmmMapping {
 };
 std::vector<std::pair<CUmemGenericAllocationHandle, size_t>> g_handles;  // newest last
 std::vector<VmmMapping> g_mappings;                                      // newest last
+int g_exported_fd = -1;                                                  // vmmexport
 
 CUresult VmmCreate(size_t bytes, CUmemGenericAllocationHandle* handle) {
   CUmemAllocationProp prop{};
@@ -481,6 +507,203 @@ CUresult VmmPair(size_t bytes) {
   if (rc == CUDA_SUCCESS) rc = VmmRelease(b);
   if (rc != CUDA_SUCCESS) return rc;
   return VmmUnmap(ptr, 2 * bytes);
+}
+
+// ---- memory shared between processes ---------------------------------------------------
+
+struct ShareMsg {
+  uint32_t fd_kind;  // 0: legacy IPC handle, 1: POSIX descriptor attached
+  uint32_t value;    // the word the sender wrote at the start
+  uint64_t size;
+  CUipcMemHandle handle;
+};
+struct ShareReply {
+  int32_t rc;
+  uint32_t seen_ok;  // the importer read `value` and wrote value + 1
+};
+
+int g_importer_fd = -1;
+pid_t g_importer_pid = 0;
+
+CUresult ToDevice(CUdeviceptr p, uint32_t v) {
+  return Get<CUresult (*)(CUdeviceptr, const void*, size_t)>("cuMemcpyHtoD_v2")(p, &v, sizeof(v));
+}
+uint32_t FromDevice(CUdeviceptr p) {
+  uint32_t v = 0;
+  if (Get<CUresult (*)(void*, CUdeviceptr, size_t)>("cuMemcpyDtoH_v2")(&v, p, sizeof(v)) != CUDA_SUCCESS) return 0;
+  return v;
+}
+
+// Starts the importer: this program, `init importer FD`.
+bool SpawnImporter() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    fcntl(sv[1], F_SETFD, 0);  // the importer's end survives exec
+    std::string fd = std::to_string(sv[1]);
+    execl("/proc/self/exe", "hostile_program", "init", "importer", fd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  g_importer_fd = sv[0];
+  g_importer_pid = pid;
+  return true;
+}
+
+bool SendShare(const ShareMsg& m, int fd, ShareReply* reply) {
+  iovec iov{const_cast<ShareMsg*>(&m), sizeof(m)};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    h.msg_control = control;
+    h.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  if (sendmsg(g_importer_fd, &h, 0) != static_cast<ssize_t>(sizeof(m))) return false;
+  return recv(g_importer_fd, reply, sizeof(*reply), MSG_WAITALL) == static_cast<ssize_t>(sizeof(*reply));
+}
+
+// The importer's side: serves until the socket closes, then lets everything go.
+int Importer(int sock) {
+  struct Held {
+    bool vmm;
+    CUdeviceptr ptr;
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+  };
+  std::vector<Held> held;
+  for (;;) {
+    ShareMsg m{};
+    iovec iov{&m, sizeof(m)};
+    msghdr h{};
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    h.msg_control = control;
+    h.msg_controllen = sizeof(control);
+    if (recvmsg(sock, &h, MSG_WAITALL) != static_cast<ssize_t>(sizeof(m))) break;
+    int fd = -1;
+    if (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr && c->cmsg_type == SCM_RIGHTS)
+      memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    Held x{m.fd_kind == 1, 0, m.size, 0};
+    CUresult rc;
+    if (!x.vmm) {
+      rc = Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2")(
+          &x.ptr, m.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    } else {
+      rc = Get<CUresult (*)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType)>(
+          "cuMemImportFromShareableHandle")(&x.handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (rc == CUDA_SUCCESS) rc = VmmReserve(x.size, &x.ptr);
+      if (rc == CUDA_SUCCESS) rc = VmmMap(x.ptr, x.size, x.handle);
+      if (rc == CUDA_SUCCESS) rc = VmmAccess(x.ptr, x.size);
+    }
+    if (fd >= 0) close(fd);
+    ShareReply r{static_cast<int32_t>(rc), 0};
+    if (rc == CUDA_SUCCESS) {
+      r.seen_ok = FromDevice(x.ptr) == m.value && ToDevice(x.ptr, m.value + 1) == CUDA_SUCCESS;
+      held.push_back(x);
+    }
+    if (send(sock, &r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) break;
+  }
+  long closed = 0;
+  for (const Held& x : held) {
+    CUresult rc;
+    if (!x.vmm) {
+      rc = Get<CUresult (*)(CUdeviceptr)>("cuIpcCloseMemHandle")(x.ptr);
+    } else {
+      rc = VmmUnmap(x.ptr, x.size);
+      Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(x.ptr, x.size);
+      if (rc == CUDA_SUCCESS) rc = VmmRelease(x.handle);
+    }
+    closed += rc == CUDA_SUCCESS;
+  }
+  printf("importer %zu %ld\n", held.size(), closed);
+  return 0;
+}
+
+CUresult VmmCreateExportable(size_t bytes, CUmemGenericAllocationHandle* handle) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return Get<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long)>(
+      "cuMemCreate")(handle, bytes, &prop, 0);
+}
+
+CUresult VmmExport(CUmemGenericAllocationHandle h, int* fd) {
+  return Get<CUresult (*)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long)>(
+      "cuMemExportToShareableHandle")(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+// `pieces` times: `mib` MiB made here, shared with the importer, freed here at once, the
+// next one made. Prints "<step> <MiB freed while held> <pieces whose data both sides saw>".
+void ShareLeak(const char* step, long pieces, long mib, bool vmm) {
+  auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+  auto free_fn = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
+  auto get_handle = Get<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>("cuIpcGetMemHandle");
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  long freed = 0, seen = 0;
+  if (g_importer_fd < 0 && !SpawnImporter()) {
+    printf("%s spawn-failed\n", step);
+    return;
+  }
+  for (long k = 0; k < pieces; ++k) {
+    ShareMsg m{};
+    m.fd_kind = vmm ? 1 : 0;
+    m.value = 0x1000u + static_cast<uint32_t>(k);
+    m.size = bytes;
+    CUdeviceptr p = 0;
+    CUmemGenericAllocationHandle h = 0;
+    int fd = -1;
+    CUresult rc;
+    if (!vmm) {
+      rc = alloc(&p, bytes);
+      if (rc == CUDA_SUCCESS) rc = ToDevice(p, m.value);
+      if (rc == CUDA_SUCCESS) rc = get_handle(&m.handle, p);
+    } else {
+      rc = VmmCreateExportable(bytes, &h);
+      if (rc == CUDA_SUCCESS) rc = VmmReserve(bytes, &p);
+      if (rc == CUDA_SUCCESS) rc = VmmMap(p, bytes, h);
+      if (rc == CUDA_SUCCESS) rc = VmmAccess(p, bytes);
+      if (rc == CUDA_SUCCESS) rc = ToDevice(p, m.value);
+      if (rc == CUDA_SUCCESS) rc = VmmExport(h, &fd);
+    }
+    ShareReply r{};
+    bool shared = rc == CUDA_SUCCESS && SendShare(m, fd, &r) && r.rc == CUDA_SUCCESS;
+    if (fd >= 0) close(fd);
+    if (shared && r.seen_ok && FromDevice(p) == m.value + 1) ++seen;
+    // Freed at once, while the importer holds it.
+    if (!vmm && p) free_fn(p);
+    if (vmm && p) {
+      VmmUnmap(p, bytes);
+      Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(p, bytes);
+    }
+    if (vmm && h) VmmRelease(h);
+    if (!shared) break;
+    freed += mib;
+  }
+  printf("%s %ld %ld\n", step, freed, seen);
+}
+
+int ImporterDone() {
+  if (g_importer_fd < 0) return -1;
+  close(g_importer_fd);
+  g_importer_fd = -1;
+  int status = 0;
+  while (waitpid(g_importer_pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // 64 MiB pieces until refused, then every piece freed; the MiB that fitted.
@@ -851,6 +1074,67 @@ int main(int argc, char** argv) {
       printf("leave-mounts %s\n", ok ? "ok" : strerror(errno));
       if (!ok) return 2;
       ++i;
+    } else if (strcmp(step, "importer") == 0) {
+      return Importer(atoi(arg));
+    } else if (strcmp(step, "ipc-leak") == 0 || strcmp(step, "fd-leak") == 0) {
+      if (i + 2 >= argc) return 2;
+      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), strcmp(step, "fd-leak") == 0);
+      i += 2;
+    } else if (strcmp(step, "importer-done") == 0) {
+      printf("importer-done %d\n", ImporterDone());
+    } else if (strcmp(step, "vmmcreatefd") == 0) {
+      CUmemGenericAllocationHandle h = 0;
+      size_t bytes = static_cast<size_t>(atol(arg)) << 20;
+      CUresult rc = VmmCreateExportable(bytes, &h);
+      if (rc == CUDA_SUCCESS) g_handles.push_back({h, bytes});
+      printf("vmmcreatefd %s\n", Name(rc));
+      ++i;
+    } else if (strcmp(step, "vmmexport") == 0) {
+      printf("vmmexport %s\n", g_handles.empty() ? "none" : Name(VmmExport(g_handles.back().first, &g_exported_fd)));
+    } else if (strcmp(step, "vmmimport") == 0) {
+      CUmemGenericAllocationHandle h = 0;
+      CUresult rc = Get<CUresult (*)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType)>(
+          "cuMemImportFromShareableHandle")(&h, reinterpret_cast<void*>(static_cast<intptr_t>(g_exported_fd)),
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (rc == CUDA_SUCCESS) g_handles.push_back({h, g_handles.back().second});
+      printf("vmmimport %s\n", Name(rc));
+    } else if (strcmp(step, "vmmreleasefirst") == 0) {
+      printf("vmmreleasefirst %s\n", g_handles.empty() ? "none" : Name(VmmRelease(g_handles.front().first)));
+    } else if (strcmp(step, "ipc-save") == 0) {
+      if (i + 2 >= argc) return 2;
+      CUdeviceptr p = 0;
+      CUipcMemHandle h{};
+      CUresult rc =
+          Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&p, static_cast<size_t>(atol(argv[i + 1])) << 20);
+      if (rc == CUDA_SUCCESS) rc = ToDevice(p, 0x5a5a5a5a);
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>("cuIpcGetMemHandle")(&h, p);
+      if (rc == CUDA_SUCCESS) {
+        FILE* f = fopen(argv[i + 2], "wb");
+        if (f == nullptr || fwrite(&h, sizeof(h), 1, f) != 1) rc = CUDA_ERROR_UNKNOWN;
+        if (f != nullptr) fclose(f);
+      }
+      printf("ipc-save %s\n", Name(rc));
+      i += 2;
+    } else if (strcmp(step, "ipc-open-file") == 0) {
+      CUipcMemHandle h{};
+      FILE* f = fopen(arg, "rb");
+      bool read_ok = f != nullptr && fread(&h, sizeof(h), 1, f) == 1;
+      if (f != nullptr) fclose(f);
+      CUdeviceptr p = 0;
+      CUresult rc = read_ok ? Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2")(
+                                  &p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                            : CUDA_ERROR_INVALID_VALUE;
+      printf("ipc-open-file %s %s\n", Name(rc), rc == CUDA_SUCCESS && FromDevice(p) == 0x5a5a5a5a ? "ok" : "bad");
+      ++i;
+    } else if (strcmp(step, "ipc-self") == 0) {
+      CUdeviceptr p = 0, q = 0;
+      CUipcMemHandle h{};
+      CUresult rc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2")(&p, 1 << 20);
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>("cuIpcGetMemHandle")(&h, p);
+      if (rc == CUDA_SUCCESS)
+        rc = Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2")(
+            &q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      printf("ipc-self %s\n", Name(rc));
     } else if (strcmp(step, "sleep") == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(atol(arg)));
       ++i;
@@ -860,5 +1144,6 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
   }
+  if (g_importer_fd >= 0) ImporterDone();
   return 0;
 }

@@ -1,0 +1,239 @@
+// The simulated CUDA driver API, memory shared between processes: legacy IPC of cuMemAlloc
+// memory (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle) and POSIX file
+// descriptors of cuMemCreate memory (cuMemExportToShareableHandle,
+// cuMemImportFromShareableHandle). Both sides map one memfd, so what one writes the other
+// reads; the node's table (src/sim/node_shares.cc) keeps the memory on the card until no
+// process holds it, in its owner's slot. Importing puts nothing new on the card.
+// Shared state and helpers: src/sim/cuda_driver.h.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "src/sim/cuda_driver.h"
+#include "src/sim/impl.h"
+
+using namespace gs::sim;  // NOLINT: the definitions below are the C ABI of this library
+
+namespace gs::sim {
+
+void ReleaseAllocationMemory(const Allocation& a) {
+  if (a.share >= 0) {
+    node()->LeaveShare(a.share, a.share_id, a.kind != AllocKind::kIpc);
+    if (a.share_fd >= 0) close(a.share_fd);
+    return;
+  }
+  if (a.device >= 0) node()->Release(a.device, a.size);
+}
+
+void ReleasePhysicalMemory(const PhysicalMemory& p) {
+  if (p.share >= 0)
+    node()->LeaveShare(p.share, p.share_id, !p.imported);
+  else if (p.device >= 0)
+    node()->Release(p.device, p.size);
+}
+
+}  // namespace gs::sim
+
+namespace {
+
+// What a CUipcMemHandle carries: the entry of the node's table (the owner's pid and its
+// descriptor of the backing are there), the sizes, a mark that it is ours.
+struct IpcPayload {
+  uint64_t magic;
+  uint64_t id;
+  int32_t index;
+  uint32_t reserved;
+  uint64_t size;
+  uint64_t map_size;
+};
+static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the handle is 64 bytes");
+constexpr uint64_t kIpcMagic = 0x4350494d49534753ULL;  // "GSSIMIPC"
+
+// Moves the bytes of [addr, addr + size) (private anonymous memory) into a fresh memfd
+// mapped shared at the same address: only pages ever touched are copied, the rest stay
+// holes. Returns the memfd, -1 on failure (nothing changed then).
+int MoveIntoMemfd(uintptr_t addr, size_t size) {
+  int fd = memfd_create("gpuslice-sim-ipc", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  bool ok = ftruncate(fd, static_cast<off_t>(size)) == 0 &&
+            mincore(reinterpret_cast<void*>(addr), size, resident.data()) == 0;
+  for (size_t i = 0; ok && i < resident.size(); ++i) {
+    if (!(resident[i] & 1)) continue;
+    size_t off = i * page;
+    ok = pwrite(fd, reinterpret_cast<const void*>(addr + off), page, static_cast<off_t>(off)) ==
+         static_cast<ssize_t>(page);
+  }
+  if (ok)
+    ok = mmap(reinterpret_cast<void*>(addr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+  if (!ok) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Identity(int fd, uint64_t* inode, uint64_t* fs_dev) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  *inode = st.st_ino;
+  *fs_dev = st.st_dev;
+  return true;
+}
+
+}  // namespace
+
+GS_SIM_CUDA(cuIpcGetMemHandle)(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  GS_REQUIRE_INIT();
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  auto it = g_driver->allocations.find(static_cast<uintptr_t>(dptr));
+  // Only memory of cuMemAlloc (and cuMemAllocPitch) can be shared this way.
+  if (it == g_driver->allocations.end() ||
+      (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
+    return CUDA_ERROR_INVALID_VALUE;
+  Allocation& a = it->second;
+  if (a.share < 0) {
+    int fd = MoveIntoMemfd(it->first, a.map_size);
+    uint64_t inode = 0, fs_dev = 0;
+    if (fd < 0 || !Identity(fd, &inode, &fs_dev)) {
+      if (fd >= 0) close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t id = 0;
+    int index = node()->Share(a.device, a.size, inode, fs_dev, fd, &id);
+    if (index < 0) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a.share = index;
+    a.share_id = id;
+    a.share_fd = fd;
+  }
+  IpcPayload p{kIpcMagic, a.share_id, a.share, 0, a.size, a.map_size};
+  memset(pHandle, 0, sizeof(*pHandle));
+  memcpy(pHandle->reserved, &p, sizeof(p));
+  return CUDA_SUCCESS;
+}
+
+GS_SIM_CUDA(cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
+  GS_REQUIRE_INIT();
+  if (pdptr == nullptr || (Flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = CurrentContext();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  IpcPayload p;
+  memcpy(&p, handle.reserved, sizeof(p));
+  ShareInfo info;
+  if (p.magic != kIpcMagic || !node()->ShareOf(p.index, p.id, &info) || info.owner_pid == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // CUDA documents that a process cannot open its own handles.
+  if (info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time())
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (!node()->JoinShare(p.index, p.id)) return CUDA_ERROR_INVALID_VALUE;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  uint64_t inode = 0, fs_dev = 0;
+  void* m = MAP_FAILED;
+  // The descriptor must still be the owner's backing (not a number it reused since).
+  if (fd >= 0 && Identity(fd, &inode, &fs_dev) && inode == info.inode && fs_dev == info.fs_dev)
+    m = mmap(nullptr, p.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) close(fd);
+  if (m == MAP_FAILED) {
+    node()->LeaveShare(p.index, p.id, false);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Allocation a{p.size, p.map_size, info.device, AllocKind::kIpc, nullptr, ctx};
+  a.share = p.index;
+  a.share_id = p.id;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  g_driver->allocations[reinterpret_cast<uintptr_t>(m)] = a;
+  *pdptr = reinterpret_cast<CUdeviceptr>(m);
+  return CUDA_SUCCESS;
+}
+GS_SIM_CUDA_SAME(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)
+
+GS_SIM_CUDA(cuIpcCloseMemHandle)(CUdeviceptr dptr) {
+  GS_REQUIRE_INIT();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    auto it = g_driver->allocations.find(static_cast<uintptr_t>(dptr));
+    if (it == g_driver->allocations.end() || it->second.kind != AllocKind::kIpc) return CUDA_ERROR_INVALID_VALUE;
+    a = it->second;
+    g_driver->allocations.erase(it);
+  }
+  munmap(reinterpret_cast<void*>(dptr), a.map_size);
+  ReleaseAllocationMemory(a);
+  return CUDA_SUCCESS;
+}
+
+GS_SIM_CUDA(cuMemExportToShareableHandle)
+(void* shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType,
+ unsigned long long flags) {
+  GS_REQUIRE_INIT();
+  if (shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;  // Linux: fds only
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  auto it = g_driver->physical.find(handle);
+  if (it == g_driver->physical.end() || it->second->released) return CUDA_ERROR_INVALID_VALUE;
+  PhysicalMemory& phys = *it->second;
+  // Only handle types asked for at cuMemCreate can be exported.
+  if (!(phys.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) return CUDA_ERROR_INVALID_VALUE;
+  if (phys.share < 0) {
+    uint64_t inode = 0, fs_dev = 0, id = 0;
+    if (!Identity(phys.fd, &inode, &fs_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
+    int index = node()->Share(phys.device, phys.size, inode, fs_dev, 0, &id);
+    if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    phys.share = index;
+    phys.share_id = id;
+  }
+  // Inheritable, so a child started with fork and exec can import it.
+  int fd = fcntl(phys.fd, F_DUPFD, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+GS_SIM_CUDA(cuMemImportFromShareableHandle)
+(CUmemGenericAllocationHandle* handle, void* osHandle, CUmemAllocationHandleType shHandleType) {
+  GS_REQUIRE_INIT();
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  int given = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
+  uint64_t inode = 0, fs_dev = 0, id = 0;
+  if (given < 0 || !Identity(given, &inode, &fs_dev)) return CUDA_ERROR_INVALID_VALUE;
+  int index = node()->FindShare(inode, fs_dev, &id);
+  ShareInfo info;
+  if (index < 0 || !node()->ShareOf(index, id, &info) || !node()->JoinShare(index, id)) return CUDA_ERROR_INVALID_VALUE;
+  struct stat st;
+  int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    node()->LeaveShare(index, id, false);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto phys = std::make_unique<PhysicalMemory>();
+  phys->device = info.device;
+  phys->size = static_cast<size_t>(st.st_size);
+  phys->fd = fd;
+  phys->share = index;
+  phys->share_id = id;
+  phys->imported = true;
+  phys->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  phys->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  phys->prop.location.type = info.device >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+  for (int ord = 0; info.device >= 0 && ord < g_driver->rt->cuda_count; ++ord)
+    if (StateIndex(ord) == info.device) phys->prop.location.id = ord;
+  auto key = reinterpret_cast<CUmemGenericAllocationHandle>(phys.get());
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  g_driver->physical[key] = std::move(phys);
+  *handle = key;
+  return CUDA_SUCCESS;
+}

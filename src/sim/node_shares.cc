@@ -1,0 +1,150 @@
+// Memory shared between processes, in the node's state (src/sim/node.h): which processes
+// hold each exported allocation, and whose slot its bytes are in. The model, the least
+// convenient for a slicer until measured on hardware (docs/measurements/shared-memory.md):
+// importing puts nothing new on the card; the memory leaves the card only when its owner
+// freed it and every importer closed it; while the owner lives, its bytes are the owner's
+// (NVML lists them under the owner's pid only); when the owner is gone first, they move to
+// a process still holding them.
+#include <cstring>
+
+#include "src/sim/node.h"
+
+namespace gs::sim {
+
+ProcessSlot* Node::SlotOfLocked(uint32_t pid, uint64_t start_time) const {
+  for (auto& slot : state_->procs)
+    if (pid != 0 && slot.pid.load() == pid && slot.start_time == start_time) return &slot;
+  return nullptr;
+}
+
+void Node::DropShareLocked(SharedMemory* e) {
+  if (e->device >= 0 && e->device < kMaxDevices && e->bytes > 0) {
+    if (ProcessSlot* slot = SlotOfLocked(e->charged_pid, e->charged_start)) slot->memory[e->device].fetch_sub(e->bytes);
+    state_->live[e->device].memory_used.fetch_sub(e->bytes);
+  }
+  memset(static_cast<void*>(e), 0, sizeof(*e));
+}
+
+int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, uint64_t* id) {
+  int index = -1;
+  LockState(state_);
+  for (int i = 0; i < kMaxShared && index < 0; ++i) {
+    SharedMemory& e = state_->shared[i];
+    if (e.id != 0) continue;
+    index = i;
+    memset(static_cast<void*>(&e), 0, sizeof(e));
+    e.id = ++state_->last_shared_id;
+    e.device = dev;
+    e.bytes = dev >= 0 ? bytes : 0;
+    e.charged_pid = static_cast<uint32_t>(pid_);
+    e.charged_start = start_time_;
+    e.owner_fd = static_cast<uint32_t>(owner_fd);
+    e.inode = inode;
+    e.fs_dev = fs_dev;
+    e.sharers[0] = Sharer{static_cast<uint32_t>(pid_), 1, start_time_};
+    *id = e.id;
+  }
+  UnlockState(state_);
+  return index;
+}
+
+int Node::FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const {
+  int index = -1;
+  LockState(state_);
+  for (int i = 0; i < kMaxShared && index < 0; ++i) {
+    const SharedMemory& e = state_->shared[i];
+    if (e.id != 0 && e.inode == inode && e.fs_dev == fs_dev) index = i, *id = e.id;
+  }
+  UnlockState(state_);
+  return index;
+}
+
+bool Node::ShareOf(int index, uint64_t id, ShareInfo* out) const {
+  if (index < 0 || index >= kMaxShared || id == 0) return false;
+  LockState(state_);
+  const SharedMemory& e = state_->shared[index];
+  bool ok = e.id == id;
+  if (ok) {
+    *out = ShareInfo{};
+    out->device = e.device;
+    out->bytes = e.bytes;
+    // The owner is its first sharer until it frees the allocation (owner_fd is then 0).
+    if (e.owner_fd != 0) {
+      out->owner_pid = e.sharers[0].pid;
+      out->owner_start = e.sharers[0].start_time;
+      out->owner_fd = static_cast<int>(e.owner_fd);
+    }
+    out->inode = e.inode;
+    out->fs_dev = e.fs_dev;
+    out->charged_pid = e.charged_pid;
+  }
+  UnlockState(state_);
+  return ok;
+}
+
+bool Node::JoinShare(int index, uint64_t id) {
+  if (index < 0 || index >= kMaxShared || id == 0) return false;
+  LockState(state_);
+  SharedMemory& e = state_->shared[index];
+  bool ok = false;
+  if (e.id == id) {
+    Sharer* free_entry = nullptr;
+    for (auto& s : e.sharers) {
+      if (s.pid == static_cast<uint32_t>(pid_) && s.start_time == start_time_) {
+        ++s.refs;
+        ok = true;
+        break;
+      }
+      if (s.pid == 0 && free_entry == nullptr) free_entry = &s;
+    }
+    if (!ok && free_entry != nullptr) {
+      *free_entry = Sharer{static_cast<uint32_t>(pid_), 1, start_time_};
+      ok = true;
+    }
+  }
+  UnlockState(state_);
+  return ok;
+}
+
+void Node::LeaveShare(int index, uint64_t id, bool owner) {
+  if (index < 0 || index >= kMaxShared || id == 0) return;
+  LockState(state_);
+  SharedMemory& e = state_->shared[index];
+  if (e.id == id) {
+    if (owner) e.owner_fd = 0;
+    bool anyone = false;
+    for (auto& s : e.sharers) {
+      if (s.pid == static_cast<uint32_t>(pid_) && s.start_time == start_time_ && s.refs > 0 && --s.refs == 0)
+        s = Sharer{};
+      anyone |= s.pid != 0;
+    }
+    if (!anyone) DropShareLocked(&e);
+  }
+  UnlockState(state_);
+}
+
+void Node::ForgetSharerLocked(uint32_t pid, uint64_t start_time) {
+  for (auto& e : state_->shared) {
+    if (e.id == 0) continue;
+    Sharer* heir = nullptr;
+    for (auto& s : e.sharers) {
+      if (s.pid == pid && s.start_time == start_time) s = Sharer{};
+      if (s.pid != 0 && heir == nullptr) heir = &s;
+    }
+    if (heir == nullptr) {
+      DropShareLocked(&e);
+      continue;
+    }
+    if (e.charged_pid != pid || e.charged_start != start_time) continue;
+    // Its holder is gone and others still map it: it stays on the card, now theirs.
+    if (e.device >= 0 && e.device < kMaxDevices) {
+      if (ProcessSlot* gone = SlotOfLocked(pid, start_time)) gone->memory[e.device].fetch_sub(e.bytes);
+      if (ProcessSlot* next = SlotOfLocked(heir->pid, heir->start_time)) next->memory[e.device].fetch_add(e.bytes);
+    }
+    e.owner_fd = 0;  // the owner's descriptor went with it
+    e.charged_pid = SlotOfLocked(heir->pid, heir->start_time) ? heir->pid : 0;
+    e.charged_start = heir->start_time;
+  }
+}
+
+}  // namespace gs::sim
