@@ -644,6 +644,20 @@ TEST(SimulatorMemory, AnAddNodeAllocationReachesTheCardAtLaunchAndItsGraphIsNotC
   EXPECT_EQ(Lines(r.out, "graphtrim"), std::vector<std::string>{"graphtrim ok"}) << r.out;
 }
 
+// A graph with an allocation node has one executable at a time: a second instantiation is
+// refused until the first executable is destroyed (as the H200 answered).
+TEST(SimulatorMemory, AGraphWithAnAllocationNodeHasOneExecutableAtATime) {
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Result r = RunProcess({ProbeBin(), "init", "alloc", "graph", "64m", "graphexec", "graphexec", "execfree", "graphexec",
+                         "alloc", "graphnode", "64m", "graphexec", "graphexec"},
+                        node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "graphexec"),
+            (std::vector<std::string>{"graphexec ok", "graphexec CUDA_ERROR_NOT_SUPPORTED", "graphexec ok",
+                                      "graphexec ok", "graphexec CUDA_ERROR_NOT_SUPPORTED"}))
+      << r.out;
+}
+
 // cuGraphAddNode and cuGraphAddNode_v2 make the nodes the simulator's graphs model (empty,
 // memset, allocation, free) and refuse other types; cuGraphClone copies a graph without
 // memory nodes, whose clone runs as the original, and refuses one with any.

@@ -297,6 +297,17 @@ GS_SIM_CUDA(cuGraphAddNode_v2)
   return AddNodeOfType(g, nodeParams, phGraphNode);
 }
 
+namespace {
+// A graph with memory allocation or free nodes has at most one executable at a time (CUDA
+// documents it; the H200 answered a second instantiation with CUDA_ERROR_NOT_SUPPORTED,
+// docs/measurements/h200-driver.md, "Graph memory").
+bool HasMemoryNodes(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (n->type == GraphNode::Type::kMemAlloc || n->type == GraphNode::Type::kMemFree) return true;
+  return false;
+}
+}  // namespace
+
 // A graph with memory allocation or free nodes is not cloned: CUDA_ERROR_NOT_SUPPORTED, as
 // CUDA documents and the H200 answered (docs/measurements/h200-driver.md, "Graph memory").
 // Other graphs are copied node by node.
@@ -304,8 +315,7 @@ GS_SIM_CUDA(cuGraphClone)(CUgraph* phGraphClone, CUgraph originalGraph) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(originalGraph);
   if (g == nullptr || g->destroyed || phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const auto& n : g->nodes)
-    if (n->type == GraphNode::Type::kMemAlloc || n->type == GraphNode::Type::kMemFree) return CUDA_ERROR_NOT_SUPPORTED;
+  if (HasMemoryNodes(*g)) return CUDA_ERROR_NOT_SUPPORTED;
   auto* clone = new Graph;
   clone->device = g->device;
   for (const auto& n : g->nodes) clone->nodes.push_back(std::make_unique<GraphNode>(*n));
@@ -317,6 +327,7 @@ GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGrap
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
   if (g == nullptr || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g->execs > 0 && HasMemoryNodes(*g)) return CUDA_ERROR_NOT_SUPPORTED;
   // Instantiation prepares every kernel node, so kernels not loaded yet (lazy loading) are
   // loaded here: memory no launch or resolution call shows.
   for (auto& n : g->nodes)

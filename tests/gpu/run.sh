@@ -366,6 +366,10 @@ node=$("$P" init nvml alloc graphnode 256m graphexec nvml graphlaunch nvml | mib
 clone=$("$P" init alloc graph 256m graphclone | awk '/^graphclone/ { print $2 }')
 [ "$clone" = CUDA_ERROR_NOT_SUPPORTED ] && ok "a graph with an allocation node is not cloned" ||
   bad "cuGraphClone of a graph with an allocation node: '$clone', want CUDA_ERROR_NOT_SUPPORTED"
+# Nor instantiated a second time while its first executable exists.
+twice=$("$P" init alloc graph 256m graphexec graphexec execfree graphexec | awk '/^graphexec/ { print $2 }' | tr '\n' ' ')
+[ "$twice" = "ok CUDA_ERROR_NOT_SUPPORTED ok " ] && ok "a graph with an allocation node has one executable at a time" ||
+  bad "instantiating a graph with an allocation node, again, then after its executable went: '$twice', want 'ok CUDA_ERROR_NOT_SUPPORTED ok '"
 
 # 6d. Memory shared between processes, without the enforcer (docs/measurements/shared-memory.md,
 #     not yet measured): 256 MiB exported by this process (legacy IPC of cuMemAlloc memory;

@@ -814,8 +814,10 @@ int main(int argc, char** argv) {
       }
     } else if (cmd == "graphexec") {
       Alloc* a = Newest();
+      CUgraphExec exec = nullptr;
       rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE
-                                               : c.cuGraphInstantiateWithFlags(&g_execs.emplace_back(), a->graph, 0);
+                                               : c.cuGraphInstantiateWithFlags(&exec, a->graph, 0);
+      if (rc == CUDA_SUCCESS) g_execs.push_back(exec);
       printf("graphexec %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "graphlaunch") {
       rc = g_execs.empty() ? CUDA_ERROR_INVALID_VALUE : c.cuGraphLaunch(g_execs.back(), nullptr);
