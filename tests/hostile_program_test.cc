@@ -272,6 +272,29 @@ TEST(HostileGraph, FreedGraphMemoryStaysChargedUntilTheDevicesGraphMemoryIsTrimm
   ExpectWithinTwoGiB(w);
 }
 
+// A child graph moved into another brings its allocation node's charge along: the parent
+// launches it, and once the memory is freed and trimmed the whole slice is back. (Charged
+// to the child alone, the charge would stay after the parent went: the moved child is not
+// destroyed on its own, the driver refuses it.)
+TEST(HostileGraph, AMovedChildGraphsChargeGoesWithItsParentAndComesBackAtTrim) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w =
+      Watched(node, {ProbeBin(),  "init",     "alloc",     "graph", "1024m", "graphchild", "graphexec", "graphlaunch",
+                     "free",      "execfree", "graphfree", "alloc", "mem",   "1024m",      "sleep",     "50",
+                     "graphtrim", "alloc",    "mem",       "1024m", "sleep", "50"},
+              env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "graphchild "),
+            std::vector<std::string>{"graphchild ok CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE"})
+      << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "graphlaunch"), std::vector<std::string>{"graphlaunch ok"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 // PyTorch's way: a graph that frees its allocation itself, launched again and again, reuses
 // the same memory; it is charged once and the program goes on allocating beside it.
 TEST(HostileGraph, AGraphThatFreesItsMemoryRunsAgainAndAgainWithinItsCharge) {

@@ -644,6 +644,28 @@ TEST(SimulatorMemory, AnAddNodeAllocationReachesTheCardAtLaunchAndItsGraphIsNotC
   EXPECT_EQ(Lines(r.out, "graphtrim"), std::vector<std::string>{"graphtrim ok"}) << r.out;
 }
 
+// A child graph moved into another (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) runs in it: its
+// allocation node reaches the card at the parent's launch; the moved child is neither
+// destroyed nor instantiated on its own; a graph with memory nodes is not cloned as a child.
+TEST(SimulatorMemory, AMovedChildGraphRunsInItsParentAndIsNoLongerAGraphOfItsOwn) {
+  SimNode node("gpus: [H100-80GB]\n");
+  Result r =
+      RunProcess({ProbeBin(), "init", "nvml", "alloc", "graph", "256m", "graphchild", "graphexec", "nvml",
+                  "graphlaunch", "nvml", "graphchildclone", "graphfree", "free", "execfree", "graphtrim", "nvml"},
+                 node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "graphchild "),
+            std::vector<std::string>{"graphchild ok CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE"})
+      << r.out;
+  EXPECT_EQ(Lines(r.out, "graphchildclone"), std::vector<std::string>{"graphchildclone CUDA_ERROR_NOT_SUPPORTED"})
+      << r.out;
+  auto nv = Lines(r.out, "nvml");
+  ASSERT_EQ(nv.size(), 4u) << r.out;
+  std::vector<uint64_t> mib;
+  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
+  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
+}
+
 // A graph with an allocation node has one executable at a time: a second instantiation is
 // refused until the first executable is destroyed (as the H200 answered).
 TEST(SimulatorMemory, AGraphWithAnAllocationNodeHasOneExecutableAtATime) {

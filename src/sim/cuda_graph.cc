@@ -57,7 +57,18 @@ void ForgetGraphAddress(CUdeviceptr p) {
 void DeleteGraphIfUnused(Graph* g) {
   if (!g->destroyed || g->execs > 0) return;
   for (CUdeviceptr p : g->owned_allocations) ForgetGraphAddress(p);
+  for (Graph* child : g->children) delete child;
   delete g;
+}
+
+// A graph with memory allocation or free nodes is not cloned, nor made a child by cloning,
+// and has at most one executable at a time (CUDA documents it; the H200 answered a clone
+// and a second instantiation with CUDA_ERROR_NOT_SUPPORTED, docs/measurements/h200-driver.md,
+// "Graph memory").
+bool HasMemoryNodes(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (n->type == GraphNode::Type::kMemAlloc || n->type == GraphNode::Type::kMemFree) return true;
+  return false;
 }
 
 // A launch's allocation nodes take their memory, all or none, before anything runs: from
@@ -146,7 +157,7 @@ GS_SIM_CUDA(cuGraphCreate)(CUgraph* phGraph, unsigned int flags) {
 GS_SIM_CUDA(cuGraphDestroy)(CUgraph hGraph) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr || g->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  if (g == nullptr || g->destroyed || g->moved) return CUDA_ERROR_INVALID_VALUE;
   g->destroyed = true;
   DeleteGraphIfUnused(g);
   return CUDA_SUCCESS;
@@ -175,6 +186,7 @@ CUresult AddKernelNode(Graph* g, CUfunction func, const unsigned grid[3], const 
 
 // An allocation node: its address reserved now (the graph owns it), its memory at launch.
 CUresult AddAllocNode(Graph* g, const CUmemPoolProps& props, size_t bytes, CUdeviceptr* dptr, CUgraphNode* out) {
+  if (g->moved) return CUDA_ERROR_INVALID_VALUE;
   if (props.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !ValidOrdinal(props.location.id))
     return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ReserveGraphAddress(StateIndex(props.location.id), bytes, dptr);
@@ -223,6 +235,26 @@ CUresult RunMemset(const GraphNode& n) {
   return CUDA_SUCCESS;
 }
 
+// A child graph node: the child's nodes run in the parent, in order, after an empty node
+// that stands for them. Cloned (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE, and
+// cuGraphAddChildGraphNode): a child with memory nodes is CUDA_ERROR_NOT_SUPPORTED. Moved:
+// its nodes and allocations become the parent's, and the parent destroys it.
+CUresult AddChildGraph(Graph* g, Graph* child, bool move, CUgraphNode* out) {
+  if (child == nullptr || child == g || child->destroyed || child->moved) return CUDA_ERROR_INVALID_VALUE;
+  if (!move && HasMemoryNodes(*child)) return CUDA_ERROR_NOT_SUPPORTED;
+  if (g->device < 0) g->device = child->device;
+  *out = AddNode(g, std::make_unique<GraphNode>());
+  for (auto& n : child->nodes) g->nodes.push_back(move ? std::move(n) : std::make_unique<GraphNode>(*n));
+  if (!move) return CUDA_SUCCESS;
+  child->nodes.clear();
+  g->owned_allocations.insert(g->owned_allocations.end(), child->owned_allocations.begin(),
+                              child->owned_allocations.end());
+  child->owned_allocations.clear();
+  child->moved = true;
+  g->children.push_back(child);
+  return CUDA_SUCCESS;
+}
+
 // cuGraphAddNode: the node types the simulator's graphs model.
 CUresult AddNodeOfType(Graph* g, CUgraphNodeParams* p, CUgraphNode* out) {
   switch (p->type) {
@@ -242,8 +274,15 @@ CUresult AddNodeOfType(Graph* g, CUgraphNodeParams* p, CUgraphNode* out) {
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
       return AddAllocNode(g, p->alloc.poolProps, p->alloc.bytesize, &p->alloc.dptr, out);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      if (g->moved) return CUDA_ERROR_INVALID_VALUE;
       *out = AddFreeNode(g, p->free.dptr);
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE &&
+          p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+        return CUDA_ERROR_INVALID_VALUE;
+      return AddChildGraph(g, reinterpret_cast<Graph*>(p->graph.graph),
+                           p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, out);
     default:
       return CUDA_ERROR_NOT_SUPPORTED;
   }
@@ -260,6 +299,14 @@ GS_SIM_CUDA(cuGraphAddKernelNode_v2)
   return AddKernelNode(g, p->func, grid, block, p->kernelParams, p->extra, phGraphNode);
 }
 
+GS_SIM_CUDA(cuGraphAddChildGraphNode)
+(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUgraph childGraph) {
+  GS_REQUIRE_INIT();
+  auto* g = reinterpret_cast<Graph*>(hGraph);
+  if (g == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddChildGraph(g, reinterpret_cast<Graph*>(childGraph), false, phGraphNode);
+}
+
 GS_SIM_CUDA(cuGraphAddMemAllocNode)
 (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
   GS_REQUIRE_INIT();
@@ -272,7 +319,7 @@ GS_SIM_CUDA(cuGraphAddMemFreeNode)
 (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode*, size_t, CUdeviceptr dptr) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g == nullptr || g->moved || phGraphNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *phGraphNode = AddFreeNode(g, dptr);
   return CUDA_SUCCESS;
 }
@@ -297,17 +344,6 @@ GS_SIM_CUDA(cuGraphAddNode_v2)
   return AddNodeOfType(g, nodeParams, phGraphNode);
 }
 
-namespace {
-// A graph with memory allocation or free nodes has at most one executable at a time (CUDA
-// documents it; the H200 answered a second instantiation with CUDA_ERROR_NOT_SUPPORTED,
-// docs/measurements/h200-driver.md, "Graph memory").
-bool HasMemoryNodes(const Graph& g) {
-  for (const auto& n : g.nodes)
-    if (n->type == GraphNode::Type::kMemAlloc || n->type == GraphNode::Type::kMemFree) return true;
-  return false;
-}
-}  // namespace
-
 // A graph with memory allocation or free nodes is not cloned: CUDA_ERROR_NOT_SUPPORTED, as
 // CUDA documents and the H200 answered (docs/measurements/h200-driver.md, "Graph memory").
 // Other graphs are copied node by node.
@@ -326,7 +362,7 @@ GS_SIM_CUDA(cuGraphClone)(CUgraph* phGraphClone, CUgraph originalGraph) {
 GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g == nullptr || g->moved || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (g->execs > 0 && HasMemoryNodes(*g)) return CUDA_ERROR_NOT_SUPPORTED;
   // Instantiation prepares every kernel node, so kernels not loaded yet (lazy loading) are
   // loaded here: memory no launch or resolution call shows.

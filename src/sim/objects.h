@@ -153,6 +153,11 @@ struct Graph {
   std::vector<CUdeviceptr> owned_allocations;  // the addresses of its allocation nodes
   int execs = 0;                               // executable graphs made from it that exist
   bool destroyed = false;                      // cuGraphDestroy was called while execs > 0
+  // Moved into a parent as a child graph node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): its
+  // nodes and allocations are the parent's, which destroys it; it is not instantiated,
+  // destroyed or given memory nodes on its own any more.
+  bool moved = false;
+  std::vector<Graph*> children;  // the graphs moved into this one
 };
 
 struct GraphExec {

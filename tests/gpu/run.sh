@@ -370,6 +370,15 @@ clone=$("$P" init alloc graph 256m graphclone | awk '/^graphclone/ { print $2 }'
 twice=$("$P" init alloc graph 256m graphexec graphexec execfree graphexec | awk '/^graphexec/ { print $2 }' | tr '\n' ' ')
 [ "$twice" = "ok CUDA_ERROR_NOT_SUPPORTED ok " ] && ok "a graph with an allocation node has one executable at a time" ||
   bad "instantiating a graph with an allocation node, again, then after its executable went: '$twice', want 'ok CUDA_ERROR_NOT_SUPPORTED ok '"
+# A child graph moved into another runs there, and is no graph of its own any more (not
+# yet measured: docs/measurements/README.md, "Child graphs").
+child=$("$P" init nvml alloc graph 256m graphchild graphexec nvml graphlaunch nvml graphchildclone)
+child_mib=$(mib_steps <<<"$child")
+child_codes=$(awk '/^graphchild / { print $3, $4 } /^graphchildclone/ { print $2 }' <<<"$child" | tr '\n' ' ')
+echo "child graph (MiB after init; the parent instantiated; launched): $child_mib; moved child destroyed, instantiated; a clone of it: $child_codes"
+[ "$child_mib" = "0 0 256" ] && [ "$child_codes" = "CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED " ] &&
+  ok "a moved child graph runs in its parent as the simulator models it" ||
+  bad "a moved child graph: '$child_mib' MiB, '$child_codes'; the simulator models '0 0 256', 'CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED '"
 
 # 6d. Memory shared between processes, without the enforcer (docs/measurements/shared-memory.md,
 #     not yet measured): 256 MiB exported by this process (legacy IPC of cuMemAlloc memory;

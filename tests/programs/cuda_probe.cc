@@ -20,6 +20,13 @@
 //   graphtrim                      cuDeviceGraphMemTrim -> "graphtrim ok|ERR"
 //   graphclone                     cuGraphClone of the newest allocation's graph; the clone is
 //                                  the newest allocation then -> "graphclone ok|ERR"
+//   graphchild                     moves the newest allocation's graph into a new graph as a
+//                                  child graph node (cuGraphAddNode, ownership MOVE); the new
+//                                  graph is the allocation's graph then. Also tries to destroy
+//                                  and to instantiate the moved child on its own:
+//                                  "graphchild ok|ERR DESTROY INSTANTIATE" (their results)
+//   graphchildclone                cuGraphAddChildGraphNode (a clone) of the newest
+//                                  allocation's graph into a new graph -> "graphchildclone ok|ERR"
 //   graphfreenode                  adds a free node of the newest graph allocation's pointer
 //                                  to its graph (before graphexec) -> "graphfreenode ok|ERR"
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
@@ -841,6 +848,39 @@ int main(int argc, char** argv) {
       rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE : c.cuGraphClone(&clone.graph, a->graph);
       if (rc == CUDA_SUCCESS) g_allocs.push_back(clone);
       printf("graphclone %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "graphchild") {
+      Alloc* a = Newest();
+      CUgraph parent = nullptr;
+      CUgraphNode node = nullptr;
+      rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE : c.cuGraphCreate(&parent, 0);
+      if (rc == CUDA_SUCCESS) {
+        CUgraphNodeParams p{};
+        p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+        p.graph.graph = a->graph;
+        p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+        rc = c.cuGraphAddNode(&node, parent, nullptr, 0, &p);
+        if (rc != CUDA_SUCCESS) c.cuGraphDestroy(parent);
+      }
+      if (rc != CUDA_SUCCESS) {
+        printf("graphchild %s\n", Name(rc));
+      } else {
+        CUgraph child = a->graph;
+        a->graph = parent;
+        // Instantiated first: a driver that let the destroy through would leave no graph.
+        CUgraphExec exec = nullptr;
+        CUresult instantiated = c.cuGraphInstantiateWithFlags(&exec, child, 0);
+        if (instantiated == CUDA_SUCCESS) g_execs.push_back(exec);
+        CUresult destroyed = c.cuGraphDestroy(child);
+        printf("graphchild ok %s %s\n", Name(destroyed), Name(instantiated));
+      }
+    } else if (cmd == "graphchildclone") {
+      Alloc* a = Newest();
+      CUgraph parent = nullptr;
+      CUgraphNode node = nullptr;
+      rc = a == nullptr || a->graph == nullptr ? CUDA_ERROR_INVALID_VALUE : c.cuGraphCreate(&parent, 0);
+      if (rc == CUDA_SUCCESS) rc = c.cuGraphAddChildGraphNode(&node, parent, nullptr, 0, a->graph);
+      if (parent != nullptr) c.cuGraphDestroy(parent);
+      printf("graphchildclone %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "graphtrim") {
       rc = c.cuDeviceGraphMemTrim == nullptr ? CUDA_ERROR_NOT_SUPPORTED : c.cuDeviceGraphMemTrim(g_dev);
       printf("graphtrim %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
