@@ -137,6 +137,8 @@ int main() {
       " in the agent = its gpuslice_allocate_duration_seconds bucket holding that quantile)\n");
   printf("%-38s %12s\n", "agent RSS (after /metrics scrapes)",
          fmt(SmapsKiB(agent.pid(), "Rss") / 1024.0, "MiB").c_str());
+  printf("%-38s %12s\n", "  of which anonymous (heap, stacks)",
+         fmt(SmapsKiB(agent.pid(), "Anonymous") / 1024.0, "MiB").c_str());
   printf("%-38s %12s\n", "agent PSS", fmt(SmapsKiB(agent.pid(), "Pss") / 1024.0, "MiB").c_str());
   printf("%-38s %12s\n", "/metrics body",
          (last.empty() ? std::string("-") : std::to_string(last.size()) + " B").c_str());
