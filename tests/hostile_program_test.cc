@@ -467,14 +467,19 @@ INSTANTIATE_TEST_SUITE_P(
 // three pieces of 256 MiB.
 constexpr int kThreeSharedPieces = 3 * 256;
 
-// A legacy IPC handle of each piece goes to the importer, which holds it; the owner frees
-// the piece at once and allocates the next.
-TEST(HostileIpc, FreedIpcMemoryAnImporterHoldsStaysChargedToItsOwner) {
+// Each piece is exported to the importer, which holds it, and the owner lets go of it at
+// once and allocates the next: a legacy IPC handle of cuMemAlloc memory, freed ("ipc-leak"),
+// or a cuMemCreate handle sent as a POSIX descriptor (SCM_RIGHTS), unmapped and released
+// ("fd-leak").
+class HostileIpcLeak : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostileIpcLeak, MemoryAnImporterHoldsStaysChargedToItsOwner) {
+  const std::string route = GetParam();
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
-  OnCard w = Watched(node, {HostileBin(), "init", "ipc-leak", "8", "256", "sleep", "200", "importer-done"}, env);
+  OnCard w = Watched(node, {HostileBin(), "init", route, "8", "256", "sleep", "200", "importer-done"}, env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
-  auto f = Fields(w.result.out, "ipc-leak");
+  auto f = Fields(w.result.out, route);
   ASSERT_EQ(f.size(), 3u) << w.result.out << w.result.err;
   EXPECT_EQ(std::stoi(f[1]), kThreeSharedPieces) << w.result.out;
   EXPECT_EQ(std::stoi(f[2]), 3) << "the data was not shared: " << w.result.out;
@@ -482,20 +487,10 @@ TEST(HostileIpc, FreedIpcMemoryAnImporterHoldsStaysChargedToItsOwner) {
   ExpectWithinTwoGiB(w);
 }
 
-// The same with cuMemCreate handles exported as POSIX descriptors (SCM_RIGHTS), unmapped and
-// released by the owner once sent.
-TEST(HostileIpc, ReleasedVmmMemoryAnImporterHoldsStaysChargedToItsOwner) {
-  SimNode node(kH100);
-  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
-  OnCard w = Watched(node, {HostileBin(), "init", "fd-leak", "8", "256", "sleep", "200", "importer-done"}, env);
-  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
-  auto f = Fields(w.result.out, "fd-leak");
-  ASSERT_EQ(f.size(), 3u) << w.result.out << w.result.err;
-  EXPECT_EQ(std::stoi(f[1]), kThreeSharedPieces) << w.result.out;
-  EXPECT_EQ(std::stoi(f[2]), 3) << "the data was not shared: " << w.result.out;
-  EXPECT_EQ(Lines(w.result.out, "importer "), std::vector<std::string>{"importer 3 3"}) << w.result.out;
-  ExpectWithinTwoGiB(w);
-}
+INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcLeak, ::testing::Values("ipc-leak", "fd-leak"), [](const auto& info) {
+  std::string p = info.param;
+  return p.substr(0, p.find('-'));
+});
 
 // A process imports its own descriptor (a second handle to the same memory), maps that and
 // releases the original handle: the memory stays, and so does its charge, until the

@@ -604,6 +604,14 @@ TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
   EXPECT_EQ(Lines(out, "reset ")[0], "reset 0") << out;
 }
 
+// The probe's own device memory at each of its "nvml" lines, in MiB beyond its context's
+// 518 (the H100 preset's).
+std::vector<uint64_t> MibBeyondContext(const Result& r) {
+  std::vector<uint64_t> mib;
+  for (const auto& line : Lines(r.out, "nvml")) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
+  return mib;
+}
+
 // A graph allocation node's memory, step by step as measured on the H200
 // (docs/measurements/h200-driver.md, "Graph memory"; the same steps as tests/gpu/run.sh
 // section 6c): nothing at instantiation, on the card from the first launch, kept through
@@ -615,11 +623,7 @@ TEST(SimulatorMemory, GraphMemoryReachesTheCardAtLaunchAndLeavesAtTrim) {
                          "nvml", "free", "nvml", "execfree", "nvml", "graphfree", "nvml", "graphtrim", "nvml"},
                         node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  auto nv = Lines(r.out, "nvml");
-  ASSERT_EQ(nv.size(), 7u) << r.out;
-  std::vector<uint64_t> mib;
-  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
-  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 256, 256, 256, 0})) << r.out;
+  EXPECT_EQ(MibBeyondContext(r), (std::vector<uint64_t>{0, 0, 256, 256, 256, 256, 0})) << r.out;
   r = RunProcess({ProbeBin(), "init", "alloc", "graph", "256m", "graphexec", "graphlaunch", "graphlaunch"}, node.env());
   EXPECT_EQ(Lines(r.out, "graphlaunch"),
             (std::vector<std::string>{"graphlaunch ok", "graphlaunch CUDA_ERROR_INVALID_VALUE"}))
@@ -635,11 +639,7 @@ TEST(SimulatorMemory, AnAddNodeAllocationReachesTheCardAtLaunchAndItsGraphIsNotC
                          "nvml", "graphclone", "graphfree", "graphtrim", "nvml"},
                         node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  auto nv = Lines(r.out, "nvml");
-  ASSERT_EQ(nv.size(), 4u) << r.out;
-  std::vector<uint64_t> mib;
-  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
-  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
+  EXPECT_EQ(MibBeyondContext(r), (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
   EXPECT_EQ(Lines(r.out, "graphclone"), std::vector<std::string>{"graphclone CUDA_ERROR_NOT_SUPPORTED"}) << r.out;
   EXPECT_EQ(Lines(r.out, "graphtrim"), std::vector<std::string>{"graphtrim ok"}) << r.out;
 }
@@ -659,11 +659,7 @@ TEST(SimulatorMemory, AMovedChildGraphRunsInItsParentAndIsNoLongerAGraphOfItsOwn
       << r.out;
   EXPECT_EQ(Lines(r.out, "graphchildclone"), std::vector<std::string>{"graphchildclone CUDA_ERROR_NOT_SUPPORTED"})
       << r.out;
-  auto nv = Lines(r.out, "nvml");
-  ASSERT_EQ(nv.size(), 4u) << r.out;
-  std::vector<uint64_t> mib;
-  for (const auto& line : nv) mib.push_back((U(Fields(line, "nvml")[8]) - 518 * kMiB) / kMiB);
-  EXPECT_EQ(mib, (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
+  EXPECT_EQ(MibBeyondContext(r), (std::vector<uint64_t>{0, 0, 256, 0})) << r.out;
 }
 
 // A graph with an allocation node has one executable at a time: a second instantiation is
