@@ -17,6 +17,7 @@
 
 #include "src/region/card.h"
 #include "tests/temp_dir.h"
+#include "tests/wait_until.h"
 
 namespace gs::testing {
 
@@ -90,8 +91,17 @@ void Process::Drain(int timeout_ms) {
 }
 
 bool Process::WaitForOutput(const std::string& text, int timeout_ms) {
+  return WaitFor(out_, text, timeout_ms);
+}
+
+bool Process::WaitForStderr(const std::string& text, int timeout_ms) {
+  return WaitFor(err_, text, timeout_ms);
+}
+
+// `stream` is out_ or err_, which Drain appends to.
+bool Process::WaitFor(const std::string& stream, const std::string& text, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (out_.find(text) == std::string::npos) {
+  while (stream.find(text) == std::string::npos) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -99,7 +109,7 @@ bool Process::WaitForOutput(const std::string& text, int timeout_ms) {
       Drain(0);
       done_ = true;
       result_.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-      return out_.find(text) != std::string::npos;
+      return stream.find(text) != std::string::npos;
     }
     Drain(50);
   }
@@ -197,13 +207,14 @@ std::vector<std::string> AsContainer(std::vector<std::string> argv) {
 
 pid_t UnsharedChild(pid_t unshare_pid) {
   std::string path = "/proc/" + std::to_string(unshare_pid) + "/task/" + std::to_string(unshare_pid) + "/children";
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream in(path);
-    pid_t child = 0;
-    if (in >> child && child > 0) return child;
-    usleep(10000);
-  }
-  return 0;
+  pid_t child = 0;
+  WaitUntil(
+      [&] {
+        std::ifstream in(path);
+        return in >> child && child > 0;
+      },
+      std::chrono::seconds(5));
+  return child > 0 ? child : 0;
 }
 
 std::vector<pid_t> NsPids(pid_t pid) {

@@ -49,10 +49,14 @@ class Process {
   Result Wait();
   // Blocks until a line containing `text` appears on stdout (or the process ends).
   bool WaitForOutput(const std::string& text, int timeout_ms = 20000);
+  // The same on stderr: where a daemon (the node agent) logs what it did.
+  bool WaitForStderr(const std::string& text, int timeout_ms = 20000);
   const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
 
  private:
   void Drain(int timeout_ms);
+  bool WaitFor(const std::string& stream, const std::string& text, int timeout_ms);
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
   std::string out_, err_;

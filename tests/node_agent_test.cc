@@ -30,6 +30,7 @@
 
 #include "src/common/file.h"
 #include "src/kube/testing/fake_api_server.h"
+#include "src/node/memory_watchdog.h"
 #include "src/platform/gpu_driver.h"
 #include "tests/harness.h"
 #include "tests/kubelet_double.h"
@@ -64,6 +65,16 @@ std::vector<std::string> InContainer(const std::string& shared, const std::vecto
                                shared};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+// The value of the first sample in the exposition `m` whose line starts with `prefix`
+// ("" when there is none).
+std::string MetricValue(const std::string& m, const std::string& prefix) {
+  auto at = m.find("\n" + prefix);
+  if (at == std::string::npos) return "";
+  auto eol = m.find('\n', at + 1);
+  auto sp = m.rfind(' ', eol);
+  return m.substr(sp + 1, eol - sp - 1);
 }
 
 bool Mounted(const std::string& path) {
@@ -148,6 +159,19 @@ class NodeAgentTest : public ::testing::Test {
     httplib::Client c("127.0.0.1", MetricsPort());
     auto res = c.Get("/metrics");
     return res && res->status == 200 ? res->body : "";
+  }
+  // Samples the agent's memory watchdog has taken, each with its kills done (-1: unknown).
+  long WatchdogSamples() {
+    std::string v = MetricValue(Metrics(), "gpuslice_memory_watchdog_samples_total ");
+    return v.empty() ? -1 : std::stol(v);
+  }
+  // Waits until the watchdog has taken enough samples after this call for any of its rules
+  // to confirm what it sees now and act on it (node::kConfirmSamples in a row, the first of
+  // which may have begun before the call): what it has not killed by then, it leaves.
+  bool WatchdogHadItsChance() {
+    const long from = WatchdogSamples();
+    return from >= 0 && WaitUntil([&] { return WatchdogSamples() >= from + node::kConfirmSamples + 1; },
+                                  std::chrono::seconds(20), std::chrono::milliseconds(100));
   }
   // The environment of a process started as a runtime would start the container: the
   // response's env, and its mounts emulated by host paths (the enforcer preloaded from its
@@ -397,9 +421,12 @@ TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecide
 
 TEST_F(NodeAgentTest, XidMakesSlicesUnhealthyAndTheyRecover) {
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
-  // An application XID (13) is ignored.
+  // An application XID (13) is ignored: once the agent has handled it (its log says how),
+  // the card is Healthy in its book (the metric reads the book) and to the kubelet.
   RunProcess({GpusliceBin(), "sim", "inject", "--root", node_->root(), "--gpu", "1", "--xid", "13"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(agent_->WaitForStderr("XID 13 on ")) << "the agent never handled XID 13: " << agent_->err();
+  EXPECT_NE(agent_->err().find("is an application error: ignored"), std::string::npos) << agent_->err();
+  EXPECT_EQ(MetricValue(Metrics(), "gpuslice_gpu_healthy{gpu=\"1\""), "1");
   EXPECT_TRUE(AllHealthy(kubelet_->devices()));
   RunProcess({GpusliceBin(), "sim", "inject", "--root", node_->root(), "--gpu", "1", "--xid", "48"});
   auto gpu1_unhealthy = [](const std::vector<v1beta1::Device>& ds) {
@@ -421,12 +448,13 @@ TEST_F(NodeAgentTest, KeepsACdiSpecOfTheHealthyGpus) {
   EXPECT_NE(before.find("gpuslice.io/gpu=1\n"), std::string::npos) << before;
   RunProcess({GpusliceBin(), "sim", "inject", "--root", node_->root(), "--gpu", "1", "--lost"});
   std::string after;
-  for (int i = 0; i < 50; ++i) {
-    after = names();
-    if (after.find("gpuslice.io/gpu=1\n") == std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(after.find("gpuslice.io/gpu=1\n"), std::string::npos) << after;  // the lost GPU is gone
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        after = names();
+        return after.find("gpuslice.io/gpu=1\n") == std::string::npos;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(100)))
+      << "the lost GPU is still in the spec: " << after;
   EXPECT_NE(after.find("gpuslice.io/gpu=0\n"), std::string::npos) << after;
 }
 
@@ -454,18 +482,25 @@ TEST_F(NodeAgentTest, AgentRestartKeepsLiveContainersAndCleansDeletedOnes) {
     if (m.container_path() == "/var/run/gpuslice") dir_a = m.host_path();
   for (const auto& m : b.mounts())
     if (m.container_path() == "/var/run/gpuslice") dir_b = m.host_path();
-  // Both containers run; the agent restarts.
-  StopAgent();
-  StartAgent();
-  ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Both containers run; the agent restarts. Its start-up cleanup runs before it registers,
+  // and a sweep ends before the pods' labels reach the metrics: once both have run, either
+  // would have removed a directory it took for a leftover or a deleted container's.
+  RestartWith(agent_flags_);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::string m = Metrics();
+        return m.find("pod=\"a\"") != std::string::npos && m.find("pod=\"b\"") != std::string::npos;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(100)))
+      << "no sweep of the restarted agent listed the pods";
   EXPECT_TRUE(std::filesystem::exists(dir_a));
   EXPECT_TRUE(std::filesystem::exists(dir_b));
-  // Pod b is deleted: its directory goes, a's stays.
+  // Pod b is deleted: its directory goes (after the 2 s grace), a's stays.
   kubelet_->SetPods({{"a", "ns", "c", "nvidia.com/gpu", {ids[0]}}});
-  WaitUntil([&] { return !std::filesystem::exists(dir_b); }, std::chrono::seconds(6), std::chrono::milliseconds(100));
+  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(dir_b); }, std::chrono::seconds(6),
+                        std::chrono::milliseconds(100)))
+      << dir_b << " of the deleted pod is still there";
   EXPECT_TRUE(std::filesystem::exists(dir_a));
-  EXPECT_FALSE(std::filesystem::exists(dir_b));
 }
 
 // kill -9 of the agent at 100 random points of an Allocate storm: every Allocate the
@@ -504,23 +539,27 @@ TEST_F(NodeAgentTest, KillNineDuringAnAllocateStormLosesNoRecord) {
           }
       }
     });
-    // Once the storm is being answered, a random point of it.
-    for (int waited = 0; waited < 2000; ++waited) {
-      {
-        std::lock_guard<std::mutex> l(mu);
-        if (answered > answered_before) break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // Once the storm is being answered (a round without an answer counts against the
+    // total below), a random point of it: the jitter is the test, not a wait.
+    WaitUntil(
+        [&] {
+          std::lock_guard<std::mutex> l(mu);
+          return answered > answered_before;
+        },
+        std::chrono::seconds(2), std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50'000));
     agent_->Signal(SIGKILL);
     agent_log_ += agent_->Wait().err;
     agent_.reset();
     stop = true;
     storm.join();
+    // The start-up cleanup runs before the agent registers: once it has, every directory it
+    // removes is gone. (The kubelet's device list may still be the killed agent's.)
+    const int registered = kubelet_->registrations();
     StartAgent();
+    ASSERT_TRUE(WaitUntil([&] { return kubelet_->registrations() > registered; }))
+        << "round " << round << ": the agent did not register again";
     ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << "round " << round;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the start-up cleanup has run by now
     for (const auto& [slice, dir] : running)
       ASSERT_TRUE(std::filesystem::exists(dir))
           << "round " << round << ": the running container of " << slice << " lost its directory " << dir;
@@ -601,12 +640,14 @@ TEST_F(NodeAgentTest, DiskFullDuringAnAllocateStormLosesNoRecord) {
   // Killed on the full disk mid-storm, restarted once there is room again. (Some of these
   // may be answered: the agent frees the directories of containers it discards.)
   std::mutex mu;
+  std::atomic<int> storm_calls{0};
   std::thread storm([&, seed = pick()] {
     std::mt19937 p(seed);
     for (int i = 0; i < 50; ++i) {
       const std::string& id = ids[p() % ids.size()];
       v1beta1::ContainerAllocateResponse resp;
       bool ok = kubelet_->Allocate({id}, &resp).ok();
+      ++storm_calls;
       std::lock_guard<std::mutex> l(mu);
       // An Allocate cut by the kill may still have recorded a newer container for its
       // slice (the kubelet never had the answer and asks again): unknown which runs.
@@ -616,25 +657,30 @@ TEST_F(NodeAgentTest, DiskFullDuringAnAllocateStormLosesNoRecord) {
         running.erase(id);
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(WaitUntil([&] { return storm_calls > 0; })) << "the storm made no call";
   agent_->Signal(SIGKILL);
   agent_log_ += agent_->Wait().err;
   agent_.reset();
   storm.join();
   std::filesystem::remove(state_dir_ + "/filler");
+  // The start-up cleanup runs before the agent registers: once it has, every directory it
+  // removes is gone. (The kubelet's device list may still be the killed agent's.)
+  const int registered = kubelet_->registrations();
   StartAgent();
+  ASSERT_TRUE(WaitUntil([&] { return kubelet_->registrations() > registered; })) << "the agent did not register again";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the start-up cleanup has run by now
   for (const auto& [slice, dir] : running)
     EXPECT_TRUE(std::filesystem::exists(dir)) << "the running container of " << slice << " lost its directory " << dir;
   v1beta1::ContainerAllocateResponse resp;
   // The kubelet double's client may still be backing off from the killed agent's socket
   // for a moment (gRPC's reconnect backoff): a kubelet retries too.
-  grpc::Status after = kubelet_->Allocate({ids[0]}, &resp);
-  for (int i = 0; i < 30 && after.error_message().find("failed to connect") != std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = kubelet_->Allocate({ids[0]}, &resp);
-  }
+  grpc::Status after;
+  WaitUntil(
+      [&] {
+        after = kubelet_->Allocate({ids[0]}, &resp);
+        return after.error_message().find("failed to connect") == std::string::npos;
+      },
+      std::chrono::seconds(3), std::chrono::milliseconds(100));
   EXPECT_TRUE(after.ok()) << "Allocate after the disk was freed: " << after.error_message();
   StopAgent();
   EXPECT_EQ(agent_log_.find("damaged"), std::string::npos) << "a record was torn";
@@ -893,12 +939,9 @@ TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
 
   // The container is gone: after the grace period its directory and its mount are too.
   kubelet_->SetPods({});
-  bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    gone = !Mounted(shared) && !std::filesystem::exists(shared);
-  }
-  EXPECT_TRUE(gone) << shared << " is still there (or still mounted)";
+  EXPECT_TRUE(WaitUntil([&] { return !Mounted(shared) && !std::filesystem::exists(shared); }, std::chrono::seconds(10),
+                        std::chrono::milliseconds(100)))
+      << shared << " is still there (or still mounted)";
 }
 
 // A container garbles its own region at random, with its lock held, for a minute, from its
@@ -1036,26 +1079,22 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) 
       InContainer(SharedDir(full), {HostileBin(), "init", "alloc", std::to_string(kLimit), "sleep", "14000"}), plain);
   uint64_t evil_bytes = 0;
   int others = 0;
-  for (int i = 0; i < 100 && (census(&evil_bytes, &others), others < 2); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  WaitUntil([&] { return census(&evil_bytes, &others), others >= 2; }, std::chrono::seconds(10),
+            std::chrono::milliseconds(100));
   ASSERT_EQ(others, 2) << "the well-behaved containers do not hold memory: " << good_proc->out() << full_proc->out();
 
   std::vector<std::unique_ptr<Process>> attackers;
   for (int i = 0; i < 2; ++i)
     attackers.push_back(std::make_unique<Process>(
         InContainer(SharedDir(evil), {HostileBin(), "init", "fill", "22", "sleep", "10000", "touch"}), plain));
-  bool both = false;
+  // Both hold their memory (a kill takes the watchdog 3 samples, at least 1 s), then one goes.
   int evil_now = 0;
+  const bool both = WaitUntil([&] { return (evil_now = census(&evil_bytes, &others)) == 2; }, std::chrono::seconds(9),
+                              std::chrono::milliseconds(100));
   auto t0 = std::chrono::steady_clock::now();
-  for (auto end = t0 + std::chrono::seconds(9); std::chrono::steady_clock::now() < end;) {
-    evil_now = census(&evil_bytes, &others);
-    if (evil_now == 2 && !both) {
-      both = true;
-      t0 = std::chrono::steady_clock::now();
-    }
-    if (both && evil_now < 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  if (both)
+    WaitUntil([&] { return (evil_now = census(&evil_bytes, &others)) < 2; }, std::chrono::seconds(9),
+              std::chrono::milliseconds(100));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(both) << "the attackers never held 2 x 1408 MiB: " << attackers[0]->out() << attackers[1]->out();
   std::cout << "2 x 1408 MiB under a 2038 MiB limit: after " << secs << " s NVML shows " << evil_now << " attacker(s), "
@@ -1064,7 +1103,7 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) 
   EXPECT_LE(evil_bytes, kLimit + 2 * kMiB);
   EXPECT_LT(secs, 5);
   // Nobody else is touched, later either.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(WatchdogHadItsChance()) << "the memory watchdog stopped sampling";
   EXPECT_EQ(census(&evil_bytes, &others), evil_now);
   EXPECT_EQ(others, 2);
   std::string m = Metrics();
@@ -1118,13 +1157,14 @@ class CardWatch {
     }
     return true;
   }
-  // Polls until done() or `seconds` passed.
-  void PollFor(double seconds, const std::function<bool()>& done) {
-    for (auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-         std::chrono::steady_clock::now() < end && !done();) {
-      Poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+  // Polls until done() or `within` passed; done()'s last answer.
+  bool PollFor(std::chrono::milliseconds within, const std::function<bool()>& done) {
+    return WaitUntil(
+        [&] {
+          Poll();
+          return done();
+        },
+        within, std::chrono::milliseconds(50));
   }
   Seen& operator[](uint64_t bytes) { return seen_[bytes]; }
   // How long a process of `bytes` stayed on the card (-1 when it did not go).
@@ -1190,8 +1230,11 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogFindsTheContainerOfAChrootedProcessOrOneT
                                 {HostileBin(), "init", "chroot", "/var/run", "fill", "20", "sleep", "8000", "touch"}),
                     plain);
   CardWatch card((*nvml).get(), gpu0);
-  card.PollFor(10, [&] { return card[kChroot].gone >= 0 && card[kShed].gone >= 0; });
-  card.PollFor(2, [] { return false; });  // and nobody else, later either
+  card.PollFor(std::chrono::seconds(10), [&] { return card[kChroot].gone >= 0 && card[kShed].gone >= 0; });
+  // And nobody else, later either: the card is watched until the watchdog has had its chance.
+  ASSERT_TRUE(card.PollFor(std::chrono::seconds(20), [&, from = WatchdogSamples()] {
+    return from >= 0 && WatchdogSamples() >= from + node::kConfirmSamples + 1;
+  })) << "the memory watchdog stopped sampling";
   ASSERT_GE(card[kChroot].first, 0) << "the chrooted attacker never held its memory: " << chrooted.out();
   ASSERT_GE(card[kShed].first, 0) << "the attacker without the mount never held its memory: " << shedding.out();
   ASSERT_GE(card[kCalm].first, 0) << calm_proc.out();
@@ -1270,8 +1313,11 @@ TEST_F(NodeAgentTest, AProcessOfASlicedContainerWithoutTheEnforcerIsStoppedAndNo
       "wait $b; echo \"burn-exit $?\"; wait";
   Process honest_proc(InContainer(SharedDir(honest), {"sh", "-c", script, GpusliceBin(), HostileBin()}),
                       ContainerEnv(honest));
-  card.PollFor(10, [&] { return card[kBypass].gone >= 0 && card[kHidden].gone >= 0; });
-  card.PollFor(1.5, [] { return false; });  // and nobody else, later either
+  card.PollFor(std::chrono::seconds(10), [&] { return card[kBypass].gone >= 0 && card[kHidden].gone >= 0; });
+  // And nobody else, later either: the card is watched until the watchdog has had its chance.
+  ASSERT_TRUE(card.PollFor(std::chrono::seconds(20), [&, from = WatchdogSamples()] {
+    return from >= 0 && WatchdogSamples() >= from + node::kConfirmSamples + 1;
+  })) << "the memory watchdog stopped sampling";
   ASSERT_GE(card[kBypass].first, 0) << "the process without the enforcer never held its memory: " << bypassing.out();
   ASSERT_GE(card[kHidden].first, 0) << "the chrooted one never held its memory: " << hiding.out();
   ASSERT_GE(card[kStarting].first, 0) << "the honest processes never held their memory: " << honest_proc.out();
@@ -1353,14 +1399,13 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks
                 "--web.listen-address=127.0.0.1:" + std::to_string(port)});
   httplib::Client c("127.0.0.1", port);
   std::string body;
-  for (int i = 0; i < 150; ++i) {
-    auto res = c.Get("/api/v1/query?query=gpuslice_gpu_slices");
-    if (res && res->status == 200 && res->body.find("\"value\"") != std::string::npos) {
-      body = res->body;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  WaitUntil(
+      [&] {
+        auto res = c.Get("/api/v1/query?query=gpuslice_gpu_slices");
+        body = res && res->status == 200 ? res->body : "";
+        return body.find("\"value\"") != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(200));
   EXPECT_NE(body.find("\"4\"]"), std::string::npos) << body;  // 4 slices per GPU, as scraped
   auto up = c.Get("/api/v1/query?query=up%7Bjob%3D%22gpuslice%22%7D");
   ASSERT_TRUE(up);
@@ -1371,12 +1416,12 @@ TEST_F(NodeAgentTest, RealPrometheusScrapesTheMetricsAndEveryDashboardQueryWorks
     auto res = c.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
     return res ? nlohmann::json::parse(res->body, nullptr, false) : nlohmann::json();
   };
-  for (int i = 0; i < 50 && query("gpuslice_slice_memory_limit_bytes{namespace=\"prod\"}")["data"]["result"].empty();
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto answers = [&](const std::string& expr) { return !query(expr)["data"]["result"].empty(); };
+  WaitUntil([&] { return answers("gpuslice_slice_memory_limit_bytes{namespace=\"prod\"}"); }, std::chrono::seconds(10),
+            std::chrono::milliseconds(200));
   // and until rate() and increase() have two samples to work with.
-  for (int i = 0; i < 50 && query("count_over_time(up[1m]) >= 2")["data"]["result"].empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  WaitUntil([&] { return answers("count_over_time(up[1m]) >= 2"); }, std::chrono::seconds(10),
+            std::chrono::milliseconds(200));
   std::ifstream in(SourceDir() + "/deploy/grafana/gpuslice-dashboard.json");
   nlohmann::json dashboard = nlohmann::json::parse(in);
   int queries = 0;
@@ -1542,7 +1587,7 @@ TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {
   // --fail-on-init-error=false: it waits instead of exiting (a DaemonSet on GPU-less nodes).
   Process waiting({GpusliceBin(), "node", "--driver-root", root, "--state-dir", root + "/s", "--kubelet-dir", root,
                    "--fail-on-init-error=false"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ASSERT_TRUE(waiting.WaitForStderr("--fail-on-init-error=false: waiting without serving")) << waiting.err();
   EXPECT_EQ(kill(waiting.pid(), 0), 0);
   waiting.Signal(SIGTERM);
   EXPECT_EQ(waiting.Wait().code, 0);

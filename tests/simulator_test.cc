@@ -15,6 +15,7 @@
 #include "src/platform/cuda_api.h"
 #include "src/platform/nvml_api.h"
 #include "tests/harness.h"
+#include "tests/wait_until.h"
 
 namespace gs::testing {
 namespace {
@@ -243,8 +244,7 @@ TEST(Simulator, XidInjectedNowAndScheduledReachNvmlEventSets) {
       "faults:\n"
       "  - {at: 4s, gpu: 1, lost: true}\n");
   Process waiter({ProbeBin(), "init", "xid", "10000", "xid", "10000"}, node.env());
-  ASSERT_TRUE(waiter.WaitForOutput("init ok"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(waiter.WaitForOutput("events armed")) << waiter.out();  // an earlier event would be missed
   Result inj = RunProcess({GpusliceBin(), "sim", "inject", "--root", node.root(), "--gpu", "0", "--xid", "48"});
   ASSERT_EQ(inj.code, 0) << inj.err;
   Result w = waiter.Wait();
@@ -935,7 +935,7 @@ TEST(SimulatorMemory, CudaIsRefusedInAChildForkedAfterInit) {
     fprintf(out, "child-alloc %d\n", cu.Alloc(1ull << 30));
     fprintf(out, "child-own %llu parent %llu\n", static_cast<unsigned long long>(cu.OwnMiB()),
             static_cast<unsigned long long>(cu.NvmlMiB(parent)));
-    for (int i = 0; i < 500 && kill(parent, 0) == 0; ++i) usleep(10000);  // until reaped
+    WaitUntil([parent] { return kill(parent, 0) != 0; }, std::chrono::seconds(5));  // until reaped
     fprintf(out, "parent-gone %d own %llu\n", kill(parent, 0) != 0, static_cast<unsigned long long>(cu.OwnMiB()));
   });
   EXPECT_EQ(Lines(out, "child-init")[0], "child-init 0") << out;
@@ -993,12 +993,19 @@ TEST(SimulatorPidNamespaces, NvmlAnswersInTheCallersPidNamespace) {
   // The holder finds itself, with its memory, under its own pid 1.
   EXPECT_EQ(Lines(holder.out(), "pids")[0], "pids 1") << holder.out();
   EXPECT_GE(U(Fields(holder.out(), "nvml")[8]) >> 20, 518u + 1024u) << holder.out();  // and the module
-  // NVML's samples for a period appear 20 ms after it ends (200 ms periods).
-  std::this_thread::sleep_for(std::chrono::milliseconds(450));
-  Result outside = RunProcess({ProbeBin(), "pids"}, node.env());
+  // NVML's samples for a period appear 20 ms after it ends (200 ms periods): until the
+  // holder's first is there, by its host pid.
+  Result outside;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        outside = RunProcess({ProbeBin(), "pids"}, node.env());
+        auto samples = Lines(outside.out, "samplepids");
+        return !samples.empty() && samples[0].find("samplepids " + std::to_string(host_pid)) == 0;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(50)))
+      << outside.out;
   ASSERT_EQ(outside.code, 0) << outside.err;
   EXPECT_EQ(Lines(outside.out, "pids")[0], "pids " + std::to_string(host_pid)) << outside.out;
-  EXPECT_EQ(Lines(outside.out, "samplepids")[0].find("samplepids " + std::to_string(host_pid)), 0u) << outside.out;
   // A sibling namespace: the holder is left out of the list, and it has no context of
   // its own there (pids does not init); its samples still carry the host pid.
   Result sibling = RunProcess(InOwnPidNamespace({ProbeBin(), "pids"}), node.env());

@@ -1,8 +1,17 @@
 #include "src/common/proc_identity.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "tests/temp_dir.h"
+#include "tests/wait_until.h"
 
 namespace gs {
 namespace {
@@ -25,13 +34,22 @@ TEST(ProcIdentity, DeadChildIsNotAlive) {
 }
 
 TEST(ProcIdentity, CommandNamesWithSpacesAndParens) {
-  // /proc/PID/stat's name field can hold ") (": the parser must use the last ')'.
+  // /proc/PID/stat's name field can hold ") (": the parser must use the last ')'. The name
+  // is that of the file exec'd (not argv[0]): a link to sleep named so.
+  testing::TempDir dir("gs-proc-identity");
+  const std::string name = "we ird) (x", odd = dir.path() + "/" + name;
+  ASSERT_EQ(symlink("/bin/sleep", odd.c_str()), 0) << strerror(errno);
   pid_t child = fork();
   if (child == 0) {
-    execl("/bin/sh", "sh", "-c", "exec -a 'we ird) (x' sleep 5", static_cast<char*>(nullptr));
+    execl(odd.c_str(), name.c_str(), "5", static_cast<char*>(nullptr));
     _exit(1);
   }
-  usleep(100000);
+  // Once the child has exec'd: until then its name is this test's.
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    std::ifstream in("/proc/" + std::to_string(child) + "/comm");
+    std::string comm;
+    return std::getline(in, comm) && comm == name;
+  })) << "the child never took its name";
   EXPECT_GT(ProcessStartTime(child), ProcessStartTime(1));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);

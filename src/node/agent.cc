@@ -227,7 +227,8 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
       snapshot = pods;
     }
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                        CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use, watchdog.Kills())};
+                        CollectMetrics(driver, book, snapshot, service.allocate_latency(), &sm_use, watchdog.Kills(),
+                                       watchdog.Samples())};
   });
   // /livez: every loop makes progress (a liveness probe restarts a stuck agent).
   // /healthz: that, and registered with the kubelet (readiness: not while the kubelet is

@@ -15,7 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "tests/wait_until.h"
+
 namespace gs::node {
+using gs::testing::WaitUntil;
 namespace {
 
 int Connect(int port) {
@@ -140,10 +143,20 @@ class HostileClientTest : public ::testing::Test {
     ASSERT_TRUE(port.ok()) << port.status().message();
     port_ = *port;
     thread_ = std::thread([this] { server_->Serve(); });
-    int probe = ConnectFrom("127.0.0.2", port_);
+    // Whether this host lets a client connect from 127.0.0.2, asked of a listener of the
+    // test's own, so that the server has no connection of that peer to end first.
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(listener, 1), 0);
+    ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    int probe = ConnectFrom("127.0.0.2", ntohs(a.sin_port));
+    close(listener);
     if (probe < 0) GTEST_SKIP() << "NOT RUN: cannot connect from 127.0.0.2 (no second loopback address here)";
     close(probe);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the probe's slot is reaped
   }
   void TearDown() override {
     if (!server_) return;
@@ -171,27 +184,33 @@ class HostileClientTest : public ::testing::Test {
 TEST_F(HostileClientTest, ATricklingClientIsCutAtTheDeadline) {
   Start({kDeadlineMs, 32, 1});
   int port = port_;
+  int sending[2];
+  ASSERT_EQ(pipe(sending), 0);
   auto t0 = std::chrono::steady_clock::now();
-  pid_t attacker = Hostile([port] {
+  pid_t attacker = Hostile([port, sending] {
     int fd = ConnectFrom("127.0.0.2", port);
     if (fd < 0) return 2;
     const char* req =
         "GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     for (int i = 0;; ++i) {
       if (send(fd, req + (i % 60), 1, MSG_NOSIGNAL) != 1) return 0;  // cut
+      if (i == 0) (void)!write(sending[1], "x", 1);
       usleep(150'000);
       if (i > 200) return 1;  // 30 s and never cut
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Once it trickles (the server accepts in order: its connection before the probe's).
+  char c;
+  ASSERT_EQ(read(sending[0], &c, 1), 1);
+  close(sending[0]);
+  close(sending[1]);
   std::string answer;
   EXPECT_LT(ProbeSeconds(port_, &answer), 0.5);
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
   EXPECT_EQ(ExitCode(attacker), 0) << "the trickling client was never cut";
   double cut = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(cut, kDeadlineMs / 1000.0 + 1.0);  // the send after the server closed fails
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(PeerServed());  // its slot is free again
+  EXPECT_TRUE(WaitUntil([&] { return PeerServed(); })) << "its slot was never freed";
 }
 
 // A client that asks for a large answer and never reads it holds its slot only until the
@@ -208,18 +227,20 @@ TEST_F(HostileClientTest, AClientThatDoesNotReadLosesItsSlotAtTheDeadline) {
     send(fd, req.data(), req.size(), MSG_NOSIGNAL);
     char c = 1;
     (void)!write(ready[1], &c, 1);
-    sleep(4);  // holds the connection, reading nothing
+    pause();  // holds the connection, reading nothing, until killed
     return 0;
   });
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_FALSE(PeerServed());  // its one slot is taken
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(PeerServed());  // its one slot is taken (the server accepts in order: its connection first)
   std::string answer;
   EXPECT_LT(ProbeSeconds(port_, &answer), 0.5);  // another peer is served meanwhile
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
-  std::this_thread::sleep_for(std::chrono::milliseconds(kDeadlineMs + 300));
-  EXPECT_TRUE(PeerServed());  // cut at the deadline while the client still holds its end
+  // Cut at the deadline while the client still holds its end: only the cut frees the slot.
+  EXPECT_TRUE(WaitUntil([&] { return PeerServed(); })) << "the client that does not read kept its slot";
+  double freed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(freed, kDeadlineMs / 1000.0 + 1.0);
   kill(attacker, SIGKILL);
   ExitCode(attacker);
   close(ready[0]);
@@ -236,12 +257,18 @@ TEST_F(HostileClientTest, OnePeerCannotTakeEveryConnection) {
   pid_t attacker = Hostile([port, report] {
     std::vector<int> fds;
     for (int i = 0; i < 40; ++i) fds.push_back(ConnectFrom("127.0.0.2", port));
-    usleep(300'000);
-    int closed = 0;
-    for (int fd : fds) {
-      char b;
-      closed += fd < 0 || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
-    }
+    auto count_closed = [&fds] {
+      int closed = 0;
+      for (int fd : fds) {
+        char b;
+        closed += fd < 0 || recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+      }
+      return closed;
+    };
+    // Once the server has closed the 36 over its limit it has decided on all 40 (it closes
+    // at accept); its 4 are then held until their deadline, 5 s.
+    WaitUntil([&] { return count_closed() >= 36; }, std::chrono::seconds(3));
+    int closed = count_closed();
     (void)!write(report[1], &closed, sizeof(closed));
     sleep(3);  // keeps the others open, sending nothing
     return 0;
@@ -277,8 +304,7 @@ TEST_F(HostileClientTest, LingeringAfterAnAnswerIsBoundedByTheDeadline) {
     return 1;
   });
   EXPECT_EQ(ExitCode(attacker), 0) << "the client was never cut";
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(PeerServed());
+  EXPECT_TRUE(WaitUntil([&] { return PeerServed(); })) << "its slot was never freed";
 }
 
 TEST(HttpServer, ParsesTheRequestLineAlone) {

@@ -332,6 +332,7 @@ void MemoryWatchdog::Sample() {
   std::set<uint32_t> killed;
   for (const auto& d : kills)
     if (killed.insert(d.victim.pid).second) Kill(d);
+  samples_.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {

@@ -23,7 +23,7 @@
 // starts again. It takes no lock a container can hold and touches no container's directory
 // or record. Docs: docs/node-agent.md, "Memory watchdog".
 //
-// Threading: Run() on one thread; Kills() from any (metrics scrapes).
+// Threading: Run() on one thread; Kills() and Samples() from any (metrics scrapes).
 #pragma once
 
 #include <sys/types.h>
@@ -234,6 +234,8 @@ class MemoryWatchdog {
   // One sample (and its kills).
   void Sample();
   std::vector<KillCount> Kills() const;
+  // Samples taken, each with its kills done.
+  uint64_t Samples() const { return samples_.load(std::memory_order_relaxed); }
 
  private:
   std::vector<WatchedContainer> Containers();
@@ -249,6 +251,7 @@ class MemoryWatchdog {
   bool namespace_error_logged_ = false;
   mutable std::mutex mu_;
   std::vector<KillCount> kills_;
+  std::atomic<uint64_t> samples_{0};
 };
 
 }  // namespace gs::node

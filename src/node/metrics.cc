@@ -75,7 +75,8 @@ class Writer {
 }  // namespace
 
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
-                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills) {
+                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills,
+                          uint64_t watchdog_samples) {
   Writer w;
   auto gl = [](const GpuUsage& g) {
     return std::vector<std::pair<const char*, std::string>>{
@@ -142,6 +143,11 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
                                                             {"uuid", k.uuid},
                                                             {"allocation", k.allocation}};
   };
+  w.Family("gpuslice_memory_watchdog_samples_total",
+           "Samples the memory watchdog has taken, each with its kills done: two a second while it runs, none when "
+           "it is off (the agent's log says why).",
+           "counter");
+  w.Sample("gpuslice_memory_watchdog_samples_total", {}, static_cast<double>(watchdog_samples));
   w.Family("gpuslice_memory_limit_kills_total",
            "Processes the memory watchdog killed because their container held more device memory on the GPU than "
            "its limit (NVML's per-process figures, three samples in a row).",
@@ -184,7 +190,7 @@ unsigned SmUseMeter::Percent(const std::string& key, uint64_t used_ns, int64_t n
 
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
                            const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
-                           SmUseMeter* sm_use, const std::vector<KillCount>& kills) {
+                           SmUseMeter* sm_use, const std::vector<KillCount>& kills, uint64_t watchdog_samples) {
   auto known = book.Gpus();
   // What each container was granted, from the limits files the agent wrote: with
   // --scheduler-decisions the cards, memory and cores the scheduler decided, which the
@@ -248,7 +254,7 @@ std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
       slices.push_back(s);
     }
   }
-  return RenderMetrics(gpus, slices, allocate.Read(), kills);
+  return RenderMetrics(gpus, slices, allocate.Read(), kills, watchdog_samples);
 }
 
 }  // namespace gs::node

@@ -1,8 +1,8 @@
 // Prometheus metrics of a node: per GPU (memory, utilisation, slices, health) and per
 // container slice (memory used and limit, spilled bytes, SM utilisation and share)
 // labelled pod/namespace/container/uuid, in gpuslice_* names and the classic cAdvisor
-// accelerator names; how long the agent took to answer Allocate; the memory watchdog's kills. Rendering is a pure
-// function; Collect gathers the inputs.
+// accelerator names; how long the agent took to answer Allocate; the memory watchdog's
+// samples and kills. Rendering is a pure function; Collect gathers the inputs.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +32,11 @@ struct SliceUsage {
   unsigned sm_util = 0, sm_share = 0;  // percent; share 0 = no limit
 };
 
-// kills: the memory watchdog's (src/node/memory_watchdog.h), per rule, container and GPU.
+// kills: the memory watchdog's (src/node/memory_watchdog.h), per rule, container and GPU;
+// watchdog_samples: the samples it has taken.
 std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<SliceUsage>& slices,
-                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills = {});
+                          const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills = {},
+                          uint64_t watchdog_samples = 0);
 
 // A container's SM utilisation from the card regions: each tenant's turns add up its GPU
 // time (src/region/card.h), so the share of wall time it took between two collections is
@@ -61,6 +63,6 @@ class SmUseMeter {
 // (src/host: a container cannot fault or block a scrape), and pod-resources.
 std::string CollectMetrics(platform::GpuDriver* driver, const SliceBook& book,
                            const std::vector<ContainerDevices>& pods, const LatencyHistogram& allocate,
-                           SmUseMeter* sm_use, const std::vector<KillCount>& kills = {});
+                           SmUseMeter* sm_use, const std::vector<KillCount>& kills = {}, uint64_t watchdog_samples = 0);
 
 }  // namespace gs::node

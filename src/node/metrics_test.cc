@@ -67,7 +67,11 @@ TEST(Metrics, AllocateLatencyIsACumulativeHistogramWithFailures) {
 TEST(Metrics, EachWatchdogRulesKillsAreCountedInTheirOwnFamily) {
   std::vector<KillCount> kills{{KillReason::kOverLimit, "ml", "a", "main", "GPU-1", "x1", 2},
                                {KillReason::kNoEnforcer, "ml", "b", "main", "GPU-1", "x2", 3}};
-  std::string text = RenderMetrics({}, {}, {}, kills);
+  std::string text = RenderMetrics({}, {}, {}, kills, 41);
+  EXPECT_NE(text.find("# TYPE gpuslice_memory_watchdog_samples_total counter\n"
+                      "gpuslice_memory_watchdog_samples_total 41\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("# TYPE gpuslice_memory_limit_kills_total counter"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE gpuslice_unenforced_process_kills_total counter"), std::string::npos) << text;
   EXPECT_NE(text.find("gpuslice_memory_limit_kills_total{namespace=\"ml\",pod=\"a\",container=\"main\",uuid=\"GPU-"

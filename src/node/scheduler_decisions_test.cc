@@ -15,10 +15,12 @@
 #include "src/node/node_registrar.h"
 #include "src/node/pending_pods.h"
 #include "src/scheduler/hami_format.h"
+#include "tests/wait_until.h"
 
 namespace gs::node {
 namespace {
 
+using gs::testing::WaitUntil;
 using kube::testing::FakeApiServer;
 using nlohmann::json;
 
@@ -148,8 +150,7 @@ TEST(SchedulerDecisions, WithThePodWatchAClaimIsOneCallAndNeverTakesADecisionTwi
     std::lock_guard<std::mutex> l(mu);
     errors.push_back(e);
   });
-  for (int i = 0; i < 500 && !source.watching(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(source.watching());
+  ASSERT_TRUE(WaitUntil([&] { return source.watching(); }, std::chrono::seconds(5))) << "the watch never started";
   auto lists = [&] {
     int n = 0;
     for (const auto& r : api.requests())
@@ -307,12 +308,8 @@ TEST(SchedulerDecisions, TheRegistrarPublishesTheCardsAndRepublishesOnAPoke) {
     gpus[1].healthy = false;
   }
   registrar.Poke();
-  bool seen = false;
-  for (int i = 0; i < 200 && !seen; ++i) {
-    seen = !published().gpus[1].healthy;
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(seen) << "the unhealthy card was not republished";
+  EXPECT_TRUE(WaitUntil([&] { return !published().gpus[1].healthy; }, std::chrono::seconds(2)))
+      << "the unhealthy card was not republished";
   registrar.Stop();
 }
 

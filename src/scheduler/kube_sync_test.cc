@@ -16,10 +16,12 @@
 #include "src/scheduler/hami_format.h"
 #include "src/scheduler/kube_binder.h"
 #include "src/scheduler/test_nodes.h"
+#include "tests/wait_until.h"
 
 namespace gs::scheduler {
 namespace {
 
+using gs::testing::WaitUntil;
 using kube::testing::FakeApiServer;
 using nlohmann::json;
 
@@ -99,16 +101,6 @@ json Filter(Scheduler& s, const json& pod, const std::vector<std::string>& nodes
   return json::parse(s.extender->Filter(Args(pod, nodes)));
 }
 
-// Polls `pred` for up to `limit` (5 s).
-template <typename F>
-bool Eventually(F pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
 TEST(SchedulerKubeTest, NodeAnnotationsReachFilter) {
   FakeApiServer api;
   api.Put("nodes", NodeObject("n1", 1));
@@ -120,18 +112,18 @@ TEST(SchedulerKubeTest, NodeAnnotationsReachFilter) {
   EXPECT_TRUE(r["FailedNodes"].contains("n2"));
 
   api.Put("nodes", NodeObject("n2", 2));
-  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"].size() == 2; }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"].size() == 2; }));
 
   json leaving = NodeObject("n1", 1);
   leaving["metadata"]["annotations"][hami::kNodeHandshake] = "Deleted_2026-11-23 10:00:00";
   api.Put("nodes", leaving);
-  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"] == json::array({"n2"}); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"] == json::array({"n2"}); }));
   api.Delete("nodes", "", "n2");
-  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"].empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, pod, {"n1", "n2"})["NodeNames"].empty(); }));
   json garbled = NodeObject("n3", 1);
   garbled["metadata"]["annotations"][hami::kNodeRegister] = "not a register";
   api.Put("nodes", garbled);
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     for (const std::string& line : s.Log())
       if (line.rfind("node n3:", 0) == 0) return true;
     return false;
@@ -151,12 +143,12 @@ TEST(SchedulerKubeTest, CordonedCardsGetNoNewContainersUntilTheCordonIsLifted) {
   json cordoned = NodeObject("n1", 2);
   cordoned["metadata"]["annotations"][hami::kDeviceCordon] = " n1-gpu0 ,, n1-gpu1";
   api.Put("nodes", cordoned);
-  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1"})["NodeNames"].empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, pod, {"n1"})["NodeNames"].empty(); }));
   std::string why = Filter(s, pod, {"n1"})["FailedNodes"]["n1"];
   EXPECT_NE(why.find("cordoned"), std::string::npos) << why;
   cordoned["metadata"]["annotations"][hami::kDeviceCordon] = "n1-gpu1";  // one card back
   api.Put("nodes", cordoned);
-  EXPECT_TRUE(Eventually([&] { return Filter(s, pod, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, pod, {"n1"})["NodeNames"] == json::array({"n1"}); }));
   ASSERT_EQ(json::parse(s.extender->Bind(BindArgs(pod, "n1")))["Error"], "");
   json stored = *api.Find("pods", "default", "p");
   EXPECT_EQ(stored["metadata"]["annotations"][hami::kDevicesAllocated].get<std::string>().rfind("n1-gpu0,", 0), 0u)
@@ -195,19 +187,19 @@ TEST(SchedulerKubeTest, ResourceQuotasHoldANamespaceToWhatItsPlacedPodsUse) {
   EXPECT_EQ(Filter(s, second, {"n1"})["FailedNodes"]["n1"], refused);
 
   api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "20000"}}));
-  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
   api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "15000"}}));
-  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
   api.Delete("resourcequotas", "default", "gpu");
-  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
   api.Put("resourcequotas", QuotaObject("default", "gpu", {{"limits.nvidia.com/gpumem", "15000"}}));
-  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, second, {"n1"})["NodeNames"].empty(); }));
   api.Delete("pods", "default", "first");
-  EXPECT_TRUE(Eventually([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, second, {"n1"})["NodeNames"] == json::array({"n1"}); }));
 
   // A value that is not a whole number is logged, naming the quota and the key.
   api.Put("resourcequotas", QuotaObject("default", "odd", {{"limits.nvidia.com/gpucores", "1.5"}}));
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     for (const std::string& line : s.Log())
       if (line.find("ResourceQuota default/odd: spec.hard limits.nvidia.com/gpucores '1.5'") != std::string::npos)
         return true;
@@ -334,7 +326,7 @@ TEST(SchedulerKubeTest, ADeletedOrFinishedPodsCapacityComesBack) {
   api.Put("pods", b);
   EXPECT_TRUE(Filter(s, b, {"n1"})["NodeNames"].empty());
   api.Delete("pods", "default", "a");
-  EXPECT_TRUE(Eventually([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }));
   ASSERT_EQ(json::parse(s.extender->Bind(BindArgs(b, "n1")))["Error"], "");
 
   json c = GpuPod("c", "40000", "100");
@@ -343,7 +335,7 @@ TEST(SchedulerKubeTest, ADeletedOrFinishedPodsCapacityComesBack) {
   json finished = *api.Find("pods", "default", "b");
   finished["status"]["phase"] = "Failed";
   api.Put("pods", finished);
-  EXPECT_TRUE(Eventually([&] { return Filter(s, c, {"n1"})["NodeNames"].size() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return Filter(s, c, {"n1"})["NodeNames"].size() == 1; }));
   EXPECT_TRUE(s.extender->CheckConsistency().ok());
 }
 
@@ -357,11 +349,11 @@ TEST(SchedulerKubeTest, APodDeletedWhileTheWatchWasDownIsReleasedAfterTheRelist)
   api.Put("pods", a);
   Filter(s, a, {"n1"});
   ASSERT_EQ(json::parse(s.extender->Bind(BindArgs(a, "n1")))["Error"], "");
-  ASSERT_TRUE(Eventually([&] { return api.CountRequests("GET", "/api/v1/pods", true) >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return api.CountRequests("GET", "/api/v1/pods", true) >= 1; }));
   int watches = api.CountRequests("GET", "/api/v1/", true);
   api.SetHang(true);
   api.EndWatches();
-  ASSERT_TRUE(Eventually([&] { return api.CountRequests("GET", "/api/v1/", true) >= watches + 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return api.CountRequests("GET", "/api/v1/", true) >= watches + 2; }));
   api.Delete("pods", "default", "a");
   api.Compact();
   api.SetHang(false);
@@ -370,7 +362,7 @@ TEST(SchedulerKubeTest, APodDeletedWhileTheWatchWasDownIsReleasedAfterTheRelist)
   // (0.5 s, 1 s, 2 s, ...): on a loaded machine (sanitizers, ctest -j) the relist may come
   // several seconds after the server answers again.
   EXPECT_TRUE(
-      Eventually([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }, std::chrono::milliseconds(30000)));
+      WaitUntil([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }, std::chrono::milliseconds(30000)));
   EXPECT_EQ(s.extender->pod_count(), 0u);
 }
 
@@ -382,11 +374,11 @@ TEST(SchedulerKubeTest, APodTheWatchNeverSawIsReleasedWhenARelistMissesIt) {
   FakeApiServer api;
   api.Put("nodes", NodeObject("n1", 1, 40000));
   Scheduler s(&api);
-  ASSERT_TRUE(Eventually([&] { return api.CountRequests("GET", "/api/v1/pods", true) >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return api.CountRequests("GET", "/api/v1/pods", true) >= 1; }));
   const int watches = api.CountRequests("GET", "/api/v1/", true);
   api.SetHangWatches(true);
   api.EndWatches();
-  ASSERT_TRUE(Eventually([&] { return api.CountRequests("GET", "/api/v1/", true) >= watches + 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return api.CountRequests("GET", "/api/v1/", true) >= watches + 2; }));
   json a = GpuPod("a", "40000", "100");
   api.Put("pods", a);
   Filter(s, a, {"n1"});
@@ -399,7 +391,7 @@ TEST(SchedulerKubeTest, APodTheWatchNeverSawIsReleasedWhenARelistMissesIt) {
   api.Compact();
   api.SetHangWatches(false);  // the held watch gets 410, the informer lists again
   EXPECT_TRUE(
-      Eventually([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }, std::chrono::milliseconds(30000)));
+      WaitUntil([&] { return Filter(s, b, {"n1"})["NodeNames"].size() == 1; }, std::chrono::milliseconds(30000)));
   EXPECT_EQ(s.extender->pod_count(), 0u);
   // b, bound now, keeps its card (pods a list shows, or that may be newer than it, stay:
   // Extender.ReleaseAbsentReleasesOnlyPodsReservedBeforeTheMark).

@@ -62,7 +62,8 @@
 //                                  "mixburn UTIL" (kernel time completed over the elapsed
 //                                  time, percent)
 //   sleep MS / util                "util GPU" (NVML device utilisation)
-//   xid TIMEOUT_MS                 waits for an XID event: "xid N" or "xid timeout"
+//   xid TIMEOUT_MS                 waits for an XID event: "events armed" once registered for
+//                                  every card's, then "xid N" or "xid timeout"
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
 //   maps                           "maps enforcer loaded|absent" (is libgpuslice.so mapped?)
 //   modload / libload              loads the spin kernel by cuModuleLoadData / cuLibraryLoadData
@@ -1141,6 +1142,7 @@ int main(int argc, char** argv) {
         n.nvmlDeviceGetHandleByIndex_v2(k, &h);
         n.nvmlDeviceRegisterEvents(h, nvmlEventTypeXidCriticalError, set);
       }
+      printf("events armed\n");  // an event from now on reaches the set
       nvmlEventData_t data{};
       nvmlReturn_t r = n.nvmlEventSetWait_v2(set, &data, static_cast<unsigned>(atoi(arg(1))));
       ++i;
