@@ -607,25 +607,25 @@ TEST_F(NodeAgentTest, DiskFullDuringAnAllocateStormLosesNoRecord) {
   };
   for (const auto& id : ids) allocate(id);
   ASSERT_EQ(answered, 8);
-  // The disk fills to the last byte; then, twenty times, a few pages come free (as other
-  // writers delete files) and go again, so that Allocates run out of room at every step:
-  // the limits file, the journal line, the compaction.
+  // Before each Allocate the disk fills to the last byte and then none to four pages come
+  // free (as other writers delete files), so that Allocates run out of room at every step:
+  // the limits file, the journal line, the compaction. (Filled once a round, the pages the
+  // agent frees when it discards a slice's earlier container let whole rounds through.)
   int filler = open((state_dir_ + "/filler").c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(filler, 0);
   auto fill = [&] {
     std::vector<char> block(64 << 10, 'x');
-    while (write(filler, block.data(), block.size()) > 0) {
-    }
-    while (write(filler, block.data(), 1) > 0) {
-    }
+    for (size_t piece : {block.size(), size_t{4096}, size_t{1}})
+      while (write(filler, block.data(), piece) > 0) {
+      }
   };
   std::mt19937 pick(20261124);
-  for (int round = 0; round < 20; ++round) {
+  for (int call = 0; call < 200 || (refused == 0 && call < 600); ++call) {
     fill();
     off_t size = lseek(filler, 0, SEEK_END);
-    ASSERT_EQ(ftruncate(filler, size - static_cast<off_t>(4096 * (1 + pick() % 4))), 0);
+    ASSERT_EQ(ftruncate(filler, size - static_cast<off_t>(4096 * (pick() % 5))), 0);
     lseek(filler, 0, SEEK_END);
-    for (int i = 0; i < 10; ++i) allocate(ids[pick() % ids.size()]);
+    allocate(ids[pick() % ids.size()]);
   }
   fill();
   close(filler);
