@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -124,13 +126,16 @@ StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   // Hooks of containers starting at once install side by side: each writes its own
-  // temporary file and renames it into place, so no one ever sees a half-written file.
-  // An installed file is never rewritten: running containers have it mounted (an empty
-  // preload file, even for an instant, would start a process without the enforcer).
+  // temporary file and links it into place, so no one ever sees a half-written file. An
+  // installed file is never replaced, not even by an identical one: running containers have
+  // it mounted (an empty preload file, even for an instant, would start a process without
+  // the enforcer), and a hook that opened it to bind-mount it would then fail: the kernel
+  // does not bind-mount a file that was renamed over (ENOENT). link() fails on an existing
+  // file where rename() would replace it, so the first hook's file stays.
   const std::string preload_text = e.container_path + "\n";
   auto install = [&](const std::string& path, const std::string& text, mode_t mode) -> Status {
     if (access(path.c_str(), F_OK) == 0) return Status::Ok();
-    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(gettid());
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       out << text;
@@ -138,12 +143,9 @@ StatusOr<EnforcerInstall> InstallEnforcer(const std::string& source, const std::
       if (!out) return Internal("cannot write " + tmp);
     }
     chmod(tmp.c_str(), mode);
-    std::error_code rename_ec;
-    fs::rename(tmp, path, rename_ec);
-    if (rename_ec) {
-      fs::remove(tmp, rename_ec);
-      return Internal("cannot install " + path + ": " + rename_ec.message());
-    }
+    int linked = link(tmp.c_str(), path.c_str()) == 0 || errno == EEXIST ? 0 : errno;
+    unlink(tmp.c_str());
+    if (linked != 0) return Internal("cannot install " + path + ": " + strerror(linked));
     return Status::Ok();
   };
   GS_RETURN_IF_ERROR(install(e.host_path, bytes, 0755));
