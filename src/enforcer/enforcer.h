@@ -74,6 +74,9 @@ void MapCudaDevices();
 // (not a device of this container, or no context).
 int DeviceOfOrdinal(CUdevice ordinal);
 int CurrentDevice();
+// The CUDA ordinal of ctx's device, -1 when it cannot be told; what is current is left as
+// it was.
+CUdevice OrdinalOfContext(CUcontext ctx);
 // Whether the card at this CUDA ordinal was not granted: the limits name cards
 // (GPUSLICE_DEVICE_UUID_<i>) and this is not one of them. Such a card gets no context
 // (CUDA_ERROR_DEVICE_UNAVAILABLE, as a card in prohibited compute mode), whatever the

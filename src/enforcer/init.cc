@@ -237,6 +237,15 @@ int CurrentDevice() {
   return DeviceOfOrdinal(ord);
 }
 
+CUdevice OrdinalOfContext(CUcontext ctx) {
+  if (ctx == nullptr || g_cuda.cuCtxGetDevice == nullptr || g_cuda.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return -1;
+  CUdevice ordinal = -1;
+  if (g_cuda.cuCtxGetDevice(&ordinal) != CUDA_SUCCESS) ordinal = -1;
+  CUcontext popped;
+  g_cuda.cuCtxPopCurrent_v2(&popped);
+  return ordinal;
+}
+
 int DeviceOfNvml(nvmlDevice_t device) {
   region::Region* r = g_state.region;
   if (r == nullptr || g_nvml.nvmlDeviceGetUUID == nullptr) return -1;

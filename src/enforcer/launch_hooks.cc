@@ -180,12 +180,7 @@ namespace {
 int DeviceOfStream(CUstream s, CUcontext* ctx) {
   *ctx = nullptr;
   if (g_cuda.cuStreamGetCtx == nullptr || g_cuda.cuStreamGetCtx(s, ctx) != CUDA_SUCCESS || *ctx == nullptr) return -1;
-  if (g_cuda.cuCtxPushCurrent_v2(*ctx) != CUDA_SUCCESS) return -1;
-  CUdevice ordinal = -1;
-  CUresult rc = g_cuda.cuCtxGetDevice(&ordinal);
-  CUcontext popped;
-  g_cuda.cuCtxPopCurrent_v2(&popped);
-  return rc == CUDA_SUCCESS ? DeviceOfOrdinal(ordinal) : -1;
+  return DeviceOfOrdinal(OrdinalOfContext(*ctx));
 }
 }  // namespace
 

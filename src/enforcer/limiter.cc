@@ -142,15 +142,6 @@ void NoteContext(int dev, CUcontext ctx) {
   ctxs[TurnPart::kDrainContexts - 1].store(ctx);
 }
 
-// The region device of ctx (-1: it cannot be told).
-int DeviceOfContext(CUcontext ctx) {
-  if (g_cuda.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return -1;
-  int dev = CurrentDevice();
-  CUcontext popped;
-  g_cuda.cuCtxPopCurrent_v2(&popped);
-  return dev;
-}
-
 // The best priority believed of another tenant (src/common/contract.h, kCardBestPriority).
 int BestBelievedPriority() {
   return g_state.cfg.card_best_priority;
@@ -191,7 +182,7 @@ int StreamDevice(CUstream stream) {
   CUcontext ctx = nullptr;
   if (g_cuda.cuStreamGetCtx == nullptr || g_cuda.cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS || ctx == nullptr)
     return LaunchDevice();
-  int dev = DeviceOfContext(ctx);
+  int dev = DeviceOfOrdinal(OrdinalOfContext(ctx));
   NoteContext(dev, ctx);
   t_stream = stream;
   t_stream_seen = seen;

@@ -727,12 +727,7 @@ CUresult ResetPrimary(CUdevice dev, CUresult (*real)(CUdevice)) {
 }
 
 CUresult DestroyContext(CUcontext ctx, CUresult (*real)(CUcontext)) {
-  int dev = -1;
-  if (g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
-    dev = CurrentDevice();
-    CUcontext popped;
-    g_cuda.cuCtxPopCurrent_v2(&popped);
-  }
+  const int dev = DeviceOfOrdinal(OrdinalOfContext(ctx));
   CUresult rc = real(ctx);
   if (rc == CUDA_SUCCESS) {
     ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
@@ -779,18 +774,12 @@ CUresult CreateGreenContext(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice 
 
 CUresult DestroyGreenContext(CUgreenCtx green) {
   CUcontext ctx = nullptr;
-  CUdevice ordinal = -1;
-  int dev = -1;
-  if (green != nullptr && g_cuda.cuCtxFromGreenCtx && g_cuda.cuCtxFromGreenCtx(&ctx, green) == CUDA_SUCCESS &&
-      ctx != nullptr && g_cuda.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
-    if (g_cuda.cuCtxGetDevice(&ordinal) != CUDA_SUCCESS) ordinal = -1;
-    dev = CurrentDevice();
-    CUcontext popped;
-    g_cuda.cuCtxPopCurrent_v2(&popped);
-  }
+  if (green == nullptr || g_cuda.cuCtxFromGreenCtx == nullptr || g_cuda.cuCtxFromGreenCtx(&ctx, green) != CUDA_SUCCESS)
+    ctx = nullptr;
+  const CUdevice ordinal = OrdinalOfContext(ctx);
   CUresult rc = g_cuda.cuGreenCtxDestroy(green);
   if (rc != CUDA_SUCCESS) return rc;
-  ContextGone(dev, reinterpret_cast<uint64_t>(ctx));
+  ContextGone(DeviceOfOrdinal(ordinal), reinterpret_cast<uint64_t>(ctx));
   Limiter::ContextGone(ctx);
   // The reference to the primary context taken when it was made.
   if (ordinal >= 0) ReleasePrimary(ordinal, g_cuda.cuDevicePrimaryCtxRelease_v2);
