@@ -14,7 +14,7 @@ what=${1:-build}
 
 build_pkgs=(cmake ninja-build ccache g++ make pkg-config libgtest-dev libgmock-dev
   libyaml-cpp-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libcpp-httplib-dev strace python3 libcurl4-openssl-dev openssl clang-format)
+  libcpp-httplib-dev strace python3 openssl clang-format)
 test_pkgs=(prometheus runc podman buildah conmon busybox-static debootstrap uidmap catatonit fuse-overlayfs slirp4netns
   containernetworking-plugins golang-github-containers-common docker.io docker-compose)
 e2e_pkgs=(golang-go golang-github-modern-go-reflect2-dev rsync etcd-server containerd runc

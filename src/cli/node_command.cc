@@ -46,6 +46,9 @@ int NodeCommand(const std::vector<std::string>& args) {
   // glibc otherwise raises its threshold after the first such free and keeps later ones
   // in the heap, resident for the agent's life.
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  // Two heaps for the agent's few dozen threads, which allocate little: glibc otherwise
+  // gives each thread its own, each with pages of its own resident.
+  mallopt(M_ARENA_MAX, 2);
   SetRawLogPrefix("gpuslice node");
   SetRawLogLevel(2);
   std::string usage;

@@ -1,19 +1,23 @@
 #include "src/kube/client.h"
 
-#include <curl/curl.h>
+#include <httplib.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "src/common/file.h"
+#include "src/kube/tls.h"
 
 namespace gs::kube {
 namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxIdleHandles = 8;
+constexpr size_t kMaxIdleConnections = 8;
 constexpr size_t kMaxBody = 256u << 20;  // a list of every pod in a large cluster fits
 
 std::string ReasonPhrase(long code) {
@@ -72,7 +76,7 @@ std::string AddQuery(std::string query, const char* key, const std::string& valu
 // One HTTP exchange. The body goes either to `response` or, for a watch, line by line
 // to `on_line` once the status is known to be 200.
 struct Client::Request {
-  std::string method, url, what;
+  std::string method, target, what;  // target: the path and query on the server
   const std::string* body = nullptr;
   const char* content_type = nullptr;
   std::chrono::milliseconds timeout{};
@@ -80,29 +84,33 @@ struct Client::Request {
   std::function<Status(std::string_view line)> on_line;  // streaming when set
 
   // Results.
-  long http_code = 0;
+  int http_code = 0;
   std::string response;  // non-streaming body, or the error body of a stream
   std::string pending;   // a stream's partial line
   Status stream_error;   // set when on_line failed
   bool stopped = false;  // the stop token ended it
-  CURL* curl = nullptr;
+  bool too_large = false;
+};
+
+// A connection to the server: an HTTP(S) client that keeps its socket (and TLS session)
+// between requests, and, when the config names a CA, the only roots it trusts.
+struct Client::Connection {
+  std::unique_ptr<httplib::ClientImpl> http;
+  std::unique_ptr<X509_STORE, StoreFree> roots;
+  httplib::SSLClient* tls = nullptr;  // http, when it speaks TLS
 };
 
 namespace {
 
-size_t OnWrite(char* data, size_t size, size_t count, void* user) {
-  auto* r = static_cast<Client::Request*>(user);
-  size_t n = size * count;
-  if (!r->on_line) {
-    if (r->response.size() + n > kMaxBody) return 0;
+// Takes one piece of a body; false aborts the transfer.
+bool Receive(Client::Request* r, const char* data, size_t n) {
+  if (!r->on_line || r->http_code != 200) {  // a whole body, or a stream's error Status
+    if (r->response.size() + n > kMaxBody) {
+      r->too_large = true;
+      return false;
+    }
     r->response.append(data, n);
-    return n;
-  }
-  if (r->http_code == 0) curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->http_code);
-  if (r->http_code != 200) {  // an error: the body is a Status, read whole
-    if (r->response.size() + n > kMaxBody) return 0;
-    r->response.append(data, n);
-    return n;
+    return true;
   }
   r->pending.append(data, n);
   size_t start = 0;
@@ -112,24 +120,32 @@ size_t OnWrite(char* data, size_t size, size_t count, void* user) {
     Status s = r->on_line(line);
     if (!s.ok()) {
       r->stream_error = s;
-      return 0;  // aborts the transfer
+      return false;
     }
   }
   r->pending.erase(0, start);
   if (r->pending.size() > kMaxBody) {
     r->stream_error = Internal(r->what + ": a watch event larger than " + std::to_string(kMaxBody) + " bytes");
-    return 0;
+    return false;
   }
-  return n;
+  return true;
 }
 
-int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* r = static_cast<Client::Request*>(user);
-  if (r->stop.stop_requested()) {
-    r->stopped = true;
-    return 1;  // aborts the transfer
+// Verifies the server's chain against `arg`, the cluster's CA store, alone. Replaces
+// OpenSSL's own verification, which would also trust the system's roots once the HTTP
+// library adds their default locations to the context's store.
+int VerifyAgainstClusterCa(X509_STORE_CTX* ctx, void* arg) {
+  X509_STORE_CTX* own = X509_STORE_CTX_new();
+  if (own == nullptr) return 0;
+  int ok = 0;
+  if (X509_STORE_CTX_init(own, static_cast<X509_STORE*>(arg), X509_STORE_CTX_get0_cert(ctx),
+                          X509_STORE_CTX_get0_untrusted(ctx)) == 1) {
+    X509_VERIFY_PARAM_set1(X509_STORE_CTX_get0_param(own), X509_STORE_CTX_get0_param(ctx));
+    ok = X509_verify_cert(own) == 1 ? 1 : 0;
+    X509_STORE_CTX_set_error(ctx, ok ? X509_V_OK : X509_STORE_CTX_get_error(own));
   }
-  return 0;
+  X509_STORE_CTX_free(own);
+  return ok;
 }
 
 }  // namespace
@@ -183,137 +199,175 @@ Status StatusFromApi(long http_code, const json& body, const std::string& what) 
 }
 
 StatusOr<std::unique_ptr<Client>> Client::Create(ClientConfig config, ClientOptions options) {
-  static std::once_flag once;
-  static CURLcode init = CURLE_OK;
-  std::call_once(once, [] { init = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (init != CURLE_OK) return Internal(std::string("libcurl: ") + curl_easy_strerror(init));
   if (config.server.empty()) return InvalidArgument(config.source + ": no API server URL");
-  if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0)
-    return InvalidArgument(config.source + ": server '" + config.server + "' is not an http(s) URL");
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
+  Endpoint at;
+  std::string rest;
+  if (config.server.rfind("https://", 0) == 0) {
+    at.tls = true;
+    rest = config.server.substr(8);
+  } else if (config.server.rfind("http://", 0) == 0) {
+    rest = config.server.substr(7);
+  } else {
+    return InvalidArgument(config.source + ": server '" + config.server + "' is not an http(s) URL");
+  }
+  size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    at.prefix = rest.substr(slash);  // a server behind a path, e.g. a proxy's /k8s/clusters/c1
+    rest.resize(slash);
+  }
+  std::string port;
+  if (!rest.empty() && rest[0] == '[') {  // [IPv6]:port
+    size_t close = rest.find(']');
+    if (close == std::string::npos) return InvalidArgument(config.source + ": server '" + config.server + "': no ']'");
+    at.host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size() && rest[close + 1] == ':') port = rest.substr(close + 2);
+  } else {
+    size_t colon = rest.rfind(':');
+    at.host = rest.substr(0, colon);
+    if (colon != std::string::npos) port = rest.substr(colon + 1);
+  }
+  at.port = at.tls ? 443 : 80;
+  if (!port.empty()) {
+    char* end = nullptr;
+    long p = std::strtol(port.c_str(), &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535)
+      return InvalidArgument(config.source + ": server '" + config.server + "': bad port '" + port + "'");
+    at.port = static_cast<int>(p);
+  }
+  if (at.host.empty()) return InvalidArgument(config.source + ": server '" + config.server + "' names no host");
   std::error_code ec;
   for (const std::string* f : {&config.ca_file, &config.cert_file, &config.key_file, &config.token_file})
     if (!f->empty() && !std::filesystem::exists(*f, ec)) return NotFound(config.source + ": " + *f + ": no such file");
-  return std::unique_ptr<Client>(new Client(std::move(config), std::move(options)));
+  if (at.tls) GS_RETURN_IF_ERROR(LoadTlsMaterial(config).status());  // refuse bad PEM now, not per call
+  return std::unique_ptr<Client>(new Client(std::move(config), std::move(options), std::move(at)));
 }
 
-Client::Client(ClientConfig config, ClientOptions options) : config_(std::move(config)), options_(std::move(options)) {}
+Client::Client(ClientConfig config, ClientOptions options, Endpoint endpoint)
+    : config_(std::move(config)), options_(std::move(options)), endpoint_(std::move(endpoint)) {}
 
-Client::~Client() {
-  for (void* h : pool_) curl_easy_cleanup(static_cast<CURL*>(h));
-}
+Client::~Client() = default;
 
-void* Client::Acquire() {
+StatusOr<std::unique_ptr<Client::Connection>> Client::Acquire() {
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!pool_.empty()) {
-      void* h = pool_.back();
+      std::unique_ptr<Connection> c = std::move(pool_.back());
       pool_.pop_back();
-      curl_easy_reset(static_cast<CURL*>(h));  // keeps its connections and TLS sessions
-      return h;
+      return c;
     }
   }
-  return curl_easy_init();
+  auto c = std::make_unique<Connection>();
+  if (!endpoint_.tls) {
+    c->http = std::make_unique<httplib::ClientImpl>(endpoint_.host, endpoint_.port);
+  } else {
+    auto tls = LoadTlsMaterial(config_);  // files again: a rotated certificate counts from here
+    if (!tls.ok()) return tls.status();
+    auto ssl = tls->cert ? std::make_unique<httplib::SSLClient>(endpoint_.host, endpoint_.port, tls->cert.get(),
+                                                                tls->key.get())
+                         : std::make_unique<httplib::SSLClient>(endpoint_.host, endpoint_.port);
+    if (!ssl->is_valid()) return Internal("cannot set up TLS: " + LastOpenSslError());
+    if (tls->cert) GS_RETURN_IF_ERROR(AddChain(ssl->ssl_context(), *tls));
+    ssl->enable_server_certificate_verification(!config_.insecure_skip_tls_verify);
+    if (tls->ca) {
+      c->roots = std::move(tls->ca);
+      SSL_CTX_set_cert_verify_callback(ssl->ssl_context(), VerifyAgainstClusterCa, c->roots.get());
+    }
+    c->tls = ssl.get();
+    c->http = std::move(ssl);
+  }
+  c->http->set_keep_alive(true);
+  c->http->set_url_encode(false);  // targets are escaped already (QueryEscape)
+  c->http->set_connection_timeout(options_.connect_timeout);
+  return c;
 }
 
-void Client::Release(void* handle) {
+void Client::Release(std::unique_ptr<Connection> connection) {
   std::lock_guard<std::mutex> lock(pool_mu_);
-  if (pool_.size() < kMaxIdleHandles) {
-    pool_.push_back(handle);
-    return;
-  }
-  curl_easy_cleanup(static_cast<CURL*>(handle));
+  if (pool_.size() < kMaxIdleConnections) pool_.push_back(std::move(connection));
 }
 
 Status Client::Perform(Request* r) {
-  CURL* curl = static_cast<CURL*>(Acquire());
-  if (curl == nullptr) return Internal(r->what + ": libcurl: cannot create a handle");
-  r->curl = curl;
-  struct curl_slist* headers = nullptr;
-  auto cleanup = [&] {
-    curl_slist_free_all(headers);
-    Release(curl);
-  };
   std::string auth;
   if (!config_.token_file.empty()) {
     auto t = ReadToken(config_.token_file);
-    if (!t.ok()) {
-      cleanup();
-      return FailedPrecondition(r->what + ": " + t.status().message());
-    }
-    auth = "Authorization: Bearer " + *t;
+    if (!t.ok()) return FailedPrecondition(r->what + ": " + t.status().message());
+    auth = "Bearer " + *t;
   } else if (!config_.token.empty()) {
-    auth = "Authorization: Bearer " + config_.token;
+    auth = "Bearer " + config_.token;
   }
-  if (!auth.empty()) headers = curl_slist_append(headers, auth.c_str());
-  headers = curl_slist_append(headers, "Accept: application/json");
-  std::string content_type;
-  if (r->content_type != nullptr) {
-    content_type = std::string("Content-Type: ") + r->content_type;
-    headers = curl_slist_append(headers, content_type.c_str());
+  if (r->stop.stop_requested()) {
+    r->stopped = true;
+    return Status::Ok();
   }
-  char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl, CURLOPT_URL, r->url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, options_.user_agent.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  auto connection = Acquire();
+  if (!connection.ok()) return Unavailable(r->what + ": " + connection.status().message());
+  httplib::ClientImpl& http = *(*connection)->http;
+  http.set_read_timeout(r->timeout);
+  http.set_write_timeout(r->timeout);
   // Compressed lists are much smaller; a watch stays uncompressed so that every event
   // arrives when it is sent.
-  if (!r->on_line) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(r->timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnWrite);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, r);
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r->method.c_str());
-  if (r->method == "GET") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, nullptr);
-    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
-  }
-  if (r->body != nullptr) {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, r->body->data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body->size()));
-  }
-  // TLS: the cluster's CA (file or PEM in memory), a client certificate and key.
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, config_.insecure_skip_tls_verify ? 0L : 1L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, config_.insecure_skip_tls_verify ? 0L : 2L);
-  struct curl_blob ca {
-    const_cast<char*>(config_.ca_data.data()), config_.ca_data.size(), CURL_BLOB_NOCOPY
-  };
-  struct curl_blob cert {
-    const_cast<char*>(config_.cert_data.data()), config_.cert_data.size(), CURL_BLOB_NOCOPY
-  };
-  struct curl_blob key {
-    const_cast<char*>(config_.key_data.data()), config_.key_data.size(), CURL_BLOB_NOCOPY
-  };
-  if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
-  if (!config_.ca_data.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca);
-  if (!config_.cert_file.empty()) curl_easy_setopt(curl, CURLOPT_SSLCERT, config_.cert_file.c_str());
-  if (!config_.cert_data.empty()) curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
-  if (!config_.key_file.empty()) curl_easy_setopt(curl, CURLOPT_SSLKEY, config_.key_file.c_str());
-  if (!config_.key_data.empty()) curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
-  if (!config_.cert_file.empty() || !config_.cert_data.empty()) curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-  if (!config_.key_file.empty() || !config_.key_data.empty()) curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
+  http.set_decompress(!r->on_line);
 
-  CURLcode rc = curl_easy_perform(curl);
-  if (r->http_code == 0) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->http_code);
+  httplib::Request req;
+  req.method = r->method;
+  req.path = endpoint_.prefix + r->target;
+  if (!auth.empty()) req.headers.emplace("Authorization", auth);
+  req.headers.emplace("Accept", "application/json");
+  req.headers.emplace("Accept-Encoding", r->on_line ? "identity" : "gzip");
+  req.headers.emplace("User-Agent", options_.user_agent);
+  if (r->body != nullptr) req.body = *r->body;
+  if (r->content_type != nullptr) req.headers.emplace("Content-Type", r->content_type);
+  const auto deadline = std::chrono::steady_clock::now() + r->timeout;
+  bool expired = false;
+  auto go_on = [&] {
+    if (r->stop.stop_requested()) r->stopped = true;
+    if (std::chrono::steady_clock::now() >= deadline) expired = true;
+    return !r->stopped && !expired;
+  };
+  req.response_handler = [&](const httplib::Response& res) {
+    r->http_code = res.status;
+    return go_on();
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) { return go_on() && Receive(r, data, n); };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  bool sent;
+  {
+    // A stop request shuts the socket, which ends a watch waiting for its next event.
+    std::stop_callback on_stop(r->stop, [&] { http.stop(); });
+    sent = http.send(req, res, error);
+  }
+  if (r->http_code == 0 && sent) r->http_code = res.status;
   // Anything in a finished stream's last line that came without a newline.
-  if (rc == CURLE_OK && r->on_line && r->http_code == 200 &&
-      r->pending.find_first_not_of(" \r\t\n") != std::string::npos) {
+  if (sent && r->on_line && r->http_code == 200 && r->pending.find_first_not_of(" \r\t\n") != std::string::npos) {
     Status s = r->on_line(r->pending);
     if (!s.ok()) r->stream_error = s;
   }
-  cleanup();
+  std::string tls_detail;
+  if (error == httplib::Error::SSLServerVerification && (*connection)->tls != nullptr) {
+    long v = (*connection)->tls->get_openssl_verify_result();
+    tls_detail = v == X509_V_OK ? "the server certificate does not name " + endpoint_.host
+                                : std::string("server certificate: ") + X509_verify_cert_error_string(v);
+  } else if (error == httplib::Error::SSLConnection) {
+    tls_detail = LastOpenSslError();
+  }
+  Release(std::move(*connection));
   if (!r->stream_error.ok()) return r->stream_error;
-  if (r->stopped) return Status::Ok();
-  if (rc == CURLE_OPERATION_TIMEDOUT)
-    return Unavailable(r->what + ": no complete answer within " + std::to_string(r->timeout.count()) + " ms (" +
-                       (error[0] ? error : curl_easy_strerror(rc)) + ")");
-  if (rc != CURLE_OK)
-    return Unavailable(r->what + ": " + curl_easy_strerror(rc) + (error[0] ? std::string(": ") + error : ""));
+  if (r->stopped || (r->stop.stop_requested() && !sent)) {
+    r->stopped = true;
+    return Status::Ok();
+  }
+  if (r->too_large) return Unavailable(r->what + ": a reply larger than " + std::to_string(kMaxBody) + " bytes");
+  bool late = std::chrono::steady_clock::now() + std::chrono::milliseconds(10) >= deadline;
+  if (expired || (!sent && late && (error == httplib::Error::Read || error == httplib::Error::Write)))
+    return Unavailable(r->what + ": no complete answer within " + std::to_string(r->timeout.count()) + " ms");
+  if (error == httplib::Error::ConnectionTimeout)
+    return Unavailable(r->what + ": cannot connect to " + config_.server + " within " +
+                       std::to_string(options_.connect_timeout.count()) + " ms");
+  if (!sent)
+    return Unavailable(r->what + ": " + config_.server + ": " + httplib::to_string(error) +
+                       (tls_detail.empty() ? "" : " (" + tls_detail + ")"));
   return Status::Ok();
 }
 
@@ -321,7 +375,7 @@ StatusOr<json> Client::Call(const std::string& method, const std::string& path, 
                             const std::string* body, const char* content_type, std::chrono::milliseconds timeout) {
   Request r;
   r.method = method;
-  r.url = config_.server + path + query;
+  r.target = path + query;
   r.what = method + " " + path;
   r.body = body;
   r.content_type = content_type;
@@ -366,7 +420,7 @@ Status Client::Watch(const std::string& path, const WatchOptions& o, const Watch
   if (o.timeout_seconds > 0) q = AddQuery(q, "timeoutSeconds", std::to_string(o.timeout_seconds));
   Request r;
   r.method = "GET";
-  r.url = config_.server + path + q;
+  r.target = path + q;
   r.what = "WATCH " + path;
   r.timeout = std::chrono::seconds(o.timeout_seconds > 0 ? o.timeout_seconds : 3600) + options_.watch_grace;
   r.stop = stop;

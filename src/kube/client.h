@@ -1,4 +1,4 @@
-// A small Kubernetes API client over libcurl: GET, list (one page), watch (a stream of
+// A small Kubernetes API client over cpp-httplib and OpenSSL: GET, list (one page), watch (a stream of
 // events), PATCH and POST on API paths such as "/api/v1/namespaces/ns/pods/name", with
 // the authentication of a ClientConfig (config.h). Bodies are JSON.
 //
@@ -10,8 +10,12 @@
 // A watch's ERROR event is mapped the same way from its Status object's code.
 //
 // Used by the informer (informer.h) and the scheduler's binder and cluster sync.
-// Thread-safe: calls may run concurrently; each takes a curl handle from a small pool
-// (so connections and TLS sessions are reused) and gives it back. Never prints.
+// TLS: the cluster's CA alone when the config names one (else the system's roots), a
+// client certificate with its chain, the server's name checked against its certificate.
+// No HTTP proxy: the client talks to the API server directly, as in-cluster clients do.
+//
+// Thread-safe: calls may run concurrently; each takes a connection from a small pool (so
+// sockets and TLS sessions are reused) and gives it back. Never prints.
 #pragma once
 
 #include <chrono>
@@ -67,7 +71,7 @@ Status StatusFromApi(long http_code, const nlohmann::json& body, const std::stri
 
 class Client {
  public:
-  // Checks the config (a server URL; files named must exist) and sets up libcurl.
+  // Checks the config: an http(s) URL, files named must exist, PEM that parses.
   static StatusOr<std::unique_ptr<Client>> Create(ClientConfig config, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;
@@ -92,20 +96,28 @@ class Client {
 
   const ClientConfig& config() const { return config_; }
 
-  struct Request;  // internal
+  struct Request;     // internal
+  struct Connection;  // internal
 
  private:
-  Client(ClientConfig config, ClientOptions options);
+  struct Endpoint {
+    bool tls = false;
+    std::string host;
+    int port = 0;
+    std::string prefix;  // the server URL's path, put before every API path
+  };
+  Client(ClientConfig config, ClientOptions options, Endpoint endpoint);
   StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path, const std::string& query,
                                 const std::string* body, const char* content_type, std::chrono::milliseconds timeout);
   Status Perform(Request* request);
-  void* Acquire();
-  void Release(void* handle);
+  StatusOr<std::unique_ptr<Connection>> Acquire();
+  void Release(std::unique_ptr<Connection> connection);
 
   ClientConfig config_;
   ClientOptions options_;
+  Endpoint endpoint_;
   std::mutex pool_mu_;
-  std::vector<void*> pool_;  // idle CURL* handles
+  std::vector<std::unique_ptr<Connection>> pool_;  // idle connections
 };
 
 // Percent-encodes a query value (RFC 3986 unreserved characters kept).

@@ -2,7 +2,13 @@
 // and HTTPS.
 #include "src/kube/client.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -251,10 +257,74 @@ TEST(ClientTest, AServerThatNeverAnswersRunsIntoTheDeadline) {
   api.SetHang(false);
 }
 
+TEST(ClientTest, ListsAskForCompressionAndWatchesDoNot) {
+  FakeApiServer api;
+  for (int i = 0; i < 50; ++i) api.Put("pods", Pod("p" + std::to_string(i)));
+  auto client = Connect(api);
+  auto list = client->List("/api/v1/namespaces/default/pods", {});
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ((*list)["items"].size(), 50u);  // the fake compresses what gzip is accepted for
+  EXPECT_EQ(api.requests().back().accept_encoding, "gzip");
+  api.EndWatches();
+  std::stop_source stop;
+  std::thread watcher([&] {
+    WatchOptions w;
+    w.resource_version = std::to_string(api.resource_version());
+    (void)client->Watch(
+        "/api/v1/namespaces/default/pods", w, [](auto, const json&) { return Status::Ok(); }, stop.get_token());
+  });
+  WaitUntil([&] { return api.CountRequests("GET", "/api/v1/namespaces/default/pods", true) == 1; });
+  stop.request_stop();
+  watcher.join();
+  EXPECT_EQ(api.requests().back().accept_encoding, "identity");  // every event as it is sent
+}
+
+TEST(ClientTest, AServerUrlWithAPathPutsItBeforeEveryApiPath) {
+  httplib::Server server;  // a cluster behind a proxy's path, e.g. Rancher's
+  server.Get("/k8s/clusters/c1/api/v1/nodes/n1", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"metadata":{"name":"n1"}})", "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  ClientConfig c;
+  c.server = "http://127.0.0.1:" + std::to_string(port) + "/k8s/clusters/c1/";
+  auto client = Client::Create(c);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto got = (*client)->Get("/api/v1/nodes/n1");
+  client->reset();  // its kept-alive connection would hold the server's stop
+  server.stop();
+  serving.join();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)["metadata"]["name"], "n1");
+}
+
+TEST(ClientTest, AClosedPortIsUnavailableAndNamesTheServer) {
+  int port = 0;
+  {  // a port the kernel handed out and took back: nothing listens there
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port = ntohs(a.sin_port);
+    close(fd);
+  }
+  ClientConfig c;
+  c.server = "http://127.0.0.1:" + std::to_string(port);
+  auto got = (*Client::Create(c))->Get("/api/v1/nodes/n1");
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(got.status().message().find("GET /api/v1/nodes/n1: " + c.server), std::string::npos)
+      << got.status().message();
+}
+
 TEST(ClientTest, RefusesABadConfig) {
   ClientConfig c;
   EXPECT_EQ(Client::Create(c).status().code(), StatusCode::kInvalidArgument);
   c.server = "127.0.0.1:6443";
+  EXPECT_EQ(Client::Create(c).status().code(), StatusCode::kInvalidArgument);
+  c.server = "https://127.0.0.1:bad";
   EXPECT_EQ(Client::Create(c).status().code(), StatusCode::kInvalidArgument);
   c.server = "https://127.0.0.1:6443";
   c.ca_file = "/nonexistent/ca.crt";
@@ -319,6 +389,64 @@ TEST_F(TlsTest, TheServerMustBeSignedByTheCaUnlessVerificationIsOff) {
   EXPECT_NE(wrong.status().message().find("certificate"), std::string::npos) << wrong.status().message();
   c.insecure_skip_tls_verify = true;
   EXPECT_TRUE((*Client::Create(c))->Get("/api/v1/nodes/n1").ok());
+}
+
+TEST_F(TlsTest, ACaTheConfigNamesIsTheOnlyOneTrusted) {
+  FakeApiServer api({certs_.server_cert, certs_.server_key, ""});
+  api.Put("nodes", {{"metadata", {{"name", "n1"}}}});
+  // The machine's own roots hold the CA that signed the server ...
+  setenv("SSL_CERT_FILE", certs_.ca_cert.c_str(), 1);
+  ClientConfig system_roots;
+  system_roots.server = api.url();
+  auto trusted = (*Client::Create(system_roots))->Get("/api/v1/nodes/n1");
+  EXPECT_TRUE(trusted.ok()) << trusted.status().message();
+  // ... but a kubeconfig that names another CA trusts that one alone.
+  ClientConfig named = system_roots;
+  named.ca_data = testing::ReadFileForTest(certs_.client_cert);
+  auto refused = (*Client::Create(named))->Get("/api/v1/nodes/n1");
+  unsetenv("SSL_CERT_FILE");
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("certificate"), std::string::npos) << refused.status().message();
+}
+
+TEST_F(TlsTest, TheServerMustBeNamedInItsCertificate) {
+  FakeApiServer api({certs_.server_cert, certs_.server_key, ""});
+  api.Put("nodes", {{"metadata", {{"name", "n1"}}}});
+  ClientConfig c;
+  c.ca_file = certs_.ca_cert;
+  c.server = "https://localhost:" + std::to_string(api.port());  // in the certificate
+  auto named = (*Client::Create(c))->Get("/api/v1/nodes/n1");
+  EXPECT_TRUE(named.ok()) << named.status().message();
+  // The same socket by another name the certificate does not hold (127.0.0.1 as IPv6).
+  c.server = "https://[::ffff:127.0.0.1]:" + std::to_string(api.port());
+  auto unnamed = (*Client::Create(c))->Get("/api/v1/nodes/n1");
+  EXPECT_EQ(unnamed.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(unnamed.status().message().find("does not name ::ffff:127.0.0.1"), std::string::npos)
+      << unnamed.status().message();
+  c.insecure_skip_tls_verify = true;
+  EXPECT_TRUE((*Client::Create(c))->Get("/api/v1/nodes/n1").ok());
+}
+
+TEST_F(TlsTest, PemThatDoesNotParseIsRefusedWhenTheClientIsMade) {
+  ClientConfig c;
+  c.server = "https://127.0.0.1:6443";
+  c.source = "kubeconfig";
+  c.cert_data = "not a certificate";
+  c.key_data = testing::ReadFileForTest(certs_.client_key);
+  auto bad_cert = Client::Create(c);
+  EXPECT_EQ(bad_cert.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_cert.status().message().find("client certificate is not PEM"), std::string::npos)
+      << bad_cert.status().message();
+  c.cert_data = testing::ReadFileForTest(certs_.server_cert);  // another certificate's key
+  auto mismatch = Client::Create(c);
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("does not belong"), std::string::npos) << mismatch.status().message();
+  c.cert_data.clear();
+  c.key_data.clear();
+  c.ca_data = "garbage";
+  auto bad_ca = Client::Create(c);
+  EXPECT_EQ(bad_ca.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_ca.status().message().find("no PEM certificate"), std::string::npos) << bad_ca.status().message();
 }
 
 }  // namespace

@@ -100,8 +100,13 @@ struct FakeApiServer::Impl {
   // handler runs.
   bool Intercept(const httplib::Request& req, httplib::Response& res, bool watch, int64_t* generation = nullptr) {
     std::unique_lock<std::mutex> lock(mu);
-    SeenRequest s{req.method, req.path, req.get_header_value("Content-Type"), req.get_header_value("Authorization"),
-                  req.body,   {}};
+    SeenRequest s{req.method,
+                  req.path,
+                  req.get_header_value("Content-Type"),
+                  req.get_header_value("Authorization"),
+                  req.get_header_value("Accept-Encoding"),
+                  req.body,
+                  {}};
     for (auto& [k, v] : req.params) s.params[k] = v;
     seen.push_back(std::move(s));
     if (generation) *generation = watch_generation;

@@ -28,7 +28,7 @@ struct FakeApiOptions {
 };
 
 struct SeenRequest {
-  std::string method, path, content_type, authorization, body;
+  std::string method, path, content_type, authorization, accept_encoding, body;
   std::map<std::string, std::string> params;
 };
 
