@@ -9,16 +9,19 @@
 // whatever the card file says; the enforcer takes it over and keeps re-publishing it.
 //
 // The roster: one file per card, <cards dir>/../card-entries/<uuid> (a directory no
-// container sees), each line "<entry> <unix seconds when handed out> <owner>", where the owner is the
-// directory whose life is the container's slice (the directory holding its limits file
+// container sees), 64 fixed slots of 256 bytes, slot i the line "<entry i> <unix seconds
+// when handed out> <owner>" with spaces before the owner to fill it (blank when never
+// used), where the owner is
+// the directory whose life is the container's slice (the directory holding its limits file
 // and region), which exists before the entry is asked for. An assignment stands while its
 // owner exists; then the entry is free again. Nothing needs to release an entry: removing
-// the slice's directory does. Writers serialise on an flock of
-// <roster dir>/.lock and replace a roster file by rename, so a crash leaves the old or the
-// new roster, never a torn one.
+// the slice's directory does. Readers and writers serialise on an flock of
+// <roster dir>/.lock; handing out an entry rewrites its slot in place, so a crash tears at
+// most that line. A roster of plain lines (an older version's) is read the same way and
+// rewritten in slots by rename, or kept in lines while an owner too long for a slot stands.
 //
-// Thread-safe across processes (flock). Cost: an open, a lock and a small read and write
-// per card.
+// Thread-safe across processes (flock). Cost: an open, a lock, a 16 KiB read, a stat per
+// standing owner and one 256-byte write per card.
 #pragma once
 
 #include <cstdint>

@@ -4,13 +4,16 @@
 #include "src/node/card_entries.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/region/card.h"
@@ -80,6 +83,89 @@ TEST_F(CardEntriesTest, ABrokenRosterLineOnlyFreesItsEntry) {
   EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
 }
 
+// The roster is 64 slots of 256 bytes, slot i holding entry i: handing out an entry
+// rewrites that slot alone.
+TEST_F(CardEntriesTest, EachEntryHasAFixedSlotWrittenInPlace) {
+  std::string a = Owner("a"), b = Owner("b");
+  Assign(a, {"GPU-a"}, 1111);
+  Assign(b, {"GPU-a"}, 2222);
+  const std::string path = CardEntriesDir(cards_) + "/GPU-a";
+  struct stat before {};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  Assign(Owner("c"), {"GPU-a"}, 3333);
+  struct stat after {};
+  ASSERT_EQ(stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "a new entry is written in place, not by rename";
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(text.size(), 64u * 256u);
+  // Each line reads "<entry> <time> <owner>" split on whitespace, the padding before the
+  // owner: a reader of plain lines (an older gpuslice) gets the same owners.
+  const std::vector<std::tuple<int, int64_t, std::string>> want = {{0, 1111, a}, {1, 2222, b}, {2, 3333, Owner("c")}};
+  for (const auto& [entry, at, owner] : want) {
+    std::string slot = text.substr(static_cast<size_t>(entry) * 256, 256);
+    std::istringstream fields(slot);
+    int e = -1;
+    int64_t t = 0;
+    std::string o;
+    fields >> e >> t;
+    std::getline(fields >> std::ws, o);
+    EXPECT_EQ(e, entry) << slot;
+    EXPECT_EQ(t, at) << slot;
+    EXPECT_EQ(o, owner) << slot;
+  }
+  EXPECT_EQ(text.substr(768, 256), std::string(255, ' ') + "\n");
+}
+
+// A roster written as plain lines (by an older agent) keeps every standing entry and is
+// turned into slots at the next assignment.
+TEST_F(CardEntriesTest, ARosterOfPlainLinesKeepsItsEntriesAndBecomesSlots) {
+  std::string a = Owner("a"), b = Owner("b");
+  fs::create_directories(CardEntriesDir(cards_));
+  const std::string path = CardEntriesDir(cards_) + "/GPU-a";
+  std::ofstream(path) << "3 900 " << a << "\n0 900 " << b << "\n";
+  EXPECT_EQ(Assign(Owner("c")), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{3});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", b), std::vector<int>{0});
+  EXPECT_EQ(fs::file_size(path), 64u * 256u);
+  EXPECT_EQ(Assign(Owner("d")), std::vector<int>{2});
+  EXPECT_EQ(Assign(a), std::vector<int>{3});
+}
+
+// An owner an older version recorded that is too long for a slot keeps its entry: the
+// roster then stays in plain lines rather than cut the owner's path short.
+TEST_F(CardEntriesTest, AnOldOwnerTooLongForASlotKeepsItsEntry) {
+  std::string deep = Owner(std::string(200, 'd') + "/" + std::string(40, 'e'));
+  fs::create_directories(CardEntriesDir(cards_));
+  const std::string path = CardEntriesDir(cards_) + "/GPU-a";
+  std::ofstream(path) << "0 900 " << deep << "\n";
+  EXPECT_EQ(Assign(Owner("b")), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", deep), std::vector<int>{0});
+  EXPECT_EQ(Assign(Owner("c")), std::vector<int>{2});
+  fs::remove_all(deep);
+  EXPECT_EQ(Assign(Owner("d")), std::vector<int>{0});
+  EXPECT_EQ(fs::file_size(path), 64u * 256u) << "slots again once the long owner is gone";
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", Owner("c")), std::vector<int>{2});
+}
+
+// A slot torn by a crash mid-write frees its entry alone.
+TEST_F(CardEntriesTest, ATornSlotFreesOnlyItsEntry) {
+  std::string a = Owner("a"), b = Owner("b"), c = Owner("c");
+  Assign(a);
+  Assign(b);
+  Assign(c);
+  const std::string path = CardEntriesDir(cards_) + "/GPU-a";
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(256 + 4);
+    f << "\x01garbage";  // slot 1, entry b's line, half overwritten
+  }
+  EXPECT_TRUE(CardEntriesOf(cards_, "GPU-a", b).empty());
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", c), std::vector<int>{2});
+  EXPECT_EQ(Assign(Owner("d")), std::vector<int>{1});
+}
+
 TEST_F(CardEntriesTest, BadOwnerOrUuidIsRefusedByName) {
   auto r = AssignCardEntries(cards_, {"GPU-a"}, "relative", 1000);
   ASSERT_FALSE(r.ok());
@@ -87,6 +173,10 @@ TEST_F(CardEntriesTest, BadOwnerOrUuidIsRefusedByName) {
   r = AssignCardEntries(cards_, {"GPU-a"}, dir_.path() + "/never-made", 1000);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("never-made is not a directory"), std::string::npos);
+  std::string deep = Owner(std::string(200, 'd') + "/" + std::string(40, 'e'));
+  r = AssignCardEntries(cards_, {"GPU-a"}, deep, 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than a roster line holds"), std::string::npos) << r.status().message();
   r = AssignCardEntries(cards_, {"../x"}, Owner("a"), 1000);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("GPU UUID '../x'"), std::string::npos);

@@ -129,7 +129,7 @@ Status ContainerDirs::Take(std::string* id) {
       *id = ready_.front();
       ready_.pop_front();
     }
-    low = !Idle();
+    low = MayWork();
   }
   if (low) cv_.notify_all();
   if (!id->empty()) return Status::Ok();
@@ -140,11 +140,27 @@ Status ContainerDirs::Take(std::string* id) {
 }
 
 void ContainerDirs::Discard(const std::string& id) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     discarded_.push_back(id);
+    wake = MayWork();
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
+}
+
+ContainerDirs::Call::Call(ContainerDirs* dirs) : dirs_(dirs) {
+  std::lock_guard<std::mutex> l(dirs_->mu_);
+  ++dirs_->calls_;
+}
+
+ContainerDirs::Call::~Call() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> l(dirs_->mu_);
+    wake = --dirs_->calls_ == 0 && dirs_->MayWork();
+  }
+  if (wake) dirs_->cv_.notify_all();
 }
 
 void ContainerDirs::Settle() {
@@ -155,8 +171,8 @@ void ContainerDirs::Settle() {
 void ContainerDirs::Run() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
-    if (Idle()) {
-      settled_.notify_all();
+    if (!MayWork()) {
+      if (Idle()) settled_.notify_all();
       cv_.wait(l);
       continue;
     }

@@ -51,8 +51,26 @@ class ContainerDirs {
   Status Take(std::string* id);
   // The container is gone: its directory is recycled or removed in the background.
   void Discard(const std::string& id);
-  // Waits until the background thread is idle (tests).
+  // Waits until the background thread is idle (tests). Never while holding a Call: work it
+  // holds back would never be done.
   void Settle();
+
+  // While a Call lives (the Allocate handler runs), the background thread starts no file
+  // system work (recycling, making spares: mounts, renames, removals), so it does not
+  // compete with the handler for the CPUs and the file system's journal; a batch already
+  // under way finishes. When spares run short (fewer than kUrgentSpares ready) it works
+  // regardless.
+  class Call {
+   public:
+    explicit Call(ContainerDirs* dirs);
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+   private:
+    ContainerDirs* dirs_;
+  };
+  static constexpr size_t kUrgentSpares = 2;
 
   // Files (inodes) a `shared/` tmpfs holds at most: the region and what the enforcer's
   // processes may add beside it, with room to spare; millions of empty files a container
@@ -68,6 +86,8 @@ class ContainerDirs {
   // batches, so their file system work rarely runs beside an Allocate. (No spares wanted:
   // idle once nothing is left to remove.)
   bool Idle() const { return discarded_.empty() && (want_ == 0 || ready_.size() > want_ / 2); }
+  // There is work and nothing holds it back (mu_ held).
+  bool MayWork() const { return !Idle() && (calls_ == 0 || (want_ > 0 && ready_.size() < kUrgentSpares)); }
 
   Status MakeSharedDir(const std::string& dir) const;
   // Unmounts `shared/` (if it is a mount) and removes the directory.
@@ -81,6 +101,7 @@ class ContainerDirs {
   std::deque<std::string> ready_;       // spare ids
   std::vector<std::string> discarded_;  // container dirs to remove
   bool stop_ = false, busy_ = false;
+  int calls_ = 0;  // Calls alive
   std::thread thread_;
 };
 

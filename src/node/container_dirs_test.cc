@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/temp_dir.h"
@@ -101,6 +102,34 @@ TEST_F(ContainerDirsTest, SharedDirectoryIsABoundedTmpfs) {
   for (const auto& t : taken) {
     EXPECT_FALSE(Mounted(book_->SharedDir(t))) << t;
     EXPECT_FALSE(fs::exists(book_->ContainerDir(t))) << t;
+  }
+}
+
+// A container's directory discarded during an Allocate is recycled once the call ends, not
+// beside it; when spares run short the background works during calls too.
+TEST_F(ContainerDirsTest, BackgroundWorkWaitsForTheCallInProgress) {
+  ContainerDirs dirs(book_.get(), 4, 0);
+  dirs.Start();
+  dirs.Settle();
+  std::string gone, kept;
+  ASSERT_TRUE(dirs.Take(&gone).ok());
+  {
+    ContainerDirs::Call call(&dirs);
+    dirs.Discard(gone);
+    // Nothing to wait for: the directory must still be there after the thread had ample
+    // time to act, had it not been held back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(fs::exists(book_->ContainerDir(gone))) << "recycled during the call";
+  }
+  dirs.Settle();
+  EXPECT_FALSE(fs::exists(book_->ContainerDir(gone))) << "not recycled after the call";
+  {
+    ContainerDirs::Call call(&dirs);
+    std::vector<std::string> taken(4);
+    for (auto& id : taken) ASSERT_TRUE(dirs.Take(&id).ok());  // spares run out: urgent
+    dirs.Settle();
+    EXPECT_GT(std::distance(fs::directory_iterator(dir_ + "/containers"), fs::directory_iterator()), 4)
+        << "no spare was made again during the call";
   }
 }
 

@@ -204,6 +204,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> DevicePluginService::AllocateContai
 grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
                                            v1beta1::AllocateResponse* out) {
   auto start = std::chrono::steady_clock::now();
+  ContainerDirs::Call call(dirs_);  // the directories' background work waits for this call
   grpc::Status status = AllocateAll(*req, out);
   allocate_latency_.Observe(std::chrono::steady_clock::now() - start, status.ok());
   return status;
