@@ -39,6 +39,9 @@ ExtenderHttpServer::ExtenderHttpServer(Extender* extender) : impl_(std::make_uni
     metric("gpuslice_scheduler_pods", "gauge", "Pods with a GPU decision in the ledger.", static_cast<double>(st.pods));
     metric("gpuslice_scheduler_pending_pods", "gauge",
            "Pods bound whose node agent has not claimed every decision yet.", static_cast<double>(st.handoff.pending));
+    metric("gpuslice_scheduler_handoff_waiting_binds", "gauge",
+           "Binds waiting now for a pending pod on the node they could be mistaken for.",
+           static_cast<double>(st.handoff.waiting));
     metric("gpuslice_scheduler_handoff_waits_total", "counter",
            "Binds that waited for a pending pod on the node they could be mistaken for.",
            static_cast<double>(st.handoff.waited));

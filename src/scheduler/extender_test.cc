@@ -17,10 +17,12 @@
 
 #include "src/scheduler/extender_http.h"
 #include "src/scheduler/test_nodes.h"
+#include "tests/wait_until.h"
 
 namespace gs::scheduler {
 namespace {
 
+using gs::testing::WaitUntil;
 using nlohmann::json;
 using testing::Node;
 
@@ -199,7 +201,7 @@ TEST(ExtenderHandoff, ABindWaitsOnlyForAPodItCouldBeMistakenForAndOnlyUntilItIsA
   std::string waited;
   start = std::chrono::steady_clock::now();
   std::thread binder([&] { waited = bind(other); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(WaitUntil([&] { return e.stats().handoff.waiting == 1; })) << "the bind never waited";
   for (const char* name : {"a", "twin"}) {
     json pod = api.Pod("default", name);
     EXPECT_EQ(pod["metadata"]["annotations"]["hami.io/bind-phase"], "allocating");
@@ -245,9 +247,9 @@ TEST(ExtenderHandoff, AWaitingBindIsNotOvertakenByPodsItCouldBeMistakenFor) {
     order.push_back(pod["metadata"]["name"].get<std::string>() + (error.empty() ? "" : ": " + error));
   };
   std::thread waits([&] { in_turn(other); });  // waits for a's Allocate
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(WaitUntil([&] { return e.stats().handoff.waiting == 1; }));
   std::thread behind([&] { in_turn(twin); });  // identical to a, but `other` came first
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(WaitUntil([&] { return e.stats().handoff.waiting == 2; })) << "twin did not wait behind other";
   {
     std::lock_guard<std::mutex> l(mu);
     EXPECT_TRUE(order.empty()) << "twin overtook the waiting bind";

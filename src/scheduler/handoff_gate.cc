@@ -156,6 +156,7 @@ HandoffGate::Stats HandoffGate::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
   s.pending = node_of_.size();
+  for (const auto& [node, binds] : waiting_) s.waiting += binds.size();
   return s;
 }
 

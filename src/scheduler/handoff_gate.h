@@ -75,6 +75,7 @@ class HandoffGate {
     // Near zero, unlike a node lock's, which outlives its holder's Allocate until expiry.
     double after_release_seconds_max = 0;
     size_t pending = 0;
+    size_t waiting = 0;  // binds waiting in Enter now
   };
   Stats stats() const;
 
