@@ -29,6 +29,9 @@ void Emit(YAML::Emitter& out, const nlohmann::json& j) {
   if (j.is_object()) {
     out << YAML::BeginMap;
     for (auto it = j.begin(); it != j.end(); ++it) {
+      // YAML reads an implicit key ("key: value") of at most 1024 characters as written
+      // (escapes count): a longer one, which a loaded spec may hold, goes as "? key".
+      if (it.key().size() > 200) out << YAML::LongKey;
       out << YAML::Key << it.key() << YAML::Value;
       Emit(out, it.value());
     }
