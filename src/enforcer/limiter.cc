@@ -38,6 +38,11 @@ constexpr int64_t kIdleNs = 1'000'000;
 constexpr int64_t kRelaunchNs = 300'000;
 // The controller looks at a held turn this often.
 constexpr int64_t kPollNs = 250'000;
+// A turn is not reopened for less than this (nor for less than two launches at the learned
+// cost): each part ends in a drain that leaves the card idle until the next launch, and a
+// part of one short kernel measures mostly that overhead, which would teach the launch cost
+// too high.
+constexpr int64_t kShortestPartNs = 1'000'000;
 
 // This process on one device, split by who may touch what.
 enum class Part : int { kOut, kIn, kLeaving };
@@ -426,7 +431,8 @@ void WaitForTurn(int dev) {
            "the card region of device %d was shrunk under us (another tenant?): its compute share is now "
            "coordinated within this process only",
            dev);
-  if (InGrant(dev, turns, MonotonicNowNs())) return;
+  const int64_t asked = MonotonicNowNs();
+  if (InGrant(dev, turns, asked)) return;
   Republish(dev, c->tenants[me]);
   struct Asking {
     std::atomic<int>& n;
@@ -451,7 +457,11 @@ void WaitForTurn(int dev) {
     if (holder != me) turns.seen.not_ours_at.store(now);
     if (holder == me && turns.part.state.load() == static_cast<int>(Part::kOut)) {
       bool expired = turn.deadline_known && now >= turn.deadline;
-      if (!expired && TryJoinTurn(turns, w, now)) return;
+      if (!expired && TryJoinTurn(turns, w, now)) {
+        GS_LOG(kDebug, "device %d: joined a turn with %lld launches allowed, after asking for %.3f ms", dev,
+               static_cast<long long>(turns.gate.budget.load()), (now - asked) / 1e6);
+        return;
+      }
       // Our turn is over and no process of ours is in it any more: hand it on ourselves.
       if (expired && turn.active == 0 && rg::HandOverTurn(c, me, w, now, BestBelievedPriority()))
         FutexWakeAll(&c->turn_futex);
@@ -501,7 +511,11 @@ bool ReopenTurn(DeviceTurns& turns, int64_t now) {
   rg::Card* c = turns.member.card;
   if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) return false;
   int64_t deadline = rg::TurnDeadline(c, turns.part.seq, now);
-  if (deadline <= now) return false;
+  // Too little time left for a part worth its drain: the turn ends here, and what is left
+  // of it is not charged (the tenant keeps that credit for its next turn). The learned cost,
+  // not the remembered high one: after a long kernel a turn admits one launch a part, and
+  // going on with those is still better than handing the card over after each.
+  if (deadline <= now || deadline - now < std::max(kShortestPartNs, 2 * turns.cost.Learned())) return false;
   OpenPart(turns, deadline, now, /*launches_taken=*/0);
   FutexWakeAll(&c->turn_futex);  // our waiting threads sleep on it
   return true;
@@ -591,7 +605,17 @@ void* ControllerMain(void*) {
       Drain(turns);
       int64_t drained = MonotonicNowNs();
       // The card ran only our container's work since we joined: what one launch costs.
-      turns.cost.Learn(turns.gate.launches.load() - turns.part.launches_at_join, turns.part.joined_ns, closed, drained);
+      const uint64_t launched = turns.gate.launches.load() - turns.part.launches_at_join;
+      turns.cost.Learn(launched, turns.part.joined_ns, closed, drained);
+      GS_LOG(kDebug,
+             "device %d: turn part ended (%s) after %.3f ms, drained in %.3f ms, %llu launches of %lld allowed, a "
+             "launch now counts %lld ns",
+             dev,
+             expired ? "deadline"
+             : idle  ? "idle"
+                     : "launches spent",
+             (closed - turns.part.joined_ns) / 1e6, (drained - closed) / 1e6, static_cast<unsigned long long>(launched),
+             static_cast<long long>(turns.gate.budget.load()), static_cast<long long>(turns.cost.Admit(drained)));
       if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
         // Taken from us while we drained (a drain longer than the card believes): nobody
         // hands this turn over, so we charge what we held of it ourselves, as above.
