@@ -26,6 +26,7 @@
 #include "tests/harness.h"
 #include "tests/private_dockerd.h"
 #include "tests/racing_slice.h"
+#include "tests/wait_until.h"
 
 namespace fs = std::filesystem;
 
@@ -146,8 +147,8 @@ void DockerGpus::TearDownTestSuite() {
   node_.reset();     // stops the simulator, detaches every mount under its root and removes it
 }
 
-// The first line of `out` (a container id that docker printed).
-std::string FirstLine(const std::string& out) {
+// The first line of `out`: the container id that docker printed.
+std::string ContainerId(const std::string& out) {
   return out.substr(0, out.find('\n'));
 }
 
@@ -184,8 +185,8 @@ TEST_F(DockerGpus, EachGpusFormGivesItsCardsAndTheEnforcerAndNoGpusGivesNothing)
     std::string want_line;
     for (const auto& u : want) want_line += u + " ";
     EXPECT_EQ(lines[2], want_line) << "--gpus " << c.gpus;
-    EXPECT_EQ(Lines(r.out, "maps")[0], "maps enforcer loaded") << "--gpus " << c.gpus;
-    EXPECT_EQ(Lines(r.out, "init")[0], "init ok") << "--gpus " << c.gpus << ": " << r.out << r.err;
+    EXPECT_EQ(Line(r.out, "maps"), "maps enforcer loaded") << "--gpus " << c.gpus;
+    EXPECT_EQ(Line(r.out, "init"), "init ok") << "--gpus " << c.gpus << ": " << r.out << r.err;
   }
   // No --gpus: docker adds no hook; the image's variable alone gives nothing.
   Result none = Run({}, {},
@@ -231,12 +232,14 @@ class Burners {
   std::vector<std::string> Mount() const { return {"-v", dir_ + ":/sync"}; }
   // Waits until every container is ready, then lets them go.
   bool Go(const std::vector<std::string>& names) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (const auto& n : names)
-      while (!fs::exists(dir_ + "/ready-" + n)) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for the file
-      }
+    bool ready = WaitUntil(
+        [&] {
+          for (const auto& n : names)
+            if (!fs::exists(dir_ + "/ready-" + n)) return false;
+          return true;
+        },
+        std::chrono::seconds(60));
+    if (!ready) return false;
     std::ofstream(dir_ + "/go") << "go\n";
     return true;
   }
@@ -375,7 +378,7 @@ TEST_F(DockerGpus, SlicesOfContainersThatAreGoneAreReclaimed) {
 
   Result running = Docker({"run", "-d", "--network", "none", "--gpus", "1", kImage, "sleep", "600"});
   ASSERT_EQ(running.code, 0) << running.out << running.err << HookLog();
-  const std::string id = FirstLine(running.out);
+  const std::string id = ContainerId(running.out);
   EXPECT_EQ(SliceDirs(), std::set<std::string>{id});
   Result reclaimed = Reclaim();
   EXPECT_EQ(reclaimed.out, "reclaimed 0 slice directories of containers that are gone\n") << reclaimed.err;
@@ -393,20 +396,21 @@ TEST_F(DockerGpus, DockerExecProcessesShareTheContainersSlice) {
   Result started = Docker({"run", "-d", "--network", "none", "--gpus", "1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=3g", kImage,
                            "/bin/cuda_probe", "init", "alloc", "mem", "1g", "sleep", "600000"});
   ASSERT_EQ(started.code, 0) << started.out << started.err << HookLog();
-  const std::string id = FirstLine(started.out);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const std::string id = ContainerId(started.out);
   Result logs;
-  while ((logs = Docker({"logs", id})).out.find("alloc ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling for the first process's allocation
-  EXPECT_EQ(Lines(logs.out, "alloc")[0], "alloc ok") << logs.out << logs.err;
+  WaitUntil(
+      [&] {
+        return (logs = Docker({"logs", id})).out.find("alloc ") != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(50));
+  EXPECT_EQ(Line(logs.out, "alloc"), "alloc ok") << logs.out << logs.err;
   // 518 MiB per context: 1542 MiB held, a second context fits, a second 1 GiB does not.
   Result exec = Docker({"exec", id, "/bin/cuda_probe", "init", "alloc", "mem", "1g", "alloc", "mem", "512m"});
   Docker({"rm", "-f", id});
-  EXPECT_EQ(Lines(exec.out, "init")[0], "init ok") << exec.out << exec.err;
+  EXPECT_EQ(Line(exec.out, "init"), "init ok") << exec.out << exec.err;
   ASSERT_EQ(Lines(exec.out, "alloc").size(), 2u) << exec.out << exec.err;
-  EXPECT_EQ(Lines(exec.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << exec.out;
-  EXPECT_EQ(Lines(exec.out, "alloc")[1], "alloc ok") << exec.out;
+  EXPECT_EQ(Line(exec.out, "alloc"), "alloc err CUDA_ERROR_OUT_OF_MEMORY") << exec.out;
+  EXPECT_EQ(Line(exec.out, "alloc", 1), "alloc ok") << exec.out;
 }
 
 // A stopped container started again (`docker start`, restart policies) gets its slice
@@ -415,11 +419,11 @@ TEST_F(DockerGpus, AContainerStartedAgainGetsItsSliceAgain) {
   Result created = Docker({"create", "--network", "none", "--gpus", "1", "-e", "CUDA_DEVICE_MEMORY_LIMIT=1g", kImage,
                            "/bin/cuda_probe", "init", "meminfo"});
   ASSERT_EQ(created.code, 0) << created.out << created.err;
-  const std::string id = FirstLine(created.out);
+  const std::string id = ContainerId(created.out);
   for (int run = 0; run < 2; ++run) {
     Result r = Docker({"start", "-a", id});
     ASSERT_EQ(r.code, 0) << "run " << run << ": " << r.out << r.err << HookLog();
-    EXPECT_EQ(Lines(r.out, "init")[0], "init ok") << r.out;
+    EXPECT_EQ(Line(r.out, "init"), "init ok") << r.out;
     EXPECT_EQ(std::stoull(Fields(r.out, "meminfo").at(2)), 1ull << 30) << "run " << run << ": " << r.out;
   }
   Docker({"rm", "-f", id});

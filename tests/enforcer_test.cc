@@ -130,15 +130,15 @@ TEST(Enforcer, ModulesAreChargedWhatTheCardSpendsOnThem) {
   auto info = Lines(r.out, "meminfo");
   ASSERT_EQ(info.size(), 3u);
   auto used = [&](size_t i) { return MeminfoUsed(info[i]); };
-  EXPECT_EQ(Lines(r.out, "modglobal")[0], "modglobal ok");
+  EXPECT_EQ(Line(r.out, "modglobal"), "modglobal ok");
   EXPECT_EQ(used(0), 64 * kMiB);
-  EXPECT_EQ(U(Fields(r.out, "nvml")[2]), 64 * kMiB);  // NVML's view of the slice agrees
+  EXPECT_EQ(U(Field(r.out, "nvml", 2)), 64 * kMiB);  // NVML's view of the slice agrees
   // 64 + 200 MiB do not fit in 256: the second module is unloaded and refused.
-  EXPECT_EQ(Lines(r.out, "modglobal")[1], "modglobal CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "modglobal", 1), "modglobal CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(used(1), 64 * kMiB);
   EXPECT_EQ(used(2), 0u);  // unloaded: all of it comes back at once
-  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc ok");
-  EXPECT_EQ(Lines(r.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "alloc"), "alloc ok");
+  EXPECT_EQ(Line(r.out, "alloc", 1), "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 // Lazy loading (the driver's default since CUDA 12.2): a kernel's code reaches the card when
@@ -164,7 +164,7 @@ TEST(Enforcer, LazilyLoadedCodeCountsAgainstTheLimitAtItsFirstUse) {
     ASSERT_EQ(a.size(), 2u) << how << "\n" << r.out << r.err;
     EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << how;  // 48 of code + 96 > 128
     EXPECT_EQ(a[1], "alloc ok") << how;                            // 48 + 64 fit
-    EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB) << how;
+    EXPECT_EQ(MeminfoUsed(Line(r.out, "meminfo")), 112 * kMiB) << how;
     EXPECT_EQ(Lines(r.out, "launchcode").back(), "launchcode ok") << how;
 
     // Under the limit: 16 MiB of code and 96 MiB of data fit in 128, and it keeps working.
@@ -173,9 +173,9 @@ TEST(Enforcer, LazilyLoadedCodeCountsAgainstTheLimitAtItsFirstUse) {
     for (const char* step : {"launchcode", "alloc", "mem", "96m", "launchcode", "meminfo"}) args.push_back(step);
     r = RunProcess(args, env);
     ASSERT_EQ(r.code, 0) << how << "\n" << r.out << r.err;
-    EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc ok") << how << "\n" << r.out << r.err;
+    EXPECT_EQ(Line(r.out, "alloc"), "alloc ok") << how << "\n" << r.out << r.err;
     EXPECT_EQ(Lines(r.out, "launchcode").back(), "launchcode ok") << how;
-    EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB) << how;
+    EXPECT_EQ(MeminfoUsed(Line(r.out, "meminfo")), 112 * kMiB) << how;
   }
 }
 
@@ -189,12 +189,12 @@ TEST(Enforcer, MemoryNoCallShowsIsChargedByTheNextAllocationAfter100ms) {
                          "96m", "alloc", "mem", "64m", "meminfo"},
                         env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "graphcode")[0], "graphcode ok");
+  EXPECT_EQ(Line(r.out, "graphcode"), "graphcode ok");
   auto a = Lines(r.out, "alloc");
   ASSERT_EQ(a.size(), 2u) << r.out << r.err;
   EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
   EXPECT_EQ(a[1], "alloc ok");
-  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 112 * kMiB);
+  EXPECT_EQ(MeminfoUsed(Line(r.out, "meminfo")), 112 * kMiB);
 }
 
 // An array wider than the card's texture extent is refused by the driver as invalid, not
@@ -208,9 +208,9 @@ TEST(Enforcer, ArraysBeyondTheTextureExtentsAreTheDriversRefusalAndCostNothing) 
   auto a = Lines(r.out, "array2d");
   ASSERT_EQ(a.size(), 2u) << r.out << r.err;
   EXPECT_EQ(a[0], "array2d CUDA_ERROR_INVALID_VALUE");  // 768 MiB fits the limit, not the extent
-  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[0]), 0u);
+  EXPECT_EQ(MeminfoUsed(Line(r.out, "meminfo")), 0u);
   EXPECT_EQ(a[1], "array2d ok");
-  EXPECT_EQ(MeminfoUsed(Lines(r.out, "meminfo")[1]), 512 * kMiB);
+  EXPECT_EQ(MeminfoUsed(Line(r.out, "meminfo", 1)), 512 * kMiB);
 }
 
 TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {
@@ -228,7 +228,7 @@ TEST(Enforcer, ViewsNeverGoNegativeWhenUsageIsOverATighterLimit) {
   EXPECT_EQ(U(nv[1]), 2 * kGiB);
   EXPECT_EQ(U(nv[2]), 2 * kGiB);
   EXPECT_EQ(U(nv[3]), 0u);
-  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "alloc"), "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 TEST(Enforcer, KilledProcessesLoseNoAccountingAndReusedPidsInheritNothing) {
@@ -238,12 +238,12 @@ TEST(Enforcer, KilledProcessesLoseNoAccountingAndReusedPidsInheritNothing) {
     Process victim({ProbeBin(), "init", "alloc", "mem", "1536m", "sleep", "20000"}, env);
     ASSERT_TRUE(victim.WaitForOutput("alloc ok"));
     Result blocked = RunProcess({ProbeBin(), "init", "alloc", "mem", "1g"}, env);
-    EXPECT_EQ(Lines(blocked.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+    EXPECT_EQ(Line(blocked.out, "alloc"), "alloc err CUDA_ERROR_OUT_OF_MEMORY");
     victim.Signal(SIGKILL);
     victim.Wait();
     // The next process to join sweeps the dead one: the whole limit is free again.
     Result after = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g", "meminfo"}, env);
-    EXPECT_EQ(Lines(after.out, "alloc")[0], "alloc ok") << after.out << after.err;
+    EXPECT_EQ(Line(after.out, "alloc"), "alloc ok") << after.out << after.err;
   }
 }
 
@@ -260,14 +260,14 @@ TEST(Enforcer, OversubscriptionSpillsToHostWithDataIntact) {
   ASSERT_EQ(a.size(), 3u) << r.out << r.err;
   EXPECT_EQ(a[0], "alloc ok");
   EXPECT_EQ(a[1], "alloc ok");  // beyond the card's free memory, within the slice
-  EXPECT_EQ(Lines(r.out, "check")[0], "check ok");
+  EXPECT_EQ(Line(r.out, "check"), "check ok");
   EXPECT_EQ(a[2], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // beyond the slice: never
-  EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 4 * kGiB);
+  EXPECT_EQ(U(Field(r.out, "meminfo", 2)), 4 * kGiB);
 
   env["CUDA_OVERSUBSCRIBE"] = "false";
   env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = node.root() + "/region2";
   r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1536m", "alloc", "mem", "2g"}, env);
-  EXPECT_EQ(Lines(r.out, "alloc")[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "alloc", 1), "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 TEST(Enforcer, UnopenableRegionFallsBackToPerProcessLimitsAndSaysSo) {
@@ -291,7 +291,7 @@ TEST(Enforcer, ForeignRegionFileIsRefusedWithAClearError) {
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", path}});
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "2g"}, env);
   EXPECT_NE(r.err.find("not a gpuslice region"), std::string::npos) << r.err;
-  EXPECT_EQ(Lines(r.out, "alloc")[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "alloc"), "alloc err CUDA_ERROR_OUT_OF_MEMORY");
 }
 
 TEST(Enforcer, LimitsFileIsAuthoritativeAgainstTheEnvironment) {
@@ -312,7 +312,7 @@ TEST(Enforcer, GarbageLimitDeniesInsteadOfUnlimiting) {
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "lots"}});
   Result r = RunProcess({ProbeBin(), "init", "alloc", "mem", "1m"}, env);
   EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT=lots is not a size"), std::string::npos) << r.err;
-  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_OUT_OF_MEMORY");  // not even a context fits
+  EXPECT_EQ(Line(r.out, "init"), "init CUDA_ERROR_OUT_OF_MEMORY");  // not even a context fits
 }
 
 TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
@@ -324,7 +324,7 @@ TEST(Enforcer, GpusliceRunHoldsAProgramToItsSlice) {
   auto a = Lines(r.out, "alloc");
   EXPECT_EQ(a[0], "alloc ok");
   EXPECT_EQ(a[1], "alloc err CUDA_ERROR_OUT_OF_MEMORY");  // 2g + 1g + the context > 3g
-  EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 3 * kGiB);
+  EXPECT_EQ(U(Field(r.out, "meminfo", 2)), 3 * kGiB);
   Result bad = RunProcess({GpusliceBin(), "run", "--memory", "3q", "--", "true"}, node.env());
   EXPECT_NE(bad.err.find("--memory: '3q' is not a size"), std::string::npos) << bad.err;
 }
@@ -354,13 +354,13 @@ TEST(Enforcer, GpusliceRunBindsItsSliceToTheGrantedCardWhateverTheProgramSees) {
     ASSERT_EQ(a.size(), 2u) << o.visible << "\n" << r.out << r.err;
     EXPECT_EQ(a[0], "alloc err CUDA_ERROR_OUT_OF_MEMORY") << "granted card as ordinal " << o.granted;
     EXPECT_EQ(a[1], "alloc ok") << o.visible;  // 1 GiB + the 518 MiB context fit 2 GiB
-    EXPECT_EQ(U(Fields(r.out, "meminfo")[2]), 2 * kGiB) << o.visible;
+    EXPECT_EQ(U(Field(r.out, "meminfo", 2)), 2 * kGiB) << o.visible;
     Result other = run({"--memory", "2g"}, o, {"init", o.other, "alloc", "mem", "16g"});
-    EXPECT_EQ(Lines(other.out, "init")[0], "init CUDA_ERROR_DEVICE_UNAVAILABLE")
+    EXPECT_EQ(Line(other.out, "init"), "init CUDA_ERROR_DEVICE_UNAVAILABLE")
         << "ungranted card as ordinal " << o.other << "\n"
         << other.out << other.err;
     Result share = run({"--cores", "30"}, o, {"init", o.other, "launch", "1", "1000", "sync"});
-    EXPECT_EQ(Lines(share.out, "init")[0], "init CUDA_ERROR_DEVICE_UNAVAILABLE")
+    EXPECT_EQ(Line(share.out, "init"), "init CUDA_ERROR_DEVICE_UNAVAILABLE")
         << "ungranted card as ordinal " << o.other << " (compute share only)\n"
         << share.out << share.err;
   }
@@ -514,13 +514,18 @@ INSTANTIATE_TEST_SUITE_P(Kernels, EnforcerComputeLongKernels,
 // A container that first launches 64 kernels of 5 us (a short cost per launch learned, so
 // a turn would admit thousands of launches), then queues eight of 50 ms, round after
 // round, beside one that saturates the card: it takes no more than its 30 % share + 5, and
-// the other keeps its 70 % within 5 points.
+// the other keeps at least its 70 % - 5. The attacker's 6 s start together 1.5 s after the
+// saturating one and end before it does, so it never has the card alone: a process that
+// starts late on a loaded machine must not make idle capacity look like a stolen share.
 TEST(EnforcerCompute, ShortKernelsDoNotLetLongOnesThroughBeyondTheShare) {
   SimNode node("gpus: [H100-80GB]\n");
+  const auto begin = std::chrono::system_clock::now() + std::chrono::milliseconds(1500);
+  const std::string at =
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(begin.time_since_epoch()).count());
+  Process honest(AsContainer(BurnRun("70", "default", 10)), node.env());
   Process attacker(AsContainer({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", ProbeBin(), "init",
-                                "mixburn", "6000", "64", "5000", "8", "50000000"}),
+                                "at", at, "mixburn", "6000", "64", "5000", "8", "50000000"}),
                    node.env());
-  Process honest(AsContainer(BurnRun("70", "default", 6)), node.env());
   Result ra = attacker.Wait(), rh = honest.Wait();
   ASSERT_EQ(ra.code, 0) << ra.out << ra.err;
   ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
@@ -529,7 +534,7 @@ TEST(EnforcerCompute, ShortKernelsDoNotLetLongOnesThroughBeyondTheShare) {
   double taken = std::stod(mix[1]);
   std::cout << "short then long kernels at 30 %: " << taken << " %, beside it at 70 %: " << BurnUtil(rh.out) << " %\n";
   EXPECT_LE(taken, 35) << ra.out << ra.err;
-  EXPECT_NEAR(BurnUtil(rh.out), 70, 5) << rh.out << rh.err;
+  EXPECT_GE(BurnUtil(rh.out), 65) << rh.out << rh.err;
 }
 
 // Many threads, each on a stream of its own, launching through cuLaunchKernelEx fetched

@@ -194,7 +194,12 @@ bool CanUnsharePidNamespace() {
 }
 
 std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv) {
-  argv.insert(argv.begin(), {"unshare", "--pid", "--fork", "--mount-proc"});
+  argv.insert(argv.begin(), {"unshare", "--pid", "--fork", "--kill-child", "--mount-proc"});
+  return argv;
+}
+
+std::vector<std::string> InOwnPidNamespaceSharingProc(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"unshare", "--pid", "--fork", "--kill-child"});
   return argv;
 }
 
@@ -253,6 +258,11 @@ std::vector<std::string> Lines(const std::string& out, const std::string& prefix
   return lines;
 }
 
+std::string Line(const std::string& out, const std::string& prefix, size_t index) {
+  auto lines = Lines(out, prefix);
+  return index < lines.size() ? lines[index] : "(no line " + std::to_string(index) + " starting with " + prefix + ")";
+}
+
 std::vector<std::string> Fields(const std::string& out, const std::string& prefix) {
   auto lines = Lines(out, prefix);
   std::vector<std::string> f;
@@ -260,6 +270,11 @@ std::vector<std::string> Fields(const std::string& out, const std::string& prefi
   std::istringstream in(lines[0]);
   for (std::string w; in >> w;) f.push_back(w);
   return f;
+}
+
+std::string Field(const std::string& out, const std::string& prefix, size_t index) {
+  auto f = Fields(out, prefix);
+  return index < f.size() ? f[index] : "";
 }
 
 }  // namespace gs::testing

@@ -83,11 +83,16 @@ class SimNode {
 };
 
 // Processes in PID namespaces of their own, as every container's are: `unshare --pid
-// --fork --mount-proc` (root). InOwnPidNamespace prefixes an argv with it; UnsharedChild
-// finds the process unshare started (its host pid), waiting up to 5 s; NsPids reads
-// /proc/<pid>/status's NSpid (outermost first, so [0] is the host pid).
+// --fork --kill-child --mount-proc` (root; the namespace dies with the unshare).
+// InOwnPidNamespace prefixes an argv with it; UnsharedChild finds the process unshare
+// started (its host pid), waiting up to 5 s; NsPids reads /proc/<pid>/status's NSpid
+// (outermost first, so [0] is the host pid).
 bool CanUnsharePidNamespace();
 std::vector<std::string> InOwnPidNamespace(std::vector<std::string> argv);
+// The same without --mount-proc: pid 1 of a namespace of its own that still sees the node's
+// /proc (where the simulated driver reaches another process's shared memory); killed when
+// unshare is.
+std::vector<std::string> InOwnPidNamespaceSharingProc(std::vector<std::string> argv);
 pid_t UnsharedChild(pid_t unshare_pid);
 std::vector<pid_t> NsPids(pid_t pid);
 // argv as a container runs it: in a PID namespace of its own where this test may make one
@@ -96,11 +101,17 @@ std::vector<std::string> AsContainer(std::vector<std::string> argv);
 
 // Lines of `out` that start with `prefix` (e.g. "alloc").
 std::vector<std::string> Lines(const std::string& out, const std::string& prefix);
+// Line `index` of them, or "(no line N starting with PREFIX)": a process that printed
+// less fails the comparison, with a message, instead of crashing the test.
+std::string Line(const std::string& out, const std::string& prefix, size_t index = 0);
 // Achieved SM utilisation `gpuslice burn` reports at its end ("average util N%"); -1 if absent.
 double BurnUtil(const std::string& out);
 // Every tenant entry of the card file at `path` is taken (the hostile program's `fill`).
 bool CardFileIsFull(const std::string& path);
 // Whitespace-separated fields of the first line starting with prefix.
 std::vector<std::string> Fields(const std::string& out, const std::string& prefix);
+// Field `index` of that line, "" when there is none (U("") then throws, and the test fails
+// with the reason).
+std::string Field(const std::string& out, const std::string& prefix, size_t index);
 
 }  // namespace gs::testing

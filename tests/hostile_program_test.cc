@@ -4,9 +4,9 @@
 // region, forking after joining it, the v1 entry points, context resets, per-context
 // limits, VMM handles released while mapped, graph memory the driver keeps after its graph,
 // threads allocating while the region's lock is held and its totals zeroed, a device renamed in the region to hide
-// memory only NVML sees, memory shared with another process (legacy IPC, POSIX descriptors) freed while it is held.
-// Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared with other containers cannot kill
-// their programs, nor can one forging it (its priority, the turn, the others' credit, garbage) take their compute
+// memory only NVML sees, memory shared with another process (legacy IPC, POSIX descriptors, pools) freed while it is
+// held. Each attack gets 0 bytes past the limit. And a tenant shrinking a card file shared with other containers cannot
+// kill their programs, nor can one forging it (its priority, the turn, the others' credit, garbage) take their compute
 // share.
 //
 // The simulated H100 costs 518 MiB per context, as the real one does (NVML's per-process
@@ -54,7 +54,7 @@ TEST(HostileProgram, GlibcDlsymFromDlvsymStillGetsTheHooks) {
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   Result r = RunProcess({HostileBin(), "dlvsym", "init", "fill", "64"}, env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_SUCCESS");
+  EXPECT_EQ(Line(r.out, "init"), "init CUDA_SUCCESS");
   EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;
 }
 
@@ -66,11 +66,11 @@ TEST(HostileProgram, EnvironmentCannotLoosenTheLimitTheContextChargeOrTheRegion)
   env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = node.root() + "/my-own-fresh-region";
   Process holder({HostileBin(), "init", "fill", "16", "sleep", "20000"}, env);
   ASSERT_TRUE(holder.WaitForOutput("fill")) << holder.out();
-  EXPECT_EQ(Lines(holder.out(), "fill")[0], "fill 1024");
+  EXPECT_EQ(Line(holder.out(), "fill"), "fill 1024");
   // A second process shares the file's region whatever its environment says: 2048 - 518 -
   // 1024 leaves no room for its own 518 MiB context.
   Result r = RunProcess({HostileBin(), "init", "fill", "64"}, env);
-  EXPECT_EQ(Lines(r.out, "init")[0], "init CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
+  EXPECT_EQ(Line(r.out, "init"), "init CUDA_ERROR_OUT_OF_MEMORY") << r.out << r.err;
   EXPECT_EQ(Filled(r), 0);
 }
 
@@ -120,9 +120,9 @@ TEST(HostileProgram, V1EntryPointsAreRefusedOrCharged) {
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   Result r = RunProcess({HostileBin(), "ctxv1", "v1alloc", "v1array", "fill", "64"}, env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "ctxv1")[0], "ctxv1 CUDA_SUCCESS");
-  EXPECT_EQ(Lines(r.out, "v1alloc")[0], "v1alloc CUDA_ERROR_NOT_SUPPORTED");
-  EXPECT_EQ(Lines(r.out, "v1array")[0], "v1array CUDA_ERROR_NOT_SUPPORTED");
+  EXPECT_EQ(Line(r.out, "ctxv1"), "ctxv1 CUDA_SUCCESS");
+  EXPECT_EQ(Line(r.out, "v1alloc"), "v1alloc CUDA_ERROR_NOT_SUPPORTED");
+  EXPECT_EQ(Line(r.out, "v1array"), "v1array CUDA_ERROR_NOT_SUPPORTED");
   EXPECT_EQ(Filled(r), kFillUnder2g);  // the v1 context was charged like any other
 }
 
@@ -131,7 +131,7 @@ TEST(HostileProgram, ContextResetGivesTheWholeSliceBack) {
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   Result r = RunProcess({HostileBin(), "init", "fill", "64", "reset", "init", "fill", "64"}, env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "reset")[0], "reset CUDA_SUCCESS");
+  EXPECT_EQ(Line(r.out, "reset"), "reset CUDA_SUCCESS");
   EXPECT_EQ(Filled(r, 0), kFillUnder2g);
   EXPECT_EQ(Filled(r, 1), kFillUnder2g) << r.out << r.err;
 }
@@ -143,7 +143,7 @@ TEST(HostileProgram, PerContextLimitsAreChargedOrRefused) {
   // real card. An 8 GiB malloc heap: 8 GiB as soon as a kernel uses it.
   Result r = RunProcess({HostileBin(), "init", "stack", "64", "heap", "8192", "heap", "264", "fill", "64"}, env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "stack")[0], "stack CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "stack"), "stack CUDA_ERROR_OUT_OF_MEMORY");
   auto heap = Lines(r.out, "heap");
   ASSERT_EQ(heap.size(), 2u);
   EXPECT_EQ(heap[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
@@ -286,7 +286,7 @@ TEST(HostileGraph, AMovedChildGraphsChargeGoesWithItsParentAndComesBackAtTrim) {
               env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
   EXPECT_EQ(Lines(w.result.out, "graphchild "),
-            std::vector<std::string>{"graphchild ok CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE"})
+            std::vector<std::string>{"graphchild ok CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED"})
       << w.result.out;
   EXPECT_EQ(Lines(w.result.out, "graphlaunch"), std::vector<std::string>{"graphlaunch ok"}) << w.result.out;
   EXPECT_EQ(Lines(w.result.out, "alloc"),
@@ -375,6 +375,17 @@ TEST(HostilePool, MemoryAPoolKeepsStaysChargedUntilThePoolGivesItBack) {
             (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok", "alloc ok"}))
       << w.result.out << w.result.err;
   ExpectWithinTwoGiB(w);
+  // Freed by cuMemFree instead of cuMemFreeAsync: the pool keeps it just the same.
+  w = Watched(node, {ProbeBin(), "init", "poolkeep", "4g",  "alloc", "async", "1024m",
+                     "freesync", "sync", "alloc",    "mem", "1024m", "sleep", "50",
+                     "pooltrim", "0",    "alloc",    "mem", "1024m", "sleep", "50"},
+              env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "freesync"), std::vector<std::string>{"freesync ok"}) << w.result.out;
+  EXPECT_EQ(Lines(w.result.out, "alloc"),
+            (std::vector<std::string>{"alloc ok", "alloc err CUDA_ERROR_OUT_OF_MEMORY", "alloc ok"}))
+      << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
 }
 
 // The environment of a program that hides NVML from its own enforcer: a library path that
@@ -397,7 +408,7 @@ TEST(HostileVmm, MappedMemoryOutlivesAContextResetAndStaysCharged) {
       Watched(node, {HostileBin(), "init", "vmm-hold", "64", "reset", "init", "fill", "64", "sleep", "200"}, env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
   EXPECT_EQ(Field(w.result, "vmm-hold"), kFillUnder2g) << w.result.out;
-  EXPECT_EQ(Lines(w.result.out, "reset")[0], "reset CUDA_SUCCESS");
+  EXPECT_EQ(Line(w.result.out, "reset"), "reset CUDA_SUCCESS");
   EXPECT_EQ(Filled(w.result), 0) << w.result.out;
   ExpectWithinTwoGiB(w);
 }
@@ -469,8 +480,9 @@ constexpr int kThreeSharedPieces = 3 * 256;
 
 // Each piece is exported to the importer, which holds it, and the owner lets go of it at
 // once and allocates the next: a legacy IPC handle of cuMemAlloc memory, freed ("ipc-leak"),
-// or a cuMemCreate handle sent as a POSIX descriptor (SCM_RIGHTS), unmapped and released
-// ("fd-leak").
+// a cuMemCreate handle sent as a POSIX descriptor (SCM_RIGHTS), unmapped and released
+// ("fd-leak"), or an allocation of a pool exported as a POSIX descriptor, its pointer
+// exported (cuMemPoolExportPointer) and freed with cuMemFreeAsync ("pool-leak").
 class HostileIpcLeak : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HostileIpcLeak, MemoryAnImporterHoldsStaysChargedToItsOwner) {
@@ -487,10 +499,69 @@ TEST_P(HostileIpcLeak, MemoryAnImporterHoldsStaysChargedToItsOwner) {
   ExpectWithinTwoGiB(w);
 }
 
-INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcLeak, ::testing::Values("ipc-leak", "fd-leak"), [](const auto& info) {
-  std::string p = info.param;
-  return p.substr(0, p.find('-'));
-});
+INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcLeak, ::testing::Values("ipc-leak", "fd-leak", "pool-leak"),
+                         [](const auto& info) {
+                           std::string p = info.param;
+                           return p.substr(0, p.find('-'));
+                         });
+
+// The importer pid 1 of a PID namespace of its own (started by the owner, one container,
+// one region): legacy IPC from an owner in the container's namespace (an H100 lets that
+// through), and a pool's pointers from an owner that is pid 1 of another namespace (not
+// measured across namespaces: the simulated driver lets it through, the least convenient
+// model; docs/measurements/shared-memory.md). The memory the importer holds stays charged to
+// its owner, whose enforcer finds it in NVML under its own pid; the importer's context stays
+// charged too, though its pid means another process in the owner's namespace. (Legacy IPC
+// between two pid 1s is refused: LegacyIpcBetweenTwoPid1sIsRefusedAsOnAnH100.)
+TEST(HostileIpc, AnImporterInAnotherPidNamespaceLeavesTheChargeWithItsOwner) {
+  if (!CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: sharing across PID namespaces was NOT tested\n";
+    GTEST_SKIP() << "needs root and unshare --pid";
+  }
+  SimNode node(kH100);
+  for (const std::string route : {"ipc-leak", "pool-leak"}) {
+    // A container of its own each time: a region of its own.
+    Env env = node.enforced(
+        {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-" + route}});
+    // /proc stays the node's (no --mount-proc): the simulated importer reaches the owner's
+    // memory through it.
+    std::vector<std::string> argv{HostileBin(), "init", "importer-pidns", route, "8", "256",
+                                  "sleep",      "200",  "importer-done"};
+    if (route == "pool-leak") argv = InOwnPidNamespaceSharingProc(argv);
+    OnCard w = Watched(node, argv, env);
+    ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+    auto f = Fields(w.result.out, route);
+    ASSERT_EQ(f.size(), 3u) << w.result.out << w.result.err;
+    EXPECT_EQ(std::stoi(f[1]), kThreeSharedPieces) << route << ": " << w.result.out;
+    EXPECT_EQ(std::stoi(f[2]), 3) << "the data was not shared: " << w.result.out;
+    EXPECT_EQ(Lines(w.result.out, "importer "), std::vector<std::string>{"importer 3 3"}) << w.result.out;
+    ExpectWithinTwoGiB(w);
+  }
+}
+
+// Legacy IPC between two processes that are each pid 1 of a PID namespace of their own (two
+// containers' workloads) is refused as a process opening its own handle is, as on an H100;
+// the same handle opens from the host's namespace.
+TEST(HostileIpc, LegacyIpcBetweenTwoPid1sIsRefusedAsOnAnH100) {
+  if (!CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: legacy IPC between two pid 1s was NOT tested\n";
+    GTEST_SKIP() << "needs root and unshare --pid";
+  }
+  SimNode node(kH100);
+  const std::string handle = node.root() + "/ipc-handle";
+  Process owner(InOwnPidNamespaceSharingProc({HostileBin(), "init", "ipc-save", "64", handle, "sleep", "20000"}),
+                node.env());
+  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
+  ASSERT_NE(owner.out().find("ipc-save CUDA_SUCCESS"), std::string::npos) << owner.out();
+  Result pid1 = RunProcess(InOwnPidNamespaceSharingProc({HostileBin(), "init", "ipc-open-file", handle}), node.env());
+  Result host = RunProcess({HostileBin(), "init", "ipc-open-file", handle}, node.env());
+  owner.Signal(SIGKILL);  // unshare ignores SIGTERM; --kill-child takes its child along
+  owner.Wait();
+  EXPECT_EQ(Lines(pid1.out, "ipc-open-file"), std::vector<std::string>{"ipc-open-file CUDA_ERROR_INVALID_CONTEXT bad"})
+      << pid1.out << pid1.err;
+  EXPECT_EQ(Lines(host.out, "ipc-open-file"), std::vector<std::string>{"ipc-open-file CUDA_SUCCESS ok"})
+      << host.out << host.err;
+}
 
 // A process imports its own descriptor (a second handle to the same memory), maps that and
 // releases the original handle: the memory stays, and so does its charge, until the
@@ -518,7 +589,7 @@ TEST(HostileIpc, OwnDescriptorImportedKeepsTheChargeAfterTheOriginalIsReleased) 
 TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
-  for (const char* kind : {"ipc-leak", "fd-leak"}) {
+  for (const char* kind : {"ipc-leak", "fd-leak", "pool-leak"}) {
     OnCard w =
         Watched(node, {HostileBin(), "init", kind, "1", "512", "importer-done", "fill", "64", "sleep", "100"}, env);
     ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
@@ -579,8 +650,8 @@ TEST(HostileRegion, RenamedDeviceDoesNotHideMemoryOnlyNvmlSees) {
   OnCard w = Watched(
       node, {HostileBin(), "init", "uuid", node.region_path(), "modglobal", "1024", "fill", "64", "sleep", "200"}, env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
-  EXPECT_EQ(Lines(w.result.out, "uuid")[0], "uuid ok");
-  EXPECT_EQ(Lines(w.result.out, "modglobal")[0], "modglobal CUDA_SUCCESS");
+  EXPECT_EQ(Line(w.result.out, "uuid"), "uuid ok");
+  EXPECT_EQ(Line(w.result.out, "modglobal"), "modglobal CUDA_SUCCESS");
   EXPECT_EQ(Filled(w.result), 448) << w.result.out;  // 2048 - 518 - 1024 - the estimate, in 64 MiB pieces
   ExpectWithinTwoGiB(w);
 }

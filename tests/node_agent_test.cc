@@ -815,7 +815,7 @@ TEST_F(NodeAgentTest, EachContainerSeesItsOwnProcessesByItsOwnPidsAndNoOneElses)
   }
   for (auto& c : containers) {
     ASSERT_TRUE(c->WaitForOutput("pids ")) << c->out();
-    std::string pids = Lines(c->out(), "pids")[0];
+    std::string pids = Line(c->out(), "pids");
     EXPECT_EQ(pids, "pids 1") << "the container's one process is its PID 1: " << c->out();
   }
   // From the node, NVML lists both by their host pids.

@@ -11,6 +11,7 @@
 
 #include "src/common/file.h"
 #include "tests/container_roots.h"
+#include "tests/wait_until.h"
 
 namespace fs = std::filesystem;
 
@@ -50,14 +51,15 @@ PrivateDockerd::PrivateDockerd(const std::string& dir, const std::string& path_f
                                    ns + "-p >" + dir_ + "/dockerd.log 2>&1"},
       Env{{"PATH", path_first + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}});
   client_env_ = {{"DOCKER_HOST", sock}, {"DOCKER_CONFIG", dir_ + "/client"}};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (Docker({"info", "--format", "{{.ServerVersion}}"}, 10).code != 0) {
-    if (Exited(daemon_->pid()) || std::chrono::steady_clock::now() > deadline) {
-      error_ = "dockerd did not start: " + LogTail();
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the socket for readiness
-  }
+  bool exited = false, up = false;
+  gs::testing::WaitUntil(
+      [&] {
+        exited = Exited(daemon_->pid());
+        up = !exited && Docker({"info", "--format", "{{.ServerVersion}}"}, 10).code == 0;
+        return exited || up;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(100));
+  if (!up) error_ = std::string("dockerd did not start") + (exited ? " (it exited)" : "") + ": " + LogTail();
 }
 
 PrivateDockerd::~PrivateDockerd() {

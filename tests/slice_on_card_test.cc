@@ -84,7 +84,7 @@ TEST(SliceOnTheCard, AProgramWhoseLibraryLoadsItsKernelsLazily) {
   argv.insert(argv.end(), {"sleep", "1000"});
   Watched w = RunWatched(node, {argv});
   const Result& r = w.results[0];
-  EXPECT_EQ(Lines(r.out, "launchcode")[0], "launchcode ok") << r.out << r.err;
+  EXPECT_EQ(Line(r.out, "launchcode"), "launchcode ok") << r.out << r.err;
   size_t ok = Lines(r.out, "alloc ok").size();
   EXPECT_EQ(ok, 22u) << r.out;  // (2048 - 518 - 118) / 64: the library's code counted
   ExpectWithinTheSlice(w, "lazily loaded library");
@@ -119,7 +119,7 @@ TEST(SliceOnTheCard, AProgramAskingFor8GiBOfMallocHeap) {
   Watched w = RunWatched(node, {{HostileBin(), "init", "heap", "8192", "fill", "64", "sleep", "1000"}});
   const Result& r = w.results[0];
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "heap")[0], "heap CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(Line(r.out, "heap"), "heap CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(Filled(r), 1472);
   ExpectWithinTheSlice(w, "8 GiB malloc heap");
 }

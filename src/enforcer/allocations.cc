@@ -90,6 +90,12 @@ bool Allocations::MarkExported(HandleKind kind, uint64_t handle) {
   return true;
 }
 
+void Allocations::MarkPoolExported(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [ptr, c] : maps_[static_cast<int>(HandleKind::kPointer)])
+    if (c.pool == pool) c.exported = true;
+}
+
 void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : maps_) {
@@ -196,8 +202,24 @@ int PoolBook::PoolsOn(int dev, uint64_t* out, int max) {
   return n;
 }
 
+void PoolBook::Exported(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exported_.insert(pool);
+}
+
+bool PoolBook::IsExported(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exported_.count(pool) != 0;
+}
+
+void PoolBook::Destroyed(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exported_.erase(pool);
+}
+
 void PoolBook::ForgetAll() {
   held_.clear();
+  exported_.clear();
 }
 
 PoolBook& ThePoolBook() {

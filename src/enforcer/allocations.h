@@ -33,10 +33,13 @@ struct Charge {
   bool spilled = false;  // host-backed (virtual device memory)
   uint64_t context = 0;  // the CUcontext it lives in: destroying or resetting it frees it
   uint64_t pool = 0;     // the stream-ordered pool it came from (PoolBook); 0 none
-  // Shared with other processes (cuIpcGetMemHandle, cuMemExportToShareableHandle): the
-  // memory may stay on the card for them after this process frees it (KeepWhileShared,
-  // charging.h).
+  // Shared with other processes (cuIpcGetMemHandle, cuMemExportToShareableHandle, a pool
+  // allocation of a pool exported or by cuMemPoolExportPointer): the memory may stay on the
+  // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
+  // Another process's pool allocation imported here (cuMemPoolImportPointer): charged
+  // nothing, its owner paid.
+  bool imported = false;
 };
 
 class Allocations {
@@ -50,6 +53,8 @@ class Allocations {
   bool Find(HandleKind kind, uint64_t handle, Charge* out);
   // The entry is shared with other processes from now on; false if unknown.
   bool MarkExported(HandleKind kind, uint64_t handle);
+  // Every device pointer allocated from `pool` is shared with other processes from now on.
+  void MarkPoolExported(uint64_t pool);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`),
   // those of exported entries into kept[device] when kept is given.
@@ -108,6 +113,11 @@ class PoolBook {
   uint64_t Trimmed(uint64_t pool, uint64_t free_bytes, int* dev);
   // The pools holding something on `dev`, at most `max` into out; returns how many.
   int PoolsOn(int dev, uint64_t* out, int max);
+  // `pool` was exported to other processes (cuMemPoolExportToShareableHandle): they may
+  // import any allocation of it, so its allocations count as exported. Until destroyed.
+  void Exported(uint64_t pool);
+  bool IsExported(uint64_t pool);
+  void Destroyed(uint64_t pool);
   // fork(): as Allocations.
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }
@@ -120,6 +130,7 @@ class PoolBook {
   };
   std::mutex mu_;
   std::unordered_map<uint64_t, Held> held_;
+  std::unordered_set<uint64_t> exported_;
 };
 
 PoolBook& ThePoolBook();

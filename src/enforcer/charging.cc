@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "src/common/clock.h"
 #include "src/common/proc_identity.h"
 #include "src/common/quantity.h"
 #include "src/common/raw_log.h"
@@ -84,6 +85,9 @@ std::mutex g_ctx_mu;
 int g_primary_refs[kMaxDevices];  // primary-context references this process holds
 // The footprint this process last measured for a context on each device (0: none yet).
 std::atomic<uint64_t> g_context_measured[kMaxDevices];
+// Whether this process (or the parent it was forked from) ever began making a context on
+// each device.
+std::atomic<bool> g_context_charged[kMaxDevices];
 uint64_t g_primary_ctx[kMaxDevices];  // the primary context's handle, while referenced
 
 pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -96,7 +100,6 @@ region::ProcessSlot* ClaimProcessSlot(region::Region* r, pid_t pid, uint64_t sta
   slot->priority.store(g_state.cfg.priority);
   // Without a PID namespace of our own, our pid is what NVML reports.
   slot->host_pid.store(static_cast<uint32_t>(pid));
-  slot->pid_namespace.store(OwnPidNamespace());
   return slot;
 }
 
@@ -355,6 +358,15 @@ uint64_t OwnDeviceUse(int dev) {
   return MeasureOwnDeviceUse(dev, &bytes) ? bytes : 0;
 }
 
+uint64_t DeviceUseBeforeContext(int dev) {
+  if (dev < 0 || dev >= kMaxDevices) return 0;
+  // Claimed up front, so that a second context made meanwhile asks NVML. Memory charged
+  // without a context (cuMemCreate names its device) must be measured too.
+  bool first = !g_context_charged[dev].exchange(true);
+  if (first && g_own[dev].load() == 0 && g_unseen[dev].load() == 0) return 0;
+  return OwnDeviceUse(dev);
+}
+
 DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held) {
   *held = 0;
   {
@@ -382,7 +394,9 @@ DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t
   // The truth on hardware: what NVML says the context added to this process. The
   // configured overhead stands in when that cannot be measured (PID namespace without
   // the node agent's host pid, no NVML) and is the least charged when set.
+  const int64_t asked = MonotonicNowNs();
   uint64_t after = OwnDeviceUse(dev);
+  GS_LOG(kDebug, "device %d: NVML gave the new context's footprint in %.3f ms", dev, (MonotonicNowNs() - asked) / 1e6);
   uint64_t measured = after > measured_before ? after - measured_before : 0;
   uint64_t charge = measured ? std::max(measured, g_state.cfg.context_overhead_min) : g_state.cfg.context_overhead;
   charge = Footprint(charge);
@@ -426,6 +440,7 @@ bool RefreshPools(int dev) {
 }
 
 void PoolDestroyed(uint64_t pool) {
+  ThePoolBook().Destroyed(pool);
   int dev = -1;
   uint64_t back = ThePoolBook().Trimmed(pool, 0, &dev);
   if (back) Unreserve(dev, back, false);

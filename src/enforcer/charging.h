@@ -95,8 +95,9 @@ CUresult Charged(int dev, uint64_t bytes, const char* api, Call call, Record rec
 int Release(HandleKind kind, uint64_t handle);
 
 // ---- memory shared between processes ---------------------------------------------------------
-// Memory this process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle) stays on
-// the card after it frees it for as long as an importer holds it, and the card counts it
+// Memory this process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle, pool
+// allocations: cuMemPoolExportToShareableHandle, cuMemPoolExportPointer) stays on the card
+// after it frees it for as long as an importer holds it, and the card counts it
 // as this process's meanwhile (docs/measurements/shared-memory.md: the least convenient
 // model, not yet measured). So a freed exported allocation's `bytes` on `dev` are not given
 // back: they stay charged as memory only NVML sees ("unseen", see Reconcile), which the
@@ -160,6 +161,10 @@ DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held);
 // ReserveContextAhead reserved for it).
 DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held);
 uint64_t OwnDeviceUse(int dev);  // what NVML says this process holds on dev; 0 unknown
+// What this process holds on dev before it creates a context there: 0 without asking NVML
+// when it never began one there and holds nothing charged there, so that a process's first
+// context does not wait for NVML's start-up (docs/enforcer.md, the contexts row).
+uint64_t DeviceUseBeforeContext(int dev);
 // The same, false when it cannot be told (no NVML, the process not found under its pid).
 bool MeasureOwnDeviceUse(int dev, uint64_t* bytes);
 }  // namespace internal
@@ -170,7 +175,7 @@ CUresult CreateChargedContext(CUdevice ordinal, bool primary, Create create, Und
   int dev = DeviceOfOrdinal(ordinal);
   DeviceCheck g = CheckDevice(dev);
   if (g == DeviceCheck::kRefuse) return CUDA_ERROR_OUT_OF_MEMORY;
-  uint64_t before = g == DeviceCheck::kCharge ? internal::OwnDeviceUse(dev) : 0;
+  uint64_t before = g == DeviceCheck::kCharge ? internal::DeviceUseBeforeContext(dev) : 0;
   uint64_t held = 0;
   if (g == DeviceCheck::kCharge && internal::ReserveContextAhead(dev, primary, &held) == DeviceCheck::kRefuse)
     return CUDA_ERROR_OUT_OF_MEMORY;

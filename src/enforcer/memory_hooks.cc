@@ -60,6 +60,22 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
   return rc;
 }
 
+// What becomes of a device pointer's charge once the driver freed it: kept while importers
+// may hold the memory on the card (exported); held by its pool, which keeps the memory on
+// the card (PoolBook); given back otherwise. An imported pointer was charged nothing, but
+// memory whose owner is gone is this process's on the card while it holds it (the
+// reconciliation charged it): letting it go may give that back.
+void PointerFreed(const Charge& c) {
+  if (c.imported)
+    Reconcile(c.device, true);
+  else if (c.exported && !c.spilled)
+    KeepWhileShared(c.device, c.bytes);
+  else if (c.pool && !c.spilled)
+    ThePoolBook().Freed(c.pool, c.device, c.bytes);
+  else
+    Unreserve(c.device, c.bytes, c.spilled);
+}
+
 CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
   Charge c;
   bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
@@ -68,14 +84,10 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
     rc = g_cuda.cuMemFreeHost(reinterpret_cast<void*>(dptr));  // UVA: same address
   else
     rc = real(dptr);
-  if (known) {
-    if (rc == CUDA_SUCCESS && c.exported && !c.spilled)
-      KeepWhileShared(c.device, c.bytes);  // importers may still hold it on the card
-    else if (rc == CUDA_SUCCESS)
-      Unreserve(c.device, c.bytes, c.spilled);
-    else
-      TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still allocated
-  }
+  if (known && rc == CUDA_SUCCESS)
+    PointerFreed(c);
+  else if (known)
+    TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still allocated
   return rc;
 }
 
@@ -198,6 +210,7 @@ CUresult AllocInPool(int dev, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes
   CUresult rc = Charged(dev, want - reused, api, call, [&](Charge c) {
     c.bytes = want;
     c.pool = p;
+    c.exported = p && ThePoolBook().IsExported(p);  // other processes may import it
     TheAllocations().Add(HandleKind::kPointer, *dptr, c);
   });
   if (rc != CUDA_SUCCESS && reused) ThePoolBook().Freed(p, dev, reused);
@@ -242,19 +255,15 @@ CUresult AllocFromPool(AllocFromPoolFn real, CUdeviceptr* dptr, size_t bytes, CU
 }
 
 // The memory goes back to its pool, which keeps it on the card: its charge stays, held by
-// the pool (PoolBook).
+// the pool (PointerFreed).
 CUresult FreeAsync(FreeAsyncFn real, CUdeviceptr dptr, CUstream s) {
   Charge c;
   bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc = real(dptr, s);
-  if (known) {
-    if (rc != CUDA_SUCCESS)
-      TheAllocations().Add(HandleKind::kPointer, dptr, c);
-    else if (c.pool)
-      ThePoolBook().Freed(c.pool, c.device, c.bytes);
-    else
-      Unreserve(c.device, c.bytes, c.spilled);
-  }
+  if (known && rc == CUDA_SUCCESS)
+    PointerFreed(c);
+  else if (known)
+    TheAllocations().Add(HandleKind::kPointer, dptr, c);
   return rc;
 }
 }  // namespace
@@ -477,6 +486,37 @@ CUresult gs_hook_cuMemExportToShareableHandle(void* shareableHandle, CUmemGeneri
   std::lock_guard<std::mutex> lock(book.mu());
   book.Exported(handle);
   return g_cuda.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+}
+
+// A pool exported to another process lets it import any allocation of the pool: from the
+// export on, all of them are marked, and so is each pointer exported on its own.
+GS_HOOK(cuMemPoolExportToShareableHandle)
+CUresult gs_hook_cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                                  CUmemAllocationHandleType handleType, unsigned long long flags) {
+  GS_NEED_CUDA();
+  ThePoolBook().Exported(reinterpret_cast<uint64_t>(pool));
+  TheAllocations().MarkPoolExported(reinterpret_cast<uint64_t>(pool));
+  return g_cuda.cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags);
+}
+
+GS_HOOK(cuMemPoolExportPointer)
+CUresult gs_hook_cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
+  GS_NEED_CUDA();
+  TheAllocations().MarkExported(HandleKind::kPointer, ptr);
+  return g_cuda.cuMemPoolExportPointer(shareData_out, ptr);
+}
+
+// Recorded uncharged, so that its free (cuMemFree, cuMemFreeAsync) is known as an importer's.
+GS_HOOK(cuMemPoolImportPointer)
+CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData) {
+  GS_NEED_CUDA();
+  CUresult rc = g_cuda.cuMemPoolImportPointer(ptr_out, pool, shareData);
+  if (rc == CUDA_SUCCESS && ptr_out) {
+    Charge c{CurrentDevice(), 0, false, CurrentContextId()};
+    c.imported = true;
+    TheAllocations().Add(HandleKind::kPointer, *ptr_out, c);
+  }
+  return rc;
 }
 
 GS_HOOK(cuMemImportFromShareableHandle)

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "src/common/clock.h"
+#include "src/common/raw_log.h"
 #include "src/enforcer/enforcer.h"
 
 namespace gs::enforcer {
@@ -26,7 +28,9 @@ Card g_cards[kMaxCards];
 unsigned g_card_count = 0;
 
 void StartNvml() {
+  const int64_t begun = MonotonicNowNs();
   bool ok = NvmlReady() && g_nvml.nvmlInit_v2 && g_nvml.nvmlInit_v2() == NVML_SUCCESS;
+  const int64_t inited = MonotonicNowNs();
   unsigned count = 0;
   if (ok && g_nvml.nvmlDeviceGetCount_v2 && g_nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) count = 0;
   unsigned kept = 0;
@@ -38,6 +42,8 @@ void StartNvml() {
       continue;
     ++kept;
   }
+  GS_LOG(kDebug, "NVML started in %.3f ms (nvmlInit %.3f ms, %u cards named)", (MonotonicNowNs() - begun) / 1e6,
+         (inited - begun) / 1e6, kept);
   pthread_mutex_lock(&g_mu);
   g_ok = ok;
   g_card_count = kept;

@@ -130,12 +130,16 @@ void CloseRegion(Region* r);
 void Lock(Region* r);
 void Unlock(Region* r);
 
-// Finds this process's slot or claims a free one (sweeping dead processes first).
-// nullptr when all slots hold live processes.
+// Finds this process's slot or claims a free one (sweeping dead processes first), recording
+// the caller's PID namespace in it. nullptr when all slots hold live processes.
 ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time);
 void ReleaseSlot(Region* r, ProcessSlot* slot);
 
-// Returns memory of processes that are gone to the device totals. Returns the count.
+// Returns memory of processes that are gone to the device totals. Returns the count. A
+// slot's pid means something only in its PID namespace: a slot of another namespace than
+// the caller's (a process that unshared one inside the container) is never judged gone
+// here, so a process cannot free another's charge by looking at a pid it cannot see; it
+// stays charged until its own namespace's processes sweep it or the region goes.
 int SweepDead(Region* r);
 
 // Memory accounting. Reserve fails (false, nothing changed) if `limit` (bytes, 0 = none)

@@ -171,6 +171,29 @@ TEST_F(RegionTest, OwnerDiedHoldingTheLockIsRepaired) {
   CloseRegion(r);
 }
 
+// A slot's pid means something only in its own PID namespace: a process that unshared one
+// inside the container is pid 1 there, which a sweeper in the container's namespace would
+// take for another process. Such a slot is not the sweeper's to free; one of its own is.
+TEST_F(RegionTest, ASlotOfAnotherPidNamespaceIsNotSweptByPidHere) {
+  Region* r = Open();
+  pid_t kid = ForkReserver(4, 0, [](uint64_t got) { _exit(got == 4096 ? 0 : 1); });
+  int st = 0;
+  waitpid(kid, &st, 0);
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  ProcessSlot* dead = nullptr;
+  for (auto& s : r->procs)
+    if (s.pid.load() == static_cast<uint32_t>(kid)) dead = &s;
+  ASSERT_NE(dead, nullptr);
+  ASSERT_EQ(dead->pid_namespace.load(), OwnPidNamespace());
+  dead->pid_namespace.store(OwnPidNamespace() + 1);  // as if claimed in a namespace of its own
+  EXPECT_EQ(SweepDead(r), 0);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 4096u);
+  dead->pid_namespace.store(OwnPidNamespace());
+  EXPECT_EQ(SweepDead(r), 1);
+  EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
+  CloseRegion(r);
+}
+
 // Joining is cheap (no /proc read per live process), so a slot whose process died is not
 // always freed right away; an allocation that would fail because of it frees it first.
 TEST_F(RegionTest, MemoryOfADeadProcessIsReturnedBeforeAnAllocationFails) {

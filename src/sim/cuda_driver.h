@@ -131,6 +131,30 @@ void UnchargeContext(Context* ctx);
 // Gives back what a context holds when it goes away. Called with c->mu held.
 void ReleaseContextMemory(Context* c);
 
+// ---- memory shared between processes (src/sim/cuda_ipc.cc) -----------------------------
+
+// What a legacy IPC handle or a pool pointer's export data carries: the entry of the node's
+// table (the owner's pid and its descriptor of the backing are there), with the sizes.
+struct SharePayload {
+  uint64_t id;
+  int32_t index;
+  uint32_t reserved;
+  uint64_t size;
+  uint64_t map_size;
+};
+// The inode and file system of a descriptor's file; false when fstat fails.
+bool FileIdentity(int fd, uint64_t* inode, uint64_t* fs_dev);
+// Makes the allocation at addr shareable, once: its bytes move into a memfd mapped at the
+// same address and it gets an entry in the node's table, its bytes staying in this
+// process's slot. Fills *out. Caller holds g_driver->mu.
+CUresult ShareAllocation(uintptr_t addr, Allocation* a, SharePayload* out);
+// Opens the shared allocation of p (info: its entry, read by the caller) in this process,
+// in ctx, as an allocation of `kind`: this process holds it until it lets it go, and
+// nothing new is put on the card. CUDA_ERROR_INVALID_VALUE when the owner's backing cannot
+// be reached.
+CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Context* ctx, AllocKind kind,
+                              CUdeviceptr* out);
+
 // ---- virtual memory (src/sim/cuda_vmm.cc, src/sim/cuda_multicast.cc) --------------------
 
 // Frees a released handle once nothing maps or binds it any more. Caller holds g_driver->mu.

@@ -362,7 +362,10 @@ GS_SIM_CUDA(cuGraphClone)(CUgraph* phGraphClone, CUgraph originalGraph) {
 GS_SIM_CUDA(cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
   GS_REQUIRE_INIT();
   auto* g = reinterpret_cast<Graph*>(hGraph);
-  if (g == nullptr || g->moved || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g == nullptr || phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A child graph moved into its parent is not instantiated on its own: an H100 answered
+  // CUDA_ERROR_NOT_SUPPORTED (docs/measurements/README.md, "Child graphs").
+  if (g->moved) return CUDA_ERROR_NOT_SUPPORTED;
   if (g->execs > 0 && HasMemoryNodes(*g)) return CUDA_ERROR_NOT_SUPPORTED;
   // Instantiation prepares every kernel node, so kernels not loaded yet (lazy loading) are
   // loaded here: memory no launch or resolution call shows.

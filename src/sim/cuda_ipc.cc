@@ -3,8 +3,9 @@
 // descriptors of cuMemCreate memory (cuMemExportToShareableHandle,
 // cuMemImportFromShareableHandle). Both sides map one memfd, so what one writes the other
 // reads; the node's table (src/sim/node_shares.cc) keeps the memory on the card until no
-// process holds it, in its owner's slot. Importing puts nothing new on the card.
-// Shared state and helpers: src/sim/cuda_driver.h.
+// process holds it, in its owner's slot. Importing puts nothing new on the card. Pool
+// allocations are shared the same way (ShareAllocation, OpenSharedAllocation;
+// src/sim/cuda_pool_ipc.cc). Shared state and helpers: src/sim/cuda_driver.h.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,7 +24,7 @@ namespace gs::sim {
 
 void ReleaseAllocationMemory(const Allocation& a) {
   if (a.share >= 0) {
-    node()->LeaveShare(a.share, a.share_id, a.kind != AllocKind::kIpc);
+    node()->LeaveShare(a.share, a.share_id, a.kind != AllocKind::kIpc && a.kind != AllocKind::kPoolImport);
     if (a.share_fd >= 0) close(a.share_fd);
     return;
   }
@@ -37,22 +38,7 @@ void ReleasePhysicalMemory(const PhysicalMemory& p) {
     node()->Release(p.device, p.size);
 }
 
-}  // namespace gs::sim
-
 namespace {
-
-// What a CUipcMemHandle carries: the entry of the node's table (the owner's pid and its
-// descriptor of the backing are there), the sizes, a mark that it is ours.
-struct IpcPayload {
-  uint64_t magic;
-  uint64_t id;
-  int32_t index;
-  uint32_t reserved;
-  uint64_t size;
-  uint64_t map_size;
-};
-static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the handle is 64 bytes");
-constexpr uint64_t kIpcMagic = 0x4350494d49534753ULL;  // "GSSIMIPC"
 
 // Moves the bytes of [addr, addr + size) (private anonymous memory) into a fresh memfd
 // mapped shared at the same address: only pages ever touched are copied, the rest stay
@@ -79,13 +65,78 @@ int MoveIntoMemfd(uintptr_t addr, size_t size) {
   return fd;
 }
 
-bool Identity(int fd, uint64_t* inode, uint64_t* fs_dev) {
+}  // namespace
+
+bool FileIdentity(int fd, uint64_t* inode, uint64_t* fs_dev) {
   struct stat st;
   if (fstat(fd, &st) != 0) return false;
   *inode = st.st_ino;
   *fs_dev = st.st_dev;
   return true;
 }
+
+CUresult ShareAllocation(uintptr_t addr, Allocation* a, SharePayload* out) {
+  if (a->share < 0) {
+    int fd = MoveIntoMemfd(addr, a->map_size);
+    uint64_t inode = 0, fs_dev = 0;
+    if (fd < 0 || !FileIdentity(fd, &inode, &fs_dev)) {
+      if (fd >= 0) close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t id = 0;
+    int index = node()->Share(a->device, a->size, inode, fs_dev, fd, &id);
+    if (index < 0) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->share = index;
+    a->share_id = id;
+    a->share_fd = fd;
+  }
+  *out = SharePayload{a->share_id, a->share, 0, a->size, a->map_size};
+  return CUDA_SUCCESS;
+}
+
+CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Context* ctx, AllocKind kind,
+                              CUdeviceptr* out) {
+  if (!node()->JoinShare(p.index, p.id)) return CUDA_ERROR_INVALID_VALUE;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  uint64_t inode = 0, fs_dev = 0;
+  void* m = MAP_FAILED;
+  // The descriptor must still be the owner's backing (not a number it reused since).
+  if (fd >= 0 && FileIdentity(fd, &inode, &fs_dev) && inode == info.inode && fs_dev == info.fs_dev)
+    m = mmap(nullptr, p.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) close(fd);
+  if (m == MAP_FAILED) {
+    node()->LeaveShare(p.index, p.id, false);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Allocation a{p.size, p.map_size, info.device, kind, nullptr, ctx};
+  a.share = p.index;
+  a.share_id = p.id;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  g_driver->allocations[reinterpret_cast<uintptr_t>(m)] = a;
+  *out = reinterpret_cast<CUdeviceptr>(m);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace gs::sim
+
+namespace {
+
+// What a CUipcMemHandle carries: a mark that it is ours, the entry of the node's table
+// (the owner's node-wide pid and its descriptor of the backing are there), with the sizes,
+// and the exporter's pid as it sees it (getpid()).
+struct IpcPayload {
+  uint64_t magic;
+  SharePayload share;
+  uint32_t exporter_pid;
+  uint32_t reserved;  // 0: the handle's bytes are all written
+};
+static_assert(sizeof(IpcPayload) <= sizeof(CUipcMemHandle), "the handle is 64 bytes");
+constexpr uint64_t kIpcMagic = 0x4350494d49534753ULL;  // "GSSIMIPC"
 
 }  // namespace
 
@@ -98,25 +149,9 @@ GS_SIM_CUDA(cuIpcGetMemHandle)(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   if (it == g_driver->allocations.end() ||
       (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
     return CUDA_ERROR_INVALID_VALUE;
-  Allocation& a = it->second;
-  if (a.share < 0) {
-    int fd = MoveIntoMemfd(it->first, a.map_size);
-    uint64_t inode = 0, fs_dev = 0;
-    if (fd < 0 || !Identity(fd, &inode, &fs_dev)) {
-      if (fd >= 0) close(fd);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    uint64_t id = 0;
-    int index = node()->Share(a.device, a.size, inode, fs_dev, fd, &id);
-    if (index < 0) {
-      close(fd);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    a.share = index;
-    a.share_id = id;
-    a.share_fd = fd;
-  }
-  IpcPayload p{kIpcMagic, a.share_id, a.share, 0, a.size, a.map_size};
+  IpcPayload p{kIpcMagic, {}, static_cast<uint32_t>(getpid()), 0};
+  CUresult rc = ShareAllocation(it->first, &it->second, &p.share);
+  if (rc != CUDA_SUCCESS) return rc;
   memset(pHandle, 0, sizeof(*pHandle));
   memcpy(pHandle->reserved, &p, sizeof(p));
   return CUDA_SUCCESS;
@@ -130,32 +165,16 @@ GS_SIM_CUDA(cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle, un
   IpcPayload p;
   memcpy(&p, handle.reserved, sizeof(p));
   ShareInfo info;
-  if (p.magic != kIpcMagic || !node()->ShareOf(p.index, p.id, &info) || info.owner_pid == 0)
+  if (p.magic != kIpcMagic || !node()->ShareOf(p.share.index, p.share.id, &info) || info.owner_pid == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  // CUDA documents that a process cannot open its own handles.
-  if (info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time())
+  // CUDA documents that a process cannot open its own handles. The driver tells by the pids
+  // the two processes see as their own, so an importer whose pid in its namespace is the
+  // exporter's in its own (two containers' pid 1s) is refused the same way, as measured on
+  // an H100 (docs/measurements/shared-memory.md, "Across PID namespaces").
+  if ((info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time()) ||
+      p.exporter_pid == static_cast<uint32_t>(getpid()))
     return CUDA_ERROR_INVALID_CONTEXT;
-  if (!node()->JoinShare(p.index, p.id)) return CUDA_ERROR_INVALID_VALUE;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  uint64_t inode = 0, fs_dev = 0;
-  void* m = MAP_FAILED;
-  // The descriptor must still be the owner's backing (not a number it reused since).
-  if (fd >= 0 && Identity(fd, &inode, &fs_dev) && inode == info.inode && fs_dev == info.fs_dev)
-    m = mmap(nullptr, p.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (fd >= 0) close(fd);
-  if (m == MAP_FAILED) {
-    node()->LeaveShare(p.index, p.id, false);
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  Allocation a{p.size, p.map_size, info.device, AllocKind::kIpc, nullptr, ctx};
-  a.share = p.index;
-  a.share_id = p.id;
-  std::lock_guard<std::mutex> lock(g_driver->mu);
-  g_driver->allocations[reinterpret_cast<uintptr_t>(m)] = a;
-  *pdptr = reinterpret_cast<CUdeviceptr>(m);
-  return CUDA_SUCCESS;
+  return OpenSharedAllocation(p.share, info, ctx, AllocKind::kIpc, pdptr);
 }
 GS_SIM_CUDA_SAME(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)
 
@@ -188,7 +207,7 @@ GS_SIM_CUDA(cuMemExportToShareableHandle)
   if (!(phys.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) return CUDA_ERROR_INVALID_VALUE;
   if (phys.share < 0) {
     uint64_t inode = 0, fs_dev = 0, id = 0;
-    if (!Identity(phys.fd, &inode, &fs_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!FileIdentity(phys.fd, &inode, &fs_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
     int index = node()->Share(phys.device, phys.size, inode, fs_dev, 0, &id);
     if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     phys.share = index;
@@ -208,7 +227,7 @@ GS_SIM_CUDA(cuMemImportFromShareableHandle)
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   int given = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
   uint64_t inode = 0, fs_dev = 0, id = 0;
-  if (given < 0 || !Identity(given, &inode, &fs_dev)) return CUDA_ERROR_INVALID_VALUE;
+  if (given < 0 || !FileIdentity(given, &inode, &fs_dev)) return CUDA_ERROR_INVALID_VALUE;
   int index = node()->FindShare(inode, fs_dev, &id);
   ShareInfo info;
   if (index < 0 || !node()->ShareOf(index, id, &info) || !node()->JoinShare(index, id)) return CUDA_ERROR_INVALID_VALUE;

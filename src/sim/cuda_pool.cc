@@ -1,5 +1,8 @@
-// The simulated CUDA driver API, stream-ordered allocation and memory pools.
+// The simulated CUDA driver API, stream-ordered allocation and memory pools (shared between
+// processes: src/sim/cuda_pool_ipc.cc).
 // Shared state and helpers: src/sim/cuda_driver.h.
+#include <unistd.h>
+
 #include "src/sim/cuda_driver.h"
 #include "src/sim/impl.h"
 
@@ -23,7 +26,9 @@ GS_SIM_CUDA(cuDeviceGetMemPool)(CUmemoryPool* pool, CUdevice dev) {
 
 GS_SIM_CUDA(cuDeviceSetMemPool)(CUdevice dev, CUmemoryPool pool) {
   GS_REQUIRE_INIT();
-  if (!ValidOrdinal(dev) || pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // An imported pool allocates nothing (src/sim/cuda_pool_ipc.cc).
+  if (!ValidOrdinal(dev) || pool == nullptr || reinterpret_cast<MemPool*>(pool)->imported)
+    return CUDA_ERROR_INVALID_VALUE;
   g_driver->current_pool[StateIndex(dev)] = reinterpret_cast<MemPool*>(pool);
   return CUDA_SUCCESS;
 }
@@ -35,6 +40,7 @@ GS_SIM_CUDA(cuMemPoolCreate)(CUmemoryPool* pool, const CUmemPoolProps* poolProps
     return CUDA_ERROR_NOT_SUPPORTED;
   auto* p = new MemPool;
   p->device = StateIndex(poolProps->location.id);
+  p->handle_types = poolProps->handleTypes;
   {
     std::lock_guard<std::mutex> lock(g_driver->mu);
     g_driver->created_pools.insert(p);
@@ -61,6 +67,7 @@ GS_SIM_CUDA(cuMemPoolDestroy)(CUmemoryPool pool) {
     for (auto& [addr, a] : g_driver->allocations)
       if (a.pool == p) a.pool = nullptr;
   }
+  if (p->fd >= 0) close(p->fd);
   delete p;
   return CUDA_SUCCESS;
 }
@@ -113,7 +120,7 @@ GS_SIM_CUDA(cuMemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, 
 GS_SIM_CUDA(cuMemAllocFromPoolAsync)(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   GS_REQUIRE_INIT();
   auto* p = reinterpret_cast<MemPool*>(pool);
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (p == nullptr || p->imported) return CUDA_ERROR_INVALID_VALUE;  // an imported pool allocates nothing
   Stream* st = ResolveStream(hStream);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (st->capture) return AllocInGraphCapture(st, bytesize, dptr);

@@ -74,7 +74,7 @@ void Daemon::Accept(int listen_fd, int epoll_fd) {
         per_process_[id] >= kMaxConnectionsPerProcess) {
       GS_LOG(kWarn, "refused a registration (pid %d as this node sees it)", static_cast<int>(cred.pid));
       if (per_process_[id] == 0) per_process_.erase(id);
-      (void)!write(fd, &reply, sizeof(reply));
+      (void)!send(fd, &reply, sizeof(reply), MSG_NOSIGNAL);
       close(fd);
       continue;
     }
@@ -88,8 +88,10 @@ void Daemon::Accept(int listen_fd, int epoll_fd) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
-    // A fresh socket's buffer always takes the whole reply.
-    if (write(fd, &reply, sizeof(reply)) != static_cast<ssize_t>(sizeof(reply)) ||
+    // A fresh socket's buffer always takes the whole reply. A process that connected and
+    // exited before this answer (a thread registering as its process ends) gets nothing:
+    // MSG_NOSIGNAL, or its EPIPE would kill the driver under every process on the node.
+    if (send(fd, &reply, sizeof(reply), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(reply)) ||
         epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       close(fd);
       continue;

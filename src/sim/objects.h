@@ -178,6 +178,15 @@ struct MemPool {
   int device = 0;
   uint64_t release_threshold = 0;
   uint64_t reserved_now = 0, used_now = 0, used_high = 0, reserved_high = 0;
+  // Sharing between processes (src/sim/cuda_pool_ipc.cc): the handle types asked for at
+  // cuMemPoolCreate (a pool without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR is not
+  // exported), and the memfd that names the pool to other processes (made at its first
+  // export; an imported pool's: the descriptor it was imported from), with its identity.
+  // An imported pool allocates nothing: its pointers are imported, one by one.
+  CUmemAllocationHandleType handle_types = CU_MEM_HANDLE_TYPE_NONE;
+  bool imported = false;
+  int fd = -1;
+  uint64_t inode = 0, fs_dev = 0;
 };
 
 struct PhysicalMemory {  // cuMemCreate
@@ -208,8 +217,9 @@ struct MipmappedArray {
   std::vector<std::unique_ptr<ArrayObject>> levels;
 };
 
-// kIpc: another process's allocation opened here with cuIpcOpenMemHandle.
-enum class AllocKind { kDevice, kPitch, kManaged, kPool, kGraph, kHost, kHostRegistered, kVmm, kIpc };
+// kIpc: another process's allocation opened here with cuIpcOpenMemHandle; kPoolImport:
+// another process's pool allocation imported here with cuMemPoolImportPointer.
+enum class AllocKind { kDevice, kPitch, kManaged, kPool, kGraph, kHost, kHostRegistered, kVmm, kIpc, kPoolImport };
 
 struct Allocation {
   size_t size = 0;
@@ -227,8 +237,9 @@ struct Allocation {
   // kGraph: a graph or an executable graph still names this address. Once neither does,
   // the address goes when its memory is freed (at once when it is not allocated).
   bool graph_held = false;
-  // Shared with other processes (src/sim/cuda_ipc.cc): exported by cuIpcGetMemHandle (its
-  // bytes then live in a memfd, share_fd) or opened by cuIpcOpenMemHandle (kIpc).
+  // Shared with other processes (src/sim/cuda_ipc.cc): exported by cuIpcGetMemHandle or
+  // cuMemPoolExportPointer (its bytes then live in a memfd, share_fd), or opened by
+  // cuIpcOpenMemHandle (kIpc) or cuMemPoolImportPointer (kPoolImport).
   int share = -1;
   uint64_t share_id = 0;
   int share_fd = -1;

@@ -71,15 +71,23 @@ start() {
   done
 }
 
+# The state letter of process PID (/proc/PID/stat, after the command name); empty when
+# there is no such process.
+proc_state() { sed -n 's/^.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null || true; }
+
 # True while the process recorded for NAME is alive and still runs the program we started
-# (a pid can be reused by an unrelated process after ours exits).
+# (a pid can be reused by an unrelated process after ours exits). A command line reads
+# empty for a moment while its process execs (setsid becoming the program: a large Go
+# binary, under load), so an empty one is judged by the process state alone; a zombie
+# (exited, not yet reaped) has an empty one too, and is gone.
 running() {
-  local f=$D/pids/$1.pid pid exe
+  local f=$D/pids/$1.pid pid exe state
   [ -f "$f" ] || return 1
   pid=$(cat "$f")
-  [ -d "/proc/$pid" ] || return 1
-  exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [ -n "$exe" ] && grep -qF -- "$(cat "$f.cmd" 2>/dev/null || echo "$exe")" <<<"$exe"
+  state=$(proc_state "$pid")
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] || return 1
+  exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 0
+  [ -z "$exe" ] || grep -qF -- "$(cat "$f.cmd" 2>/dev/null || echo "$exe")" <<<"$exe"
 }
 
 # Stops NAME's process by its recorded pid: TERM, then KILL after 15 s.
@@ -100,6 +108,29 @@ stop() {
   rm -f "$D/pids/$name.pid" "$D/pids/$name.pid.cmd"
 }
 
+# Sets ENDED to how NAME's process ended: "exit status N" or "killed by signal N" when
+# this shell started it, else what /proc still shows of the pid (a program other than the
+# one started, or a pid that is not ours). Not in $(...): a subshell cannot wait for it.
+how_it_ended() {
+  local pid rc state exe
+  ENDED="no pid recorded"
+  pid=$(cat "$D/pids/$1.pid" 2>/dev/null) || return 0
+  state=$(proc_state "$pid")
+  if [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]; then
+    exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || exe=
+    ENDED="pid $pid, state $state, runs: ${exe:0:200}"
+    return 0
+  fi
+  wait "$pid" 2>/dev/null && rc=0 || rc=$?
+  if ((rc == 127)); then
+    ENDED="pid $pid is gone, not a child of this shell"
+  elif ((rc > 128)); then
+    ENDED="killed by signal $((rc - 128))"
+  else
+    ENDED="exit status $rc"
+  fi
+}
+
 # wait_for WHAT TIMEOUT_S CMD...: polls CMD every 0.5 s; on timeout prints the component's
 # log tail and fails.
 wait_for() {
@@ -109,7 +140,8 @@ wait_for() {
   until "$@" >/dev/null 2>&1; do
     if [ -n "$logname" ] && ! running "$logname"; then
       tail -30 "$D/logs/$logname.log" >&2 || true
-      die "$logname exited while waiting for $what (log: $D/logs/$logname.log)"
+      how_it_ended "$logname"
+      die "$logname exited while waiting for $what ($ENDED; log: $D/logs/$logname.log)"
     fi
     if ((SECONDS >= deadline)); then
       [ -n "$logname" ] && { tail -30 "$D/logs/$logname.log" >&2 || true; }

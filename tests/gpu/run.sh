@@ -370,35 +370,82 @@ clone=$("$P" init alloc graph 256m graphclone | awk '/^graphclone/ { print $2 }'
 twice=$("$P" init alloc graph 256m graphexec graphexec execfree graphexec | awk '/^graphexec/ { print $2 }' | tr '\n' ' ')
 [ "$twice" = "ok CUDA_ERROR_NOT_SUPPORTED ok " ] && ok "a graph with an allocation node has one executable at a time" ||
   bad "instantiating a graph with an allocation node, again, then after its executable went: '$twice', want 'ok CUDA_ERROR_NOT_SUPPORTED ok '"
-# A child graph moved into another runs there, and is no graph of its own any more (not
-# yet measured: docs/measurements/README.md, "Child graphs").
+# A child graph moved into another runs there, and is no graph of its own any more
+# (docs/measurements/README.md, "Child graphs").
 child=$("$P" init nvml alloc graph 256m graphchild graphexec nvml graphlaunch nvml graphchildclone)
 child_mib=$(mib_steps <<<"$child")
 child_codes=$(awk '/^graphchild / { print $3, $4 } /^graphchildclone/ { print $2 }' <<<"$child" | tr '\n' ' ')
 echo "child graph (MiB after init; the parent instantiated; launched): $child_mib; moved child destroyed, instantiated; a clone of it: $child_codes"
-[ "$child_mib" = "0 0 256" ] && [ "$child_codes" = "CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED " ] &&
+[ "$child_mib" = "0 0 256" ] && [ "$child_codes" = "CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED " ] &&
   ok "a moved child graph runs in its parent as the simulator models it" ||
-  bad "a moved child graph: '$child_mib' MiB, '$child_codes'; the simulator models '0 0 256', 'CUDA_ERROR_INVALID_VALUE CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED '"
+  bad "a moved child graph: '$child_mib' MiB, '$child_codes'; the simulator models '0 0 256', 'CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED '"
 
 # 6d. Memory shared between processes, without the enforcer (docs/measurements/shared-memory.md,
 #     not yet measured): 256 MiB exported by this process (legacy IPC of cuMemAlloc memory;
-#     a POSIX descriptor of a cuMemCreate handle), opened and mapped by an importer process;
-#     then freed by the owner; then closed by the importer. NVML's per-process figures in MiB
-#     after each. The simulator models the least convenient driver: the memory counts as the
-#     owner's only while it lives, and stays on the card, still the owner's, until both let go.
-for kind in ipc fd; do
-  share=$("$P" init sharemodel "$kind" 256 | awk '/^sharemodel/ { for (k = 3; k <= NF; k++) { split($k, kv, "="); $k = kv[1] "=" int(kv[2] / 1048576) } print }')
+#     a POSIX descriptor of a cuMemCreate handle; an allocation of a pool exported as a POSIX
+#     descriptor, with cuMemPoolExportPointer), opened and mapped by an importer process;
+#     then freed by the owner (the pool's: cuMemFreeAsync and a synchronize, which gives back
+#     what the pool holds free); then closed by the importer (the pool's: cuMemFree). NVML's
+#     per-process figures in MiB after each, and what the import added to the importer's own
+#     figure. The simulator models the least convenient driver: importing adds nothing, the
+#     memory counts as the owner's only while it lives, and stays on the card, still the
+#     owner's, until both let go.
+# Prints the probe's sharemodel lines with the figures in MiB; share_fig STAGE WHO reads one.
+share_mib() { awk '/^sharemodel/ { for (k = 3; k <= NF; k++) { split($k, kv, "="); $k = kv[1] "=" int(kv[2] / 1048576) } print }'; }
+share_fig() { echo "$share" | awk -v s="$1" -v f="$2" '$2 == s { for (k = 3; k <= NF; k++) { split($k, kv, "="); if (kv[1] == f) print kv[2] } }'; }
+for kind in ipc fd pool; do
+  out=$("$P" init sharemodel "$kind" 256 2>&1)
+  share=$(share_mib <<<"$out")
+  added=$(awk '/^shareimport ok/ { split($3, kv, "="); print int(kv[2] / 1048576) }' <<<"$out")
   echo "$share" | sed "s/^/shared memory ($kind): /"
-  fig() { echo "$share" | awk -v s="$1" -v f="$2" '$2 == s { for (k = 3; k <= NF; k++) { split($k, kv, "="); if (kv[1] == f) print kv[2] } }'; }
-  o1=$(fig imported owner) o2=$(fig owner-freed owner) o3=$(fig importer-closed owner) i1=$(fig imported importer) i2=$(fig owner-freed importer)
+  echo "shared memory ($kind): the import added ${added:-?} MiB to the importer's own figure"
+  o1=$(share_fig imported owner) o2=$(share_fig owner-freed owner) o3=$(share_fig importer-closed owner)
+  i1=$(share_fig imported importer) i2=$(share_fig owner-freed importer)
   if [ -z "$o1" ] || [ -z "$o3" ]; then
-    bad "shared memory ($kind): the probe did not run through: $share"
-  elif [ "$o2" = "$o1" ] && [ "$i2" = "$i1" ] && [ $((o1 - o3)) -ge 256 ]; then
+    bad "shared memory ($kind): the probe did not run through: $out"
+    continue
+  fi
+  if [ "$o2" = "$o1" ] && [ "$i2" = "$i1" ] && [ $((o1 - o3)) -ge 256 ]; then
     ok "shared memory ($kind) lives as the simulator models it (the owner's until both let go)"
   else
     bad "shared memory ($kind) differs from the simulator's model (owner $o1/$o2/$o3, importer $i1/$i2 MiB): update src/sim/node_shares.cc and docs/measurements/shared-memory.md"
   fi
+  [ "${added:-x}" = 0 ] && ok "importing shared memory ($kind) adds nothing to the importer" ||
+    bad "importing shared memory ($kind) added '${added:-?}' MiB to the importer, the simulator models 0: update docs/measurements/shared-memory.md"
 done
+
+# 6e. Legacy IPC across PID namespaces, without the enforcer (docs/measurements/shared-memory.md):
+#     the importer runs in a PID namespace of its own with its own /proc (unshare --pid
+#     --fork --mount-proc, as in a container), where it is pid 1; the exporter runs on the
+#     host, then in a namespace of its own too, pid 1 there as well. Prints what
+#     cuIpcOpenMemHandle answered. The model: the first opens and the memory lives as 6d's;
+#     the second is refused with CUDA_ERROR_INVALID_CONTEXT (the two see the same pid).
+if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
+  for exporter in "on the host" "in a PID namespace"; do
+    if [ "$exporter" = "on the host" ]; then
+      out=$("$P" init sharemodel ipc-pidns 256 2>&1)
+    else
+      out=$(unshare --pid --fork --mount-proc "$P" init sharemodel ipc-pidns 256 2>&1)
+    fi
+    share=$(share_mib <<<"$out")
+    answer=$(awk '/^shareimport/ { print $2 }' <<<"$out")
+    o1=$(share_fig imported owner) o2=$(share_fig owner-freed owner) o3=$(share_fig importer-closed owner)
+    echo "legacy IPC into another PID namespace (exporter $exporter): cuIpcOpenMemHandle answered '${answer:-nothing}'; owner ${o1:-?}/${o2:-?}/${o3:-?} MiB"
+    if [ "$exporter" = "in a PID namespace" ]; then
+      [ "$answer" = CUDA_ERROR_INVALID_CONTEXT ] &&
+        ok "legacy IPC between two pid 1s is refused (CUDA_ERROR_INVALID_CONTEXT), as the simulator models it" ||
+        bad "legacy IPC between two pid 1s answered '${answer:-$out}'; the simulator refuses it with CUDA_ERROR_INVALID_CONTEXT"
+    elif [ "$answer" != ok ]; then
+      bad "the driver refused legacy IPC into another PID namespace (exporter $exporter): ${answer:-$out}; the simulator lets it through"
+    elif [ -n "$o1" ] && [ -n "$o3" ] && [ "$o2" = "$o1" ] && [ $((o1 - o3)) -ge 256 ]; then
+      ok "legacy IPC into another PID namespace (exporter $exporter) opens and lives as the simulator models it"
+    else
+      bad "legacy IPC into another PID namespace (exporter $exporter) opened, but the owner held $o1/$o2/$o3 MiB: update docs/measurements/shared-memory.md"
+    fi
+  done
+else
+  echo "SKIP: needs root and unshare --pid: legacy IPC across PID namespaces did NOT run"
+fi
 
 # 7. What the enforcer costs on this GPU.
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi

@@ -9,6 +9,8 @@
 //                                  by cuGraphAddMemAllocNode, graphnode: by cuGraphAddNode)
 //                                  -> "alloc ok" / "alloc err NAME"
 //   free                           frees the newest allocation
+//   freesync                       frees the newest device pointer by cuMemFree, whatever
+//                                  allocated it (a pool's too) -> "freesync ok|ERR"
 //   release                        cuMemRelease of the newest VMM allocation's handle while it
 //                                  stays mapped (free then only unmaps) -> "release ok|ERR"
 //   poolkeep SIZE / pooltrim SIZE  the current pool's release threshold / cuMemPoolTrimTo
@@ -62,6 +64,8 @@
 //                                  "mixburn UTIL" (kernel time completed over the elapsed
 //                                  time, percent)
 //   sleep MS / util                "util GPU" (NVML device utilisation)
+//   at UNIX_MS                     waits until that wall-clock instant (ms since the epoch):
+//                                  processes started apart begin their timed work together
 //   xid TIMEOUT_MS                 waits for an XID event: "events armed" once registered for
 //                                  every card's, then "xid N" or "xid timeout"
 //   symbols                        resolves every symbol of the table via cuGetProcAddress
@@ -100,16 +104,23 @@
 //                                  this process after each: "mckeeps BOUND RELEASED UNBOUND GONE"
 //                                  (MiB), or "mckeeps unsupported" when the device has no
 //                                  multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED 0)
-//   sharemodel ipc|fd MIB          what the card does with memory shared between processes
+//   sharemodel KIND MIB            what the card does with memory shared between processes
 //                                  (docs/measurements/shared-memory.md): MIB MiB allocated here
 //                                  (ipc: cuMemAlloc, exported by cuIpcGetMemHandle; fd:
-//                                  cuMemCreate, mapped, exported as a POSIX descriptor), an
-//                                  importer (this program, fork and exec) opens and maps it;
-//                                  then this process frees it, then the importer closes it.
-//                                  After each: "sharemodel STAGE owner=B importer=B used=B"
-//                                  (NVML's per-process used memory of both, the device's
-//                                  used memory), STAGE imported|owner-freed|importer-closed
-//   shareimport ipc HEX|fd FD RFD WFD  the importer's side (started by sharemodel)
+//                                  cuMemCreate, mapped, exported as a POSIX descriptor; pool:
+//                                  cuMemAllocFromPoolAsync from a pool made exportable as a
+//                                  POSIX descriptor, the pool and the pointer exported;
+//                                  ipc-pidns: as ipc, the importer in a PID namespace of its
+//                                  own, unshare --pid --fork --mount-proc, root only), an
+//                                  importer (this program, fork and exec) opens and maps it
+//                                  ("shareimport ok added=B": what the import added to its own
+//                                  NVML figure; or "shareimport ERR"); then this process frees
+//                                  it (pool: cuMemFreeAsync and a synchronize), then the
+//                                  importer closes it (pool: cuMemFree). After each:
+//                                  "sharemodel STAGE owner=B importer=B used=B" (NVML's
+//                                  per-process used memory of both, the device's used memory),
+//                                  STAGE imported|owner-freed|importer-closed
+//   shareimport ipc HEX|fd FD|pool FD:HEX RFD WFD  the importer's side (started by sharemodel)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -620,23 +631,51 @@ uint64_t NvmlDeviceUsed() {
   return d != nullptr && n.nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS ? m.used : 0;
 }
 
+std::string Hex(const void* data, size_t size) {
+  std::string out;
+  for (size_t k = 0; k < size; ++k) {
+    char hex[3];
+    snprintf(hex, sizeof(hex), "%02x", static_cast<const unsigned char*>(data)[k]);
+    out += hex;
+  }
+  return out;
+}
+
+void FromHex(const std::string& hex, void* data, size_t size) {
+  for (size_t k = 0; k < size && 2 * k + 1 < hex.size(); ++k)
+    static_cast<unsigned char*>(data)[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
+}
+
 // sharemodel: see the header. Returns false when a step could not run.
-bool ShareModel(const std::string& kind, size_t bytes) {
-  const bool fd_kind = kind == "fd";
+bool ShareModel(std::string kind, size_t bytes) {
+  const bool in_pidns = kind == "ipc-pidns";
+  if (in_pidns) kind = "ipc";
+  const bool pool_kind = kind == "pool";
   CUdeviceptr p = 0;
   CUmemGenericAllocationHandle h = 0;
   std::string token;
   int fd = -1;
   CUresult rc;
-  if (!fd_kind) {
-    CUipcMemHandle ipc;
+  if (kind == "ipc") {
+    CUipcMemHandle ipc{};
     rc = c.cuMemAlloc_v2(&p, bytes);
     if (rc == CUDA_SUCCESS) rc = c.cuIpcGetMemHandle(&ipc, p);
-    for (unsigned char b : ipc.reserved) {
-      char hex[3];
-      snprintf(hex, sizeof(hex), "%02x", b);
-      token += hex;
-    }
+    token = Hex(ipc.reserved, sizeof(ipc.reserved));
+  } else if (pool_kind) {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = g_dev;
+    CUmemoryPool pool = nullptr;
+    CUmemPoolPtrExportData data{};
+    rc = c.cuMemPoolCreate(&pool, &props);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
+    if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
+    if (rc == CUDA_SUCCESS)
+      rc = c.cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemPoolExportPointer(&data, p);
+    token = std::to_string(fd) + ":" + Hex(data.reserved, sizeof(data.reserved));  // fd inherited
   } else {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -658,13 +697,20 @@ bool ShareModel(const std::string& kind, size_t bytes) {
   }
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return false;
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return false;
+  fflush(stdout);
   pid_t child = fork();
   if (child == 0) {
     fcntl(to_child[0], F_SETFD, 0);
     fcntl(from_child[1], F_SETFD, 0);
     std::string rfd = std::to_string(to_child[0]), wfd = std::to_string(from_child[1]);
-    execl("/proc/self/exe", "cuda_probe", "init", "shareimport", kind.c_str(), token.c_str(), rfd.c_str(), wfd.c_str(),
-          static_cast<char*>(nullptr));
+    if (in_pidns)
+      execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self, "init", "shareimport", kind.c_str(),
+             token.c_str(), rfd.c_str(), wfd.c_str(), static_cast<char*>(nullptr));
+    else
+      execl(self, "cuda_probe", "init", "shareimport", kind.c_str(), token.c_str(), rfd.c_str(), wfd.c_str(),
+            static_cast<char*>(nullptr));
     _exit(127);
   }
   close(to_child[0]);
@@ -681,8 +727,12 @@ bool ShareModel(const std::string& kind, size_t bytes) {
   };
   if (!imported) printf("sharemodel import failed\n");
   if (imported) report("imported");
-  if (!fd_kind) {
+  if (kind == "ipc") {
     rc = c.cuMemFree_v2(p);
+  } else if (pool_kind) {
+    // The synchronize lets the pool give back what it holds free (release threshold 0).
+    rc = c.cuMemFreeAsync(p, nullptr);
+    if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
   } else {
     rc = c.cuMemUnmap(p, bytes);
     if (rc == CUDA_SUCCESS) rc = c.cuMemRelease(h);
@@ -703,11 +753,20 @@ bool ShareImport(const std::string& kind, const std::string& token, int rfd, int
   CUmemGenericAllocationHandle h = 0;
   size_t bytes = 0;
   CUresult rc;
+  const long long before = OwnMib();
   if (kind == "ipc") {
     CUipcMemHandle ipc{};
-    for (size_t k = 0; k < sizeof(ipc.reserved) && 2 * k + 1 < token.size(); ++k)
-      ipc.reserved[k] = static_cast<char>(std::stoi(token.substr(2 * k, 2), nullptr, 16));
+    FromHex(token, ipc.reserved, sizeof(ipc.reserved));
     rc = c.cuIpcOpenMemHandle_v2(&p, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  } else if (kind == "pool") {
+    int fd = atoi(token.c_str());
+    CUmemPoolPtrExportData data{};
+    FromHex(token.substr(std::min(token.find(':') + 1, token.size())), data.reserved, sizeof(data.reserved));
+    CUmemoryPool pool = nullptr;
+    rc = c.cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    close(fd);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemPoolImportPointer(&p, pool, &data);
   } else {
     int fd = atoi(token.c_str());
     rc = c.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
@@ -722,13 +781,18 @@ bool ShareImport(const std::string& kind, const std::string& token, int rfd, int
     if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&p, bytes, 0, 0, 0);
     if (rc == CUDA_SUCCESS) rc = c.cuMemMap(p, bytes, 0, h, 0);
   }
-  printf("shareimport %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+  if (rc == CUDA_SUCCESS)
+    printf("shareimport ok added=%lld\n", (OwnMib() - before) << 20);
+  else
+    printf("shareimport %s\n", Name(rc));
   char b = 'i';
   if (rc != CUDA_SUCCESS || write(wfd, &b, 1) != 1) return false;
   while (read(rfd, &b, 1) > 0) {
   }
   if (kind == "ipc") {
     c.cuIpcCloseMemHandle(p);
+  } else if (kind == "pool") {
+    c.cuMemFree_v2(p);
   } else {
     c.cuMemUnmap(p, bytes);
     c.cuMemAddressFree(p, bytes);
@@ -786,6 +850,11 @@ int main(int argc, char** argv) {
     } else if (cmd == "free") {
       rc = DoFree();
       printf("free %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
+    } else if (cmd == "freesync") {
+      Alloc* a = Newest();
+      rc = a == nullptr || a->ptr == 0 ? CUDA_ERROR_INVALID_VALUE : c.cuMemFree_v2(a->ptr);
+      if (rc == CUDA_SUCCESS) g_allocs.pop_back();
+      printf("freesync %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "release") {
       Alloc* a = Newest();
       rc = a == nullptr || a->vmm == 0 ? CUDA_ERROR_INVALID_VALUE : c.cuMemRelease(a->vmm);
@@ -1094,6 +1163,10 @@ int main(int argc, char** argv) {
       printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "sleep") {
       std::this_thread::sleep_for(std::chrono::milliseconds(atoi(arg(1))));
+      ++i;
+      continue;
+    } else if (cmd == "at") {
+      std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::milliseconds(atoll(arg(1)))));
       ++i;
       continue;
     } else if (cmd == "util") {

@@ -75,6 +75,18 @@
 //   fd-leak N MIB  the same with cuMemCreate handles made exportable as POSIX descriptors,
 //                mapped here, exported (cuMemExportToShareableHandle), then unmapped and
 //                released: "fd-leak <MiB> <pieces whose data both sides saw>"
+//   pool-leak N MIB  the same with allocations of a pool of device 0 made exportable as a
+//                POSIX descriptor (cuMemPoolCreate; the first pool-leak makes it):
+//                cuMemAllocFromPoolAsync, the pool exported (cuMemPoolExportToShareableHandle)
+//                and the pointer (cuMemPoolExportPointer), freed here by cuMemFreeAsync; the
+//                importer imports the pool once and each pointer (cuMemPoolImportPointer),
+//                and frees them with cuMemFree: "pool-leak <MiB> <pieces whose data both
+//                sides saw>"
+//   pool-noexport  a pool made without a handle type, exported as a descriptor, and one
+//                allocation of it exported: "pool-noexport <result> <result>"
+//   importer-pidns  the importer (started by the next ipc-leak, fd-leak or pool-leak) runs
+//                in a PID namespace of its own (unshare --pid --fork; /proc stays the one
+//                this process sees), where it is pid 1
 //   importer-done  the importer closes and releases what it imported and exits:
 //                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
 //   vmmcreatefd MIB  as vmmcreate, exportable as a POSIX descriptor: "vmmcreatefd <result>"
@@ -511,11 +523,18 @@ CUresult VmmPair(size_t bytes) {
 
 // ---- memory shared between processes ---------------------------------------------------
 
+// How a piece is shared: a legacy IPC handle; a POSIX descriptor of a cuMemCreate handle;
+// a pool allocation's export data, with the pool's descriptor.
+enum class Route : uint32_t { kIpc, kFd, kPool };
+
 struct ShareMsg {
-  uint32_t fd_kind;  // 0: legacy IPC handle, 1: POSIX descriptor attached
-  uint32_t value;    // the word the sender wrote at the start
+  Route route;
+  uint32_t value;  // the word the sender wrote at the start
   uint64_t size;
-  CUipcMemHandle handle;
+  union {
+    CUipcMemHandle handle;
+    CUmemPoolPtrExportData pool_ptr;
+  };
 };
 struct ShareReply {
   int32_t rc;
@@ -524,6 +543,8 @@ struct ShareReply {
 
 int g_importer_fd = -1;
 pid_t g_importer_pid = 0;
+bool g_importer_pidns = false;
+CUmemoryPool g_share_pool = nullptr;
 
 CUresult ToDevice(CUdeviceptr p, uint32_t v) {
   return Get<CUresult (*)(CUdeviceptr, const void*, size_t)>("cuMemcpyHtoD_v2")(p, &v, sizeof(v));
@@ -544,7 +565,12 @@ bool SpawnImporter() {
   if (pid == 0) {
     fcntl(sv[1], F_SETFD, 0);  // the importer's end survives exec
     std::string fd = std::to_string(sv[1]);
-    execl("/proc/self/exe", "hostile_program", "init", "importer", fd.c_str(), static_cast<char*>(nullptr));
+    char self[PATH_MAX] = {};
+    if (g_importer_pidns && readlink("/proc/self/exe", self, sizeof(self) - 1) > 0)
+      execlp("unshare", "unshare", "--pid", "--fork", self, "init", "importer", fd.c_str(),
+             static_cast<char*>(nullptr));
+    else if (!g_importer_pidns)
+      execl("/proc/self/exe", "hostile_program", "init", "importer", fd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(sv[1]);
@@ -575,12 +601,13 @@ bool SendShare(const ShareMsg& m, int fd, ShareReply* reply) {
 // The importer's side: serves until the socket closes, then lets everything go.
 int Importer(int sock) {
   struct Held {
-    bool vmm;
+    Route route;
     CUdeviceptr ptr;
     size_t size;
     CUmemGenericAllocationHandle handle;
   };
   std::vector<Held> held;
+  CUmemoryPool pool = nullptr;  // imported from the first pool descriptor
   for (;;) {
     ShareMsg m{};
     iovec iov{&m, sizeof(m)};
@@ -594,11 +621,19 @@ int Importer(int sock) {
     int fd = -1;
     if (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr && c->cmsg_type == SCM_RIGHTS)
       memcpy(&fd, CMSG_DATA(c), sizeof(int));
-    Held x{m.fd_kind == 1, 0, m.size, 0};
-    CUresult rc;
-    if (!x.vmm) {
+    Held x{m.route, 0, m.size, 0};
+    CUresult rc = CUDA_SUCCESS;
+    if (x.route == Route::kIpc) {
       rc = Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2")(
           &x.ptr, m.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    } else if (x.route == Route::kPool) {
+      if (pool == nullptr)
+        rc = Get<CUresult (*)(CUmemoryPool*, void*, CUmemAllocationHandleType, unsigned long long)>(
+            "cuMemPoolImportFromShareableHandle")(&pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (rc == CUDA_SUCCESS)
+        rc = Get<CUresult (*)(CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*)>("cuMemPoolImportPointer")(
+            &x.ptr, pool, &m.pool_ptr);
     } else {
       rc = Get<CUresult (*)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType)>(
           "cuMemImportFromShareableHandle")(&x.handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
@@ -618,8 +653,10 @@ int Importer(int sock) {
   long closed = 0;
   for (const Held& x : held) {
     CUresult rc;
-    if (!x.vmm) {
+    if (x.route == Route::kIpc) {
       rc = Get<CUresult (*)(CUdeviceptr)>("cuIpcCloseMemHandle")(x.ptr);
+    } else if (x.route == Route::kPool) {
+      rc = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2")(x.ptr);
     } else {
       rc = VmmUnmap(x.ptr, x.size);
       Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(x.ptr, x.size);
@@ -646,9 +683,34 @@ CUresult VmmExport(CUmemGenericAllocationHandle h, int* fd) {
       "cuMemExportToShareableHandle")(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 }
 
+// A pool of device 0 whose allocations can be shared as POSIX descriptors, or without a
+// handle type.
+CUresult PoolCreate(CUmemAllocationHandleType types, CUmemoryPool* pool) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = types;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  return Get<CUresult (*)(CUmemoryPool*, const CUmemPoolProps*)>("cuMemPoolCreate")(pool, &props);
+}
+
+CUresult PoolExport(CUmemoryPool pool, int* fd) {
+  return Get<CUresult (*)(void*, CUmemoryPool, CUmemAllocationHandleType, unsigned long long)>(
+      "cuMemPoolExportToShareableHandle")(fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+CUresult PoolAlloc(CUmemoryPool pool, size_t bytes, CUdeviceptr* p) {
+  return Get<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync")(p, bytes, pool,
+                                                                                                    nullptr);
+}
+
+CUresult PoolExportPointer(CUdeviceptr p, CUmemPoolPtrExportData* data) {
+  return Get<CUresult (*)(CUmemPoolPtrExportData*, CUdeviceptr)>("cuMemPoolExportPointer")(data, p);
+}
+
 // `pieces` times: `mib` MiB made here, shared with the importer, freed here at once, the
 // next one made. Prints "<step> <MiB freed while held> <pieces whose data both sides saw>".
-void ShareLeak(const char* step, long pieces, long mib, bool vmm) {
+void ShareLeak(const char* step, long pieces, long mib, Route route) {
   auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
   auto free_fn = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
   auto get_handle = Get<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>("cuIpcGetMemHandle");
@@ -658,19 +720,26 @@ void ShareLeak(const char* step, long pieces, long mib, bool vmm) {
     printf("%s spawn-failed\n", step);
     return;
   }
+  const bool vmm = route == Route::kFd;
   for (long k = 0; k < pieces; ++k) {
     ShareMsg m{};
-    m.fd_kind = vmm ? 1 : 0;
+    m.route = route;
     m.value = 0x1000u + static_cast<uint32_t>(k);
     m.size = bytes;
     CUdeviceptr p = 0;
     CUmemGenericAllocationHandle h = 0;
     int fd = -1;
-    CUresult rc;
-    if (!vmm) {
+    CUresult rc = CUDA_SUCCESS;
+    if (route == Route::kIpc) {
       rc = alloc(&p, bytes);
       if (rc == CUDA_SUCCESS) rc = ToDevice(p, m.value);
       if (rc == CUDA_SUCCESS) rc = get_handle(&m.handle, p);
+    } else if (route == Route::kPool) {
+      if (g_share_pool == nullptr) rc = PoolCreate(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, &g_share_pool);
+      if (rc == CUDA_SUCCESS) rc = PoolAlloc(g_share_pool, bytes, &p);
+      if (rc == CUDA_SUCCESS) rc = ToDevice(p, m.value);
+      if (rc == CUDA_SUCCESS) rc = PoolExport(g_share_pool, &fd);
+      if (rc == CUDA_SUCCESS) rc = PoolExportPointer(p, &m.pool_ptr);
     } else {
       rc = VmmCreateExportable(bytes, &h);
       if (rc == CUDA_SUCCESS) rc = VmmReserve(bytes, &p);
@@ -684,7 +753,8 @@ void ShareLeak(const char* step, long pieces, long mib, bool vmm) {
     if (fd >= 0) close(fd);
     if (shared && r.seen_ok && FromDevice(p) == m.value + 1) ++seen;
     // Freed at once, while the importer holds it.
-    if (!vmm && p) free_fn(p);
+    if (route == Route::kIpc && p) free_fn(p);
+    if (route == Route::kPool && p) Get<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync")(p, nullptr);
     if (vmm && p) {
       VmmUnmap(p, bytes);
       Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(p, bytes);
@@ -1076,10 +1146,23 @@ int main(int argc, char** argv) {
       ++i;
     } else if (strcmp(step, "importer") == 0) {
       return Importer(atoi(arg));
-    } else if (strcmp(step, "ipc-leak") == 0 || strcmp(step, "fd-leak") == 0) {
+    } else if (strcmp(step, "ipc-leak") == 0 || strcmp(step, "fd-leak") == 0 || strcmp(step, "pool-leak") == 0) {
       if (i + 2 >= argc) return 2;
-      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), strcmp(step, "fd-leak") == 0);
+      Route route = step[0] == 'i' ? Route::kIpc : step[0] == 'f' ? Route::kFd : Route::kPool;
+      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), route);
       i += 2;
+    } else if (strcmp(step, "pool-noexport") == 0) {
+      CUmemoryPool pool = nullptr;
+      CUdeviceptr p = 0;
+      CUmemPoolPtrExportData data{};
+      int fd = -1;
+      CUresult rc = PoolCreate(CU_MEM_HANDLE_TYPE_NONE, &pool);
+      CUresult pool_rc = rc == CUDA_SUCCESS ? PoolExport(pool, &fd) : rc;
+      if (rc == CUDA_SUCCESS) rc = PoolAlloc(pool, 1 << 20, &p);
+      CUresult ptr_rc = rc == CUDA_SUCCESS ? PoolExportPointer(p, &data) : rc;
+      printf("pool-noexport %s %s\n", Name(pool_rc), Name(ptr_rc));
+    } else if (strcmp(step, "importer-pidns") == 0) {
+      g_importer_pidns = true;
     } else if (strcmp(step, "importer-done") == 0) {
       printf("importer-done %d\n", ImporterDone());
     } else if (strcmp(step, "vmmcreatefd") == 0) {
