@@ -589,7 +589,7 @@ TEST(HostileIpc, OwnDescriptorImportedKeepsTheChargeAfterTheOriginalIsReleased) 
 TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
-  for (const char* kind : {"ipc-leak", "fd-leak", "pool-leak"}) {
+  for (const char* kind : {"ipc-leak", "fd-leak"}) {
     OnCard w =
         Watched(node, {HostileBin(), "init", kind, "1", "512", "importer-done", "fill", "64", "sleep", "100"}, env);
     ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
@@ -598,6 +598,25 @@ TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {
     EXPECT_EQ(Filled(w.result), kFillUnder2g) << w.result.out << w.result.err;
     ExpectWithinTwoGiB(w);
   }
+}
+
+// A pool allocation its owner freed while imported stays on the card past its importer, kept
+// by the owner's pool and listed under no process, until the pool is destroyed (as on an
+// H100: docs/measurements/shared-memory.md). It stays charged to the owner until then.
+TEST(HostileIpc, APoolPieceFreedWhileImportedStaysChargedUntilItsPoolIsDestroyed) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node,
+                     {HostileBin(), "init", "pool-leak", "1", "512", "importer-done", "room", "share-pool-destroy",
+                      "room", "sleep", "100"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "pool-leak"), "pool-leak 512 1") << w.result.out;
+  EXPECT_EQ(Line(w.result.out, "importer-done"), "importer-done 0") << w.result.out;
+  EXPECT_EQ(Field(w.result, "room", 0), kFillUnder2g - 512) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "share-pool-destroy"), "share-pool-destroy CUDA_SUCCESS") << w.result.out;
+  EXPECT_EQ(Field(w.result, "room", 1), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
 }
 
 // Importing is not allocating: a container under a 2 GiB slice opens a 3 GiB buffer that a

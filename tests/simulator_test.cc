@@ -93,13 +93,15 @@ TEST(Simulator, SharedMemoryCarriesDataBetweenProcessesAsCudaDocumentsIt) {
       << r.out;
 }
 
-// The model (docs/measurements/shared-memory.md, not yet measured): importing adds nothing
-// to the card, nor to the importer's figure; freed by its owner while an importer holds it,
-// the memory stays on the card, listed under the owner only, until the importer closes it
-// (a pool's allocation: frees it).
-TEST(Simulator, SharedMemoryStaysTheOwnersUntilTheImporterLetsGo) {
+// The model (docs/measurements/shared-memory.md): importing adds nothing to the card, nor to
+// the importer's figure. Freed by its owner while an importer holds it, legacy IPC and
+// descriptor memory stays on the card, listed under the owner only, until the importer
+// closes it; a pool's allocation is listed under no one (the pool's own figures drop too)
+// and stays on the card past the importer, kept by the owner's pool until it is destroyed,
+// as on an H100.
+TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
   SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
-  for (const char* kind : {"ipc", "fd", "pool"}) {
+  for (const char* kind : {"ipc", "fd"}) {
     Result r = RunProcess({ProbeBin(), "init", "sharemodel", kind, "256"}, node.env());
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_EQ(Lines(r.out, "shareimport"), std::vector<std::string>{"shareimport ok added=0"}) << kind << ": " << r.out;
@@ -110,6 +112,17 @@ TEST(Simulator, SharedMemoryStaysTheOwnersUntilTheImporterLetsGo) {
     };
     EXPECT_EQ(Lines(r.out, "sharemodel"), want) << kind << ": " << r.out << r.err;
   }
+  Result r = RunProcess({ProbeBin(), "init", "sharemodel", "pool", "256"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "shareimport"), std::vector<std::string>{"shareimport ok added=0"}) << r.out;
+  std::vector<std::string> want = {
+      "sharemodel imported owner=268435456 importer=0 used=268435456 reserved=268435456 pool_used=268435456",
+      "sharemodel owner-freed owner=0 importer=0 used=268435456 reserved=0 pool_used=0",
+      "sharemodel importer-closed owner=0 importer=0 used=268435456 reserved=0 pool_used=0",
+      "sharemodel owner-trimmed owner=0 importer=0 used=268435456 reserved=0 pool_used=0",
+      "sharemodel pool-destroyed owner=0 importer=0 used=0",
+  };
+  EXPECT_EQ(Lines(r.out, "sharemodel"), want) << r.out << r.err;
 }
 
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {

@@ -105,7 +105,10 @@ void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spill
         ++it;
         continue;
       }
-      (c.spilled ? spilled : c.exported && kept ? kept : bytes)[c.device] += c.bytes;
+      if (c.exported && c.pool && !c.spilled && kept)
+        ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);  // as PointerFreed does
+      else
+        (c.spilled ? spilled : c.exported && kept ? kept : bytes)[c.device] += c.bytes;
       it = m.erase(it);
     }
   }
@@ -212,13 +215,27 @@ bool PoolBook::IsExported(uint64_t pool) {
   return exported_.count(pool) != 0;
 }
 
-void PoolBook::Destroyed(uint64_t pool) {
+void PoolBook::KeptForImporters(uint64_t pool, int dev, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Held& h = kept_[pool];
+  h.device = dev;
+  h.bytes += bytes;
+}
+
+uint64_t PoolBook::Destroyed(uint64_t pool, int* dev) {
   std::lock_guard<std::mutex> lock(mu_);
   exported_.erase(pool);
+  auto it = kept_.find(pool);
+  if (it == kept_.end()) return 0;
+  uint64_t back = it->second.bytes;
+  *dev = it->second.device;
+  kept_.erase(it);
+  return back;
 }
 
 void PoolBook::ForgetAll() {
   held_.clear();
+  kept_.clear();
   exported_.clear();
 }
 

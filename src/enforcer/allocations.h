@@ -57,7 +57,8 @@ class Allocations {
   void MarkPoolExported(uint64_t pool);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`),
-  // those of exported entries into kept[device] when kept is given.
+  // those of exported entries into kept[device] when kept is given, but those of exported
+  // pool allocations into PoolBook::KeptForImporters.
   void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept = nullptr);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
@@ -117,7 +118,13 @@ class PoolBook {
   // import any allocation of it, so its allocations count as exported. Until destroyed.
   void Exported(uint64_t pool);
   bool IsExported(uint64_t pool);
-  void Destroyed(uint64_t pool);
+  // An exported allocation of `pool` freed here: the driver may keep it on the card for the
+  // pool past its importers (docs/measurements/shared-memory.md), listed under no process,
+  // so its charge stays until the pool is destroyed. Not taken by later allocations.
+  void KeptForImporters(uint64_t pool, int dev, uint64_t bytes);
+  // `pool` is destroyed: what KeptForImporters holds of it is returned, with its device in
+  // *dev.
+  uint64_t Destroyed(uint64_t pool, int* dev);
   // fork(): as Allocations.
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }
@@ -130,6 +137,7 @@ class PoolBook {
   };
   std::mutex mu_;
   std::unordered_map<uint64_t, Held> held_;
+  std::unordered_map<uint64_t, Held> kept_;  // KeptForImporters
   std::unordered_set<uint64_t> exported_;
 };
 

@@ -216,5 +216,22 @@ TEST(PoolBook, HeldMemoryIsReusedAndReturnedWhenThePoolShrinks) {
   EXPECT_EQ(dev, 1);
 }
 
+// What a pool keeps for importers is neither reused by an allocation nor given back by a
+// trim: only the pool's destruction returns it.
+TEST(PoolBook, MemoryKeptForImportersGoesOnlyWithThePool) {
+  PoolBook b;
+  b.KeptForImporters(7, 1, 64 * kMiB);
+  b.KeptForImporters(7, 1, 32 * kMiB);
+  EXPECT_EQ(b.Take(7, 16 * kMiB), 0u);
+  int dev = -1;
+  EXPECT_EQ(b.Trimmed(7, 0, &dev), 0u);
+  uint64_t pools[4];
+  EXPECT_EQ(b.PoolsOn(1, pools, 4), 0);
+  EXPECT_EQ(b.Destroyed(8, &dev), 0u);  // another pool
+  EXPECT_EQ(b.Destroyed(7, &dev), 96 * kMiB);
+  EXPECT_EQ(dev, 1);
+  EXPECT_EQ(b.Destroyed(7, &dev), 0u);  // once
+}
+
 }  // namespace
 }  // namespace gs::enforcer

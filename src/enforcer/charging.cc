@@ -440,8 +440,9 @@ bool RefreshPools(int dev) {
 }
 
 void PoolDestroyed(uint64_t pool) {
-  ThePoolBook().Destroyed(pool);
   int dev = -1;
+  uint64_t kept = ThePoolBook().Destroyed(pool, &dev);
+  if (kept) Unreserve(dev, kept, false);
   uint64_t back = ThePoolBook().Trimmed(pool, 0, &dev);
   if (back) Unreserve(dev, back, false);
 }

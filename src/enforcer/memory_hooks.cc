@@ -60,14 +60,18 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
   return rc;
 }
 
-// What becomes of a device pointer's charge once the driver freed it: kept while importers
-// may hold the memory on the card (exported); held by its pool, which keeps the memory on
-// the card (PoolBook); given back otherwise. An imported pointer was charged nothing, but
-// memory whose owner is gone is this process's on the card while it holds it (the
-// reconciliation charged it): letting it go may give that back.
+// What becomes of a device pointer's charge once the driver freed it: kept until its pool
+// is destroyed (a pool allocation exported: the pool may keep it on the card past its
+// importers, listed under no process); kept while importers may hold the memory on the card
+// (exported otherwise); held by its pool, which keeps the memory on the card (PoolBook);
+// given back otherwise. An imported pointer was charged nothing, but memory whose owner is
+// gone is this process's on the card while it holds it (the reconciliation charged it):
+// letting it go may give that back.
 void PointerFreed(const Charge& c) {
   if (c.imported)
     Reconcile(c.device, true);
+  else if (c.exported && c.pool && !c.spilled)
+    ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
   else if (c.exported && !c.spilled)
     KeepWhileShared(c.device, c.bytes);
   else if (c.pool && !c.spilled)

@@ -111,9 +111,12 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     }
     a = it->second;
     if (a.pool) a.pool->used_now -= a.size;  // stays reserved in the pool (TrimPool)
-    // Exported from its pool: it leaves the pool and stays on the card while importers
-    // hold it (src/sim/node_shares.cc).
-    if (a.pool && a.share >= 0) a.pool->reserved_now -= a.size;
+    // Exported from its pool: it leaves the pool's figures and stays on the card while
+    // importers hold it, and then while the pool lives (src/sim/node_shares.cc).
+    if (a.pool && a.share >= 0) {
+      a.pool->reserved_now -= a.size;
+      a.pool->freed_shares.emplace_back(a.share, a.share_id);
+    }
     g_driver->allocations.erase(it);
   }
   if (a.pool == nullptr || a.share >= 0) ReleaseAllocationMemory(a);

@@ -84,7 +84,8 @@ CUresult ShareAllocation(uintptr_t addr, Allocation* a, SharePayload* out) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t id = 0;
-    int index = node()->Share(a->device, a->size, inode, fs_dev, fd, &id);
+    ShareWay way = a->kind == AllocKind::kPool ? ShareWay::kPoolPointer : ShareWay::kLegacyIpc;
+    int index = node()->Share(a->device, a->size, inode, fs_dev, fd, way, &id);
     if (index < 0) {
       close(fd);
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -208,7 +209,7 @@ GS_SIM_CUDA(cuMemExportToShareableHandle)
   if (phys.share < 0) {
     uint64_t inode = 0, fs_dev = 0, id = 0;
     if (!FileIdentity(phys.fd, &inode, &fs_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
-    int index = node()->Share(phys.device, phys.size, inode, fs_dev, 0, &id);
+    int index = node()->Share(phys.device, phys.size, inode, fs_dev, 0, ShareWay::kDescriptor, &id);
     if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     phys.share = index;
     phys.share_id = id;

@@ -67,6 +67,8 @@ GS_SIM_CUDA(cuMemPoolDestroy)(CUmemoryPool pool) {
     for (auto& [addr, a] : g_driver->allocations)
       if (a.pool == p) a.pool = nullptr;
   }
+  // What it kept of its allocations freed while imported leaves once no importer holds it.
+  for (const auto& [index, id] : p->freed_shares) node()->PoolLetGo(index, id);
   if (p->fd >= 0) close(p->fd);
   delete p;
   return CUDA_SUCCESS;

@@ -70,7 +70,7 @@ class Node {
   // Share: this process exports `bytes` it holds on `dev` (-1: host memory), backed by the
   // memfd (inode, fs_dev), open in it as `owner_fd`; the entry starts with one reference of
   // this process. Returns its index, its id in *id; -1 when the table is full.
-  int Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, uint64_t* id);
+  int Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, ShareWay way, uint64_t* id);
   // The entry of the backing (inode, fs_dev): its index, its id in *id; -1 if none.
   int FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const;
   // The entry, while it is `id`; false when it is gone.
@@ -78,8 +78,14 @@ class Node {
   // One more reference of this process to the entry; false when it is gone.
   bool JoinShare(int index, uint64_t id);
   // One reference of this process dropped (`owner`: the owner freed its allocation). The
-  // memory leaves the card with the last reference.
+  // memory leaves the card with the last reference, unless a pool keeps it (below). A pool
+  // allocation freed by its owner while others hold it leaves every slot and stays on the
+  // card, kept by the owner's pool, past the importers too, as on an H100
+  // (docs/measurements/shared-memory.md); other shared memory stays in the owner's slot.
   void LeaveShare(int index, uint64_t id, bool owner);
+  // This process's pool was destroyed: a pool allocation of it that it freed while imported
+  // leaves the card once no importer holds it any more.
+  void PoolLetGo(int index, uint64_t id);
 
   // Device memory: false (nothing changed) when the card has fewer free bytes.
   bool Reserve(int dev, uint64_t bytes);
@@ -124,6 +130,8 @@ class Node {
   ProcessSlot* SlotOfLocked(uint32_t pid, uint64_t start_time) const;
   // Takes an entry's bytes off the card and frees the entry (state mutex held).
   void DropShareLocked(SharedMemory* e);
+  // Moves an entry's bytes into the slot of `to` (pid 0: into no slot; state mutex held).
+  void RechargeShareLocked(SharedMemory* e, uint32_t pid, uint64_t start_time);
   // The slot's process's pid in this process's namespace, 0 when it cannot be seen.
   uint32_t SeenPid(const ProcessSlot& slot) const;
 

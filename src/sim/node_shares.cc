@@ -1,10 +1,13 @@
 // Memory shared between processes, in the node's state (src/sim/node.h): which processes
-// hold each exported allocation, and whose slot its bytes are in. The model, the least
-// convenient for a slicer until measured on hardware (docs/measurements/shared-memory.md):
-// importing puts nothing new on the card; the memory leaves the card only when its owner
-// freed it and every importer closed it; while the owner lives, its bytes are the owner's
-// (NVML lists them under the owner's pid only); when the owner is gone first, they move to
-// a process still holding them.
+// hold each exported allocation, and whose slot its bytes are in. The model
+// (docs/measurements/shared-memory.md): importing puts nothing new on the card; while the
+// owner holds it, NVML lists it under the owner's pid only; the memory leaves the card only
+// when its owner freed it and every importer closed it. Freed by its owner first, a pool
+// allocation is listed under no one, and the owner's pool keeps it on the card, past the
+// importers, until the pool is destroyed or the owner is gone (as on an H100); legacy IPC
+// and descriptor memory stay listed under the owner (an H100 lists legacy IPC memory under
+// the importer then: not modelled yet). When the owner is gone first, its bytes move to a
+// process still holding them.
 #include <cstring>
 
 #include "src/sim/node.h"
@@ -17,6 +20,17 @@ ProcessSlot* Node::SlotOfLocked(uint32_t pid, uint64_t start_time) const {
   return nullptr;
 }
 
+void Node::RechargeShareLocked(SharedMemory* e, uint32_t pid, uint64_t start_time) {
+  if (e->device >= 0 && e->device < kMaxDevices) {
+    if (ProcessSlot* from = SlotOfLocked(e->charged_pid, e->charged_start)) from->memory[e->device].fetch_sub(e->bytes);
+    ProcessSlot* to = SlotOfLocked(pid, start_time);
+    if (to != nullptr) to->memory[e->device].fetch_add(e->bytes);
+    if (to == nullptr) pid = 0, start_time = 0;
+  }
+  e->charged_pid = pid;
+  e->charged_start = start_time;
+}
+
 void Node::DropShareLocked(SharedMemory* e) {
   if (e->device >= 0 && e->device < kMaxDevices && e->bytes > 0) {
     if (ProcessSlot* slot = SlotOfLocked(e->charged_pid, e->charged_start)) slot->memory[e->device].fetch_sub(e->bytes);
@@ -25,7 +39,7 @@ void Node::DropShareLocked(SharedMemory* e) {
   memset(static_cast<void*>(e), 0, sizeof(*e));
 }
 
-int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, uint64_t* id) {
+int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, ShareWay way, uint64_t* id) {
   int index = -1;
   LockState(state_);
   for (int i = 0; i < kMaxShared && index < 0; ++i) {
@@ -35,6 +49,7 @@ int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int ow
     memset(static_cast<void*>(&e), 0, sizeof(e));
     e.id = ++state_->last_shared_id;
     e.device = dev;
+    e.way = way;
     e.bytes = dev >= 0 ? bytes : 0;
     e.charged_pid = static_cast<uint32_t>(pid_);
     e.charged_start = start_time_;
@@ -112,12 +127,32 @@ void Node::LeaveShare(int index, uint64_t id, bool owner) {
   SharedMemory& e = state_->shared[index];
   if (e.id == id) {
     if (owner) e.owner_fd = 0;
-    bool anyone = false;
+    const Sharer* heir = nullptr;
     for (auto& s : e.sharers) {
       if (s.pid == static_cast<uint32_t>(pid_) && s.start_time == start_time_ && s.refs > 0 && --s.refs == 0)
         s = Sharer{};
-      anyone |= s.pid != 0;
+      if (s.pid != 0 && heir == nullptr) heir = &s;
     }
+    if (heir == nullptr && e.pool_holder_pid == 0) {
+      DropShareLocked(&e);
+    } else if (heir != nullptr && owner && e.way == ShareWay::kPoolPointer) {
+      RechargeShareLocked(&e, 0, 0);
+      e.pool_holder_pid = static_cast<uint32_t>(pid_);
+      e.pool_holder_start = start_time_;
+    }
+  }
+  UnlockState(state_);
+}
+
+void Node::PoolLetGo(int index, uint64_t id) {
+  if (index < 0 || index >= kMaxShared || id == 0) return;
+  LockState(state_);
+  SharedMemory& e = state_->shared[index];
+  if (e.id == id && e.pool_holder_pid == static_cast<uint32_t>(pid_) && e.pool_holder_start == start_time_) {
+    e.pool_holder_pid = 0;
+    e.pool_holder_start = 0;
+    bool anyone = false;
+    for (const auto& s : e.sharers) anyone |= s.pid != 0;
     if (!anyone) DropShareLocked(&e);
   }
   UnlockState(state_);
@@ -131,19 +166,18 @@ void Node::ForgetSharerLocked(uint32_t pid, uint64_t start_time) {
       if (s.pid == pid && s.start_time == start_time) s = Sharer{};
       if (s.pid != 0 && heir == nullptr) heir = &s;
     }
+    if (e.pool_holder_pid == pid && e.pool_holder_start == start_time) {  // its pool went with it
+      e.pool_holder_pid = 0;
+      e.pool_holder_start = 0;
+    }
     if (heir == nullptr) {
-      DropShareLocked(&e);
+      if (e.pool_holder_pid == 0) DropShareLocked(&e);
       continue;
     }
     if (e.charged_pid != pid || e.charged_start != start_time) continue;
     // Its holder is gone and others still map it: it stays on the card, now theirs.
-    if (e.device >= 0 && e.device < kMaxDevices) {
-      if (ProcessSlot* gone = SlotOfLocked(pid, start_time)) gone->memory[e.device].fetch_sub(e.bytes);
-      if (ProcessSlot* next = SlotOfLocked(heir->pid, heir->start_time)) next->memory[e.device].fetch_add(e.bytes);
-    }
     e.owner_fd = 0;  // the owner's descriptor went with it
-    e.charged_pid = SlotOfLocked(heir->pid, heir->start_time) ? heir->pid : 0;
-    e.charged_start = heir->start_time;
+    RechargeShareLocked(&e, heir->pid, heir->start_time);
   }
 }
 

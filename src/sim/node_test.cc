@@ -271,13 +271,13 @@ uint64_t HeldBy(const Node& viewer, uint32_t pid) {
   return 0;
 }
 
-TEST_F(NodeTest, SharedMemoryIsTheOwnersUntilTheOwnerAndEveryImporterLetItGo) {
+TEST_F(NodeTest, ADescriptorsMemoryIsTheOwnersUntilTheOwnerAndEveryImporterLetItGo) {
   Node owner(state_.get(), &clock_, 4101, 1), importer(state_.get(), &clock_, 4102, 1);
   ASSERT_TRUE(owner.Attach());
   ASSERT_TRUE(importer.Attach());
   ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
   uint64_t id = 0, found = 0;
-  int index = owner.Share(0, 1ull << 30, 77, 5, 9, &id);
+  int index = owner.Share(0, 1ull << 30, 77, 5, 9, ShareWay::kDescriptor, &id);
   ASSERT_GE(index, 0);
   EXPECT_EQ(importer.FindShare(77, 5, &found), index);
   EXPECT_EQ(found, id);
@@ -297,13 +297,60 @@ TEST_F(NodeTest, SharedMemoryIsTheOwnersUntilTheOwnerAndEveryImporterLetItGo) {
   EXPECT_FALSE(importer.JoinShare(index, id));  // gone
 }
 
+// As on an H100 (docs/measurements/shared-memory.md): freed by its owner first, a pool allocation is listed under no
+// one and stays on the card past its importer, kept by the owner's pool until it is destroyed.
+TEST_F(NodeTest, APoolAllocationFreedByItsOwnerFirstStaysOnTheCardUntilThePoolGoes) {
+  Node owner(state_.get(), &clock_, 4501, 1), importer(state_.get(), &clock_, 4502, 1);
+  ASSERT_TRUE(owner.Attach());
+  ASSERT_TRUE(importer.Attach());
+  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
+  uint64_t id = 0;
+  int index = owner.Share(0, 1ull << 30, 81, 5, 9, ShareWay::kPoolPointer, &id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  owner.LeaveShare(index, id, true);
+  EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);
+  EXPECT_EQ(HeldBy(owner, 4501), 0u);
+  EXPECT_EQ(HeldBy(owner, 4502), 0u);
+  importer.LeaveShare(index, id, false);
+  EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);  // the owner's pool keeps it
+  importer.PoolLetGo(index, id);               // not the importer's pool to let go
+  EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);
+  owner.PoolLetGo(index, id);
+  EXPECT_EQ(owner.MemoryUsed(0), 0u);
+
+  // The same, its owner gone instead of its pool destroyed.
+  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
+  index = owner.Share(0, 1ull << 30, 82, 5, 9, ShareWay::kPoolPointer, &id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  owner.LeaveShare(index, id, true);
+  importer.LeaveShare(index, id, false);
+  EXPECT_EQ(importer.MemoryUsed(0), 1ull << 30);
+  EXPECT_TRUE(importer.ForgetProcess(4501, 1));
+  EXPECT_EQ(importer.MemoryUsed(0), 0u);
+}
+
+// Freed by its owner after every importer closed it, a pool allocation leaves the card.
+TEST_F(NodeTest, APoolAllocationFreedAfterItsImporterClosedItLeavesTheCard) {
+  Node owner(state_.get(), &clock_, 4601, 1), importer(state_.get(), &clock_, 4602, 1);
+  ASSERT_TRUE(owner.Attach());
+  ASSERT_TRUE(importer.Attach());
+  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
+  uint64_t id = 0;
+  int index = owner.Share(0, 1ull << 30, 83, 5, 9, ShareWay::kPoolPointer, &id);
+  ASSERT_TRUE(importer.JoinShare(index, id));
+  importer.LeaveShare(index, id, false);
+  owner.LeaveShare(index, id, true);
+  EXPECT_EQ(owner.MemoryUsed(0), 0u);
+  EXPECT_EQ(HeldBy(owner, 4601), 0u);
+}
+
 TEST_F(NodeTest, SharedMemoryOfAGoneOwnerStaysOnTheCardAsTheImportersUntilItLeaves) {
   Node owner(state_.get(), &clock_, 4201, 1), importer(state_.get(), &clock_, 4202, 1);
   ASSERT_TRUE(owner.Attach());
   ASSERT_TRUE(importer.Attach());
   ASSERT_TRUE(owner.Reserve(0, 3ull << 30));  // 1 GiB of it shared
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 78, 5, 9, &id);
+  int index = owner.Share(0, 1ull << 30, 78, 5, 9, ShareWay::kLegacyIpc, &id);
   ASSERT_TRUE(importer.JoinShare(index, id));
   EXPECT_TRUE(importer.ForgetProcess(4201, 1));  // the owner died holding it
   EXPECT_EQ(importer.MemoryUsed(0), 1ull << 30);
@@ -319,7 +366,7 @@ TEST_F(NodeTest, SharedMemoryWhoseLastHolderDiesLeavesTheCard) {
   ASSERT_TRUE(importer.Attach());
   ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 79, 5, 9, &id);
+  int index = owner.Share(0, 1ull << 30, 79, 5, 9, ShareWay::kLegacyIpc, &id);
   ASSERT_TRUE(importer.JoinShare(index, id));
   owner.LeaveShare(index, id, true);
   EXPECT_TRUE(owner.ForgetProcess(4302, 1));  // the importer died holding it

@@ -187,6 +187,9 @@ struct MemPool {
   bool imported = false;
   int fd = -1;
   uint64_t inode = 0, fs_dev = 0;
+  // Exported allocations of this pool that were freed here: the node keeps on the card, for
+  // this pool, those freed while imported (Node::LeaveShare) until it is destroyed.
+  std::vector<std::pair<int, uint64_t>> freed_shares;  // (index, id) in the node's table
 };
 
 struct PhysicalMemory {  // cuMemCreate

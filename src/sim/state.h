@@ -23,7 +23,7 @@
 namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
-inline constexpr uint32_t kSimAbiMajor = 4;                   // 4: memory shared between processes
+inline constexpr uint32_t kSimAbiMajor = 5;                   // 5: shares know their way and pool holder
 inline constexpr uint32_t kSimAbiMinor = 0;
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
@@ -88,18 +88,31 @@ struct Sharer {
   uint64_t start_time;
 };
 
-// Device memory an owner exported (legacy IPC, POSIX file descriptor), guarded by the state's
-// mutex. It leaves the card once no process holds it any more; its bytes stay in one
-// process's slot meanwhile (docs/simulator.md, "Memory shared between processes").
+// How an allocation was shared: what the card does once its owner frees it differs
+// (src/sim/node_shares.cc).
+enum class ShareWay : uint32_t {
+  kLegacyIpc = 1,    // cuIpcGetMemHandle
+  kDescriptor = 2,   // cuMemExportToShareableHandle of a cuMemCreate handle
+  kPoolPointer = 3,  // cuMemPoolExportPointer
+};
+
+// Device memory an owner exported, guarded by the state's mutex. It leaves the card once no
+// process holds it and no pool keeps it; its bytes are in at most one process's slot
+// meanwhile (docs/simulator.md, "Memory shared between processes").
 struct SharedMemory {
   uint64_t id;     // 0: free
   int32_t device;  // -1: host memory, on no card
-  uint32_t reserved;
+  ShareWay way;
   uint64_t bytes;        // on the card, in the slot of (charged_pid, charged_start)
-  uint32_t charged_pid;  // 0: in no slot (its holder had none)
+  uint32_t charged_pid;  // 0: in no slot (its holder had none, or NVML lists it under no one)
   uint32_t owner_fd;     // the owner's descriptor of the backing (legacy IPC opens it); 0 once freed
   uint64_t charged_start;
   uint64_t inode, fs_dev;  // the backing memfd's identity (a POSIX descriptor names it)
+  // A pool allocation its owner freed while imported: the owner's pool keeps it on the card
+  // until the pool is destroyed or the owner is gone. 0: none.
+  uint32_t pool_holder_pid;
+  uint32_t unused;
+  uint64_t pool_holder_start;
   Sharer sharers[kMaxSharers];
 };
 

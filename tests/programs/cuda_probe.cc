@@ -118,8 +118,11 @@
 //                                  it (pool: cuMemFreeAsync and a synchronize), then the
 //                                  importer closes it (pool: cuMemFree). After each:
 //                                  "sharemodel STAGE owner=B importer=B used=B" (NVML's
-//                                  per-process used memory of both, the device's used memory),
-//                                  STAGE imported|owner-freed|importer-closed
+//                                  per-process used memory of both, the device's used memory;
+//                                  pool: then "reserved=B pool_used=B", the owner pool's
+//                                  attributes), STAGE imported|owner-freed|importer-closed;
+//                                  pool: then the owner trims its pool to 0 (owner-trimmed)
+//                                  and destroys it (pool-destroyed)
 //   shareimport ipc HEX|fd FD|pool FD:HEX RFD WFD  the importer's side (started by sharemodel)
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -651,6 +654,7 @@ bool ShareModel(std::string kind, size_t bytes) {
   const bool in_pidns = kind == "ipc-pidns";
   if (in_pidns) kind = "ipc";
   const bool pool_kind = kind == "pool";
+  CUmemoryPool pool = nullptr;
   CUdeviceptr p = 0;
   CUmemGenericAllocationHandle h = 0;
   std::string token;
@@ -667,7 +671,6 @@ bool ShareModel(std::string kind, size_t bytes) {
     props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = g_dev;
-    CUmemoryPool pool = nullptr;
     CUmemPoolPtrExportData data{};
     rc = c.cuMemPoolCreate(&pool, &props);
     if (rc == CUDA_SUCCESS) rc = c.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
@@ -720,10 +723,17 @@ bool ShareModel(std::string kind, size_t bytes) {
   bool imported = read(from_child[0], &got, 1) == 1 && got == 'i';
   auto report = [&](const char* stage) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NVML's figures settle
-    printf("sharemodel %s owner=%llu importer=%llu used=%llu\n", stage,
+    printf("sharemodel %s owner=%llu importer=%llu used=%llu", stage,
            static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(getpid()))),
            static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(child))),
            static_cast<unsigned long long>(NvmlDeviceUsed()));
+    cuuint64_t reserved = 0, used = 0;
+    if (pool != nullptr &&
+        c.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+        c.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS)
+      printf(" reserved=%llu pool_used=%llu", static_cast<unsigned long long>(reserved),
+             static_cast<unsigned long long>(used));
+    printf("\n");
   };
   if (!imported) printf("sharemodel import failed\n");
   if (imported) report("imported");
@@ -744,6 +754,14 @@ bool ShareModel(std::string kind, size_t bytes) {
   close(from_child[0]);
   int status = 0;
   waitpid(child, &status, 0);
+  // What a pool the owner freed an imported allocation of keeps on the card, and what lets
+  // it go: the importer is gone by now.
+  if (imported && pool != nullptr) {
+    if (c.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS && c.cuCtxSynchronize() == CUDA_SUCCESS) report("owner-trimmed");
+    CUmemoryPool gone = pool;
+    pool = nullptr;
+    if (c.cuMemPoolDestroy(gone) == CUDA_SUCCESS) report("pool-destroyed");
+  }
   return imported;
 }
 

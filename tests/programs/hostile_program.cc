@@ -89,6 +89,8 @@
 //                this process sees), where it is pid 1
 //   importer-done  the importer closes and releases what it imported and exits:
 //                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
+//   share-pool-destroy  destroys the pool pool-leak made (cuMemPoolDestroy):
+//                "share-pool-destroy <result>"
 //   vmmcreatefd MIB  as vmmcreate, exportable as a POSIX descriptor: "vmmcreatefd <result>"
 //   vmmexport    exports the newest handle as a descriptor: "vmmexport <result>"
 //   vmmimport    imports that descriptor in this process: a new newest handle:
@@ -1165,6 +1167,10 @@ int main(int argc, char** argv) {
       g_importer_pidns = true;
     } else if (strcmp(step, "importer-done") == 0) {
       printf("importer-done %d\n", ImporterDone());
+    } else if (strcmp(step, "share-pool-destroy") == 0) {
+      CUresult rc = Get<CUresult (*)(CUmemoryPool)>("cuMemPoolDestroy")(g_share_pool);
+      if (rc == CUDA_SUCCESS) g_share_pool = nullptr;
+      printf("share-pool-destroy %s\n", Name(rc));
     } else if (strcmp(step, "vmmcreatefd") == 0) {
       CUmemGenericAllocationHandle h = 0;
       size_t bytes = static_cast<size_t>(atol(arg)) << 20;
