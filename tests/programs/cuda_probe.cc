@@ -43,7 +43,9 @@
 //   shares MS                      NVML's per-process samples as an outside observer reads
 //                                  them for MS ms: "share PID AVG_SMUTIL SAMPLES" per pid
 //   cardwatch MS                   for MS ms or until SIGTERM, every 0.5 ms: NVML's used memory
-//                                  of every compute process on the device, summed; then
+//                                  of the device (what every process holds, and what the
+//                                  driver keeps listed under none, as a pool's memory freed
+//                                  while imported); then
 //                                  "watching" once it watches, "cardwatch MAX SAMPLES" at the
 //                                  end (run without the enforcer: what the
 //                                  card held at most, as an outside observer sees it)
@@ -1074,12 +1076,9 @@ int main(int argc, char** argv) {
       printf("watching\n");
       unsigned long long most = 0, samples = 0;
       while (!g_stop && std::chrono::steady_clock::now() < end) {
-        nvmlProcessInfo_t procs[256];
-        unsigned count = 256;
-        if (n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) == NVML_SUCCESS) {
-          unsigned long long sum = 0;
-          for (unsigned k = 0; k < count; ++k) sum += procs[k].usedGpuMemory;
-          most = std::max(most, sum);
+        nvmlMemory_t m{};
+        if (n.nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
+          most = std::max(most, static_cast<unsigned long long>(m.used));
           ++samples;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(500));
