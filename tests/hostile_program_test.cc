@@ -585,17 +585,13 @@ TEST(HostileIpc, OwnDescriptorImportedKeepsTheChargeAfterTheOriginalIsReleased) 
 }
 
 // An honest exporter: its importer read and wrote the shared bytes, closed them and exited;
-// the owner freed its piece and gets its whole slice back. (The simulator's daemon frees an
-// exited process's context when it reads the hang-up, a moment after the exit, where a real
-// driver frees it while the process exits, as its device files close: the owner waits
-// 100 ms first.)
+// the owner freed its piece and gets its whole slice back.
 TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   for (const char* kind : {"ipc-leak", "fd-leak"}) {
-    OnCard w = Watched(
-        node, {HostileBin(), "init", kind, "1", "512", "importer-done", "sleep", "100", "fill", "64", "sleep", "100"},
-        env);
+    OnCard w =
+        Watched(node, {HostileBin(), "init", kind, "1", "512", "importer-done", "fill", "64", "sleep", "100"}, env);
     ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
     EXPECT_EQ(Lines(w.result.out, kind), std::vector<std::string>{std::string(kind) + " 512 1"}) << w.result.out;
     EXPECT_EQ(Lines(w.result.out, "importer-done"), std::vector<std::string>{"importer-done 0"}) << w.result.out;
@@ -606,14 +602,13 @@ TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {
 
 // A pool allocation its owner freed while imported stays on the card past its importer, kept
 // by the owner's pool and listed under no process, until the pool is destroyed (as on an
-// H100: docs/measurements/shared-memory.md). It stays charged to the owner until then. (The
-// 100 ms after the importer's exit: as in the test above.)
+// H100: docs/measurements/shared-memory.md). It stays charged to the owner until then.
 TEST(HostileIpc, APoolPieceFreedWhileImportedStaysChargedUntilItsPoolIsDestroyed) {
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   OnCard w = Watched(node,
-                     {HostileBin(), "init", "pool-leak", "1", "512", "importer-done", "sleep", "100", "room",
-                      "share-pool-destroy", "room", "sleep", "100"},
+                     {HostileBin(), "init", "pool-leak", "1", "512", "importer-done", "room", "share-pool-destroy",
+                      "room", "sleep", "100"},
                      env);
   ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
   EXPECT_EQ(Line(w.result.out, "pool-leak"), "pool-leak 512 1") << w.result.out;

@@ -70,6 +70,28 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   EXPECT_EQ(U(nvml[7]), 4u);
 }
 
+// A process that exits normally has left the card by the time its parent sees it exit, as
+// the kernel driver frees a process's memory while it exits: the simulated driver shuts
+// down at the exit and waits for the node to free what the process held. A call made later
+// in the exit gets CUDA_ERROR_DEINITIALIZED and frees nothing twice.
+TEST(Simulator, AProcessLeavesTheCardBeforeItsExitCompletes) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  std::vector<std::string> args = {ProbeBin()};
+  for (int k = 0; k < 10; ++k) args.insert(args.end(), {"spawnexit", "1g"});
+  Result r = RunProcess(args, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "spawnexit"), std::vector<std::string>(10, "spawnexit 1024 0")) << r.out;
+
+  r = RunProcess({ProbeBin(), "atexit", "init", "alloc", "mem", "1g"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "atexit own"),
+            std::vector<std::string>{"atexit own=0 free=CUDA_ERROR_DEINITIALIZED alloc=CUDA_ERROR_DEINITIALIZED"})
+      << r.out;
+  r = RunProcess({ProbeBin(), "init", "nvml"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(U(Fields(r.out, "nvml")[2]), 0u) << r.out;  // nothing left, nothing freed twice
+}
+
 // Memory shared between processes (src/sim/cuda_ipc.cc, src/sim/cuda_pool_ipc.cc): the
 // importer (a process of its own) reads what the owner wrote and the owner reads the
 // importer's answer, by a legacy IPC handle, by a POSIX descriptor and by a pool's

@@ -10,6 +10,7 @@ namespace gs::sim {
 Driver* g_driver = nullptr;
 thread_local std::vector<Context*> t_ctx_stack;
 bool g_forked_after_init = false;
+std::atomic<bool> g_shut_down{false};
 
 // ---- memory helpers -------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
 // guards the maps; a Context's and a Stream's own mutex guard their fields.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -53,6 +54,8 @@ extern Driver* g_driver;
 extern thread_local std::vector<Context*> t_ctx_stack;
 // Set in a child forked after this process initialised CUDA: CUDA is unusable there.
 extern bool g_forked_after_init;
+// Set when the driver shut down at the process's exit (src/sim/cuda_init.cc).
+extern std::atomic<bool> g_shut_down;
 
 inline Node* node() {
   return g_driver->rt->node;
@@ -61,9 +64,10 @@ inline int64_t Now() {
   return node()->clock()->NowNs();
 }
 
-#define GS_REQUIRE_INIT()                             \
-  do {                                                \
-    if (!g_driver) return CUDA_ERROR_NOT_INITIALIZED; \
+#define GS_REQUIRE_INIT()                                                             \
+  do {                                                                                \
+    if (!g_driver) return CUDA_ERROR_NOT_INITIALIZED;                                 \
+    if (g_shut_down.load(std::memory_order_relaxed)) return CUDA_ERROR_DEINITIALIZED; \
   } while (0)
 
 inline Context* CurrentContext() {

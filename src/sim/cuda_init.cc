@@ -27,8 +27,19 @@ static void ForgetCudaInForkedChild() {
   g_forked_after_init = true;
 }
 
+// At a normal exit the driver shuts down (CUDA_ERROR_DEINITIALIZED: "the CUDA driver is in
+// the process of shutting down"): the process's memory and work leave the card before its
+// exit completes, as the kernel driver frees them while a process exits, and a call made
+// later in the exit (another thread, a late destructor) gets that error.
+static void ShutDownAtExit() {
+  if (g_driver == nullptr) return;  // a child forked after cuInit never had CUDA
+  g_shut_down.store(true);
+  LeaveNode();
+}
+
 GS_SIM_CUDA(cuInit)(unsigned int Flags) {
   if (g_forked_after_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (g_shut_down.load()) return CUDA_ERROR_DEINITIALIZED;
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (g_driver) return CUDA_SUCCESS;
   Runtime* rt = GetRuntime();
@@ -51,6 +62,8 @@ GS_SIM_CUDA(cuInit)(unsigned int Flags) {
     for (int i = 0; i < rt->cuda_count; ++i) driver.primary[rt->cuda_devices[i]].ordinal = i;
     g_driver = &driver;
     pthread_atfork(nullptr, nullptr, ForgetCudaInForkedChild);
+    // Registered after `driver`'s destructor, so it runs before it.
+    atexit(ShutDownAtExit);
   });
   return rt->cuda_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
@@ -73,6 +86,7 @@ const ErrorText kErrors[] = {
     {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
     {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},

@@ -40,25 +40,26 @@ bool Node::ReattachAs(pid_t pid, uint64_t start_time) {
   return Attach();
 }
 
-void Node::FreeSlotLocked(ProcessSlot* slot) {
+void Node::FreeHoldingsLocked(ProcessSlot* slot) {
+  const uint32_t pid = slot->pid.load();
+  ForgetSharerLocked(pid, slot->start_time);
   for (int d = 0; d < kMaxDevices; ++d) {
     uint64_t held = slot->memory[d].exchange(0);
     if (held) state_->live[d].memory_used.fetch_sub(held);
   }
-  slot->pid.store(0);
 }
 
-bool Node::ForgetProcess(pid_t pid, uint64_t start_time) {
+bool Node::FreeProcess(pid_t pid, uint64_t start_time, bool release_slot) {
   bool found = false;
   LockState(state_);
   for (auto& slot : state_->procs)
     if (slot.pid.load() == static_cast<uint32_t>(pid) && slot.start_time == start_time) {
-      ForgetSharerLocked(static_cast<uint32_t>(pid), start_time);
-      FreeSlotLocked(&slot);
+      FreeHoldingsLocked(&slot);
+      if (release_slot) slot.pid.store(0);
       found = true;
     }
   UnlockState(state_);
-  // The driver tears down a dead process's contexts, and its queued work with them.
+  // The driver tears down the process's contexts, and its queued work with them.
   for (int d = 0; d < kMaxDevices; ++d) DropTenant(timeline(d), {pid, start_time});
   return found;
 }
@@ -70,8 +71,8 @@ int Node::SweepDeadProcesses() {
     uint32_t pid = slot.pid.load();
     if (pid == 0 || ProcessIsAlive(static_cast<pid_t>(pid), slot.start_time)) continue;
     ++swept;
-    ForgetSharerLocked(pid, slot.start_time);
-    FreeSlotLocked(&slot);
+    FreeHoldingsLocked(&slot);
+    slot.pid.store(0);
   }
   UnlockState(state_);
   // Every dead process's work goes, whether or not it still held a slot.
@@ -81,6 +82,7 @@ int Node::SweepDeadProcesses() {
 }
 
 bool Node::Reserve(int dev, uint64_t bytes) {
+  if (departed()) return false;
   auto& used = state_->live[dev].memory_used;
   const uint64_t total = state_->spec[dev].memory_total;
   uint64_t cur = used.load();
@@ -94,6 +96,7 @@ bool Node::Reserve(int dev, uint64_t bytes) {
 }
 
 void Node::Release(int dev, uint64_t bytes) {
+  if (departed()) return;  // the daemon freed it
   state_->live[dev].memory_used.fetch_sub(bytes);
   if (slot_) slot_->memory[dev].fetch_sub(bytes);
 }
@@ -108,17 +111,19 @@ uint64_t Node::MemoryFree(int dev) const {
 }
 
 int64_t Node::Enqueue(int dev, int64_t work_ns) {
+  if (departed()) return -1;
   return sim::Enqueue(timeline(dev), state_->timing, me(), clock_->NowNs(), work_ns);
 }
 
 bool Node::WorkDone(int dev, int64_t mark) {
+  if (departed()) return true;  // dropped with the process's other work
   return sim::WorkDone(timeline(dev), state_->timing, me(), mark, clock_->NowNs());
 }
 
 void Node::WaitWork(int dev, int64_t mark) {
   // The prediction assumes nobody else queues more work; if someone does, our work
   // finishes later than predicted and we look again then.
-  for (;;) {
+  while (!departed()) {
     int64_t now = clock_->NowNs();
     int64_t at = PredictDone(timeline(dev), state_->timing, me(), mark, now);
     if (at <= now) return;

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "src/common/clock.h"
@@ -60,8 +61,18 @@ class Node {
   // learns it is gone (false if it held no slot); SweepDeadProcesses: every process whose
   // pid and start time no longer match a process in this namespace's /proc. Returns how
   // many were swept. Only meaningful in the node's PID namespace.
-  bool ForgetProcess(pid_t pid, uint64_t start_time);
+  bool ForgetProcess(pid_t pid, uint64_t start_time) { return FreeProcess(pid, start_time, true); }
   int SweepDeadProcesses();
+  // The daemon's side of a process's goodbye (src/sim/registration.h): what ForgetProcess
+  // frees, while the process keeps its slot until its connection closes, so that nothing
+  // it still does at its exit lands in a slot another process has claimed. False if it
+  // held no slot.
+  bool ReleaseHoldings(pid_t pid, uint64_t start_time) { return FreeProcess(pid, start_time, false); }
+
+  // This process's driver has shut down (libcuda at the process's exit): from now on its
+  // memory and work are the daemon's to free, and nothing here charges, frees or waits.
+  void Depart() { departed_.store(true); }
+  bool departed() const { return departed_.load(std::memory_order_relaxed); }
 
   // Memory shared between processes (src/sim/node_shares.cc, docs/simulator.md): an entry
   // of the state's table per exported allocation, with the processes holding it. Its bytes
@@ -122,8 +133,10 @@ class Node {
  private:
   Timeline* timeline(int dev) const { return &state_->live[dev].timeline; }
   TenantId me() const { return {pid_, start_time_}; }
-  // Frees a slot's memory (state mutex held).
-  void FreeSlotLocked(ProcessSlot* slot);
+  // Frees a slot's memory and shares (state mutex held); the slot stays claimed.
+  void FreeHoldingsLocked(ProcessSlot* slot);
+  // Frees what the process held, its queued work included, and its slot if release_slot.
+  bool FreeProcess(pid_t pid, uint64_t start_time, bool release_slot);
   // A process is gone (state mutex held): its references to shared memory go, and memory
   // in its slot that others still hold moves to one of theirs (src/sim/node_shares.cc).
   void ForgetSharerLocked(uint32_t pid, uint64_t start_time);
@@ -141,6 +154,7 @@ class Node {
   uint64_t start_time_;
   PidNamespaces namespaces_{};
   ProcessSlot* slot_ = nullptr;
+  std::atomic<bool> departed_{false};
 };
 
 // Kernel cost model (docs/simulator.md): blocks run in waves of

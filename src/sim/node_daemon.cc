@@ -44,6 +44,7 @@ class Daemon {
  private:
   void Accept(int listen_fd, int epoll_fd);
   void Hangup(int fd);
+  void Goodbye(int fd);
   bool StateStillOurs() const;
 
   Node node_;
@@ -116,6 +117,16 @@ void Daemon::Hangup(int fd) {
     GS_LOG(kDetail, "process %d is gone: its memory and work are freed", static_cast<int>(id.first));
 }
 
+void Daemon::Goodbye(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  const Identity id = it->second;
+  // The process is exiting: its driver frees what it held before the exit completes.
+  if (node_.ReleaseHoldings(id.first, id.second))
+    GS_LOG(kDetail, "process %d said goodbye: its memory and work are freed", static_cast<int>(id.first));
+  (void)!send(fd, &kGoodbyeDone, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 int Daemon::Serve(int listen_fd, int signal_fd) {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) return 1;
@@ -140,8 +151,10 @@ int Daemon::Serve(int listen_fd, int signal_fd) {
       } else if (fd == signal_fd) {
         stop = true;
       } else {
-        char sink[256];
-        ssize_t got = (events[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) ? 0 : read(fd, sink, sizeof(sink));
+        char got_bytes[256];
+        ssize_t got = 0;
+        if ((events[i].events & EPOLLIN) != 0) got = read(fd, got_bytes, sizeof(got_bytes));
+        if (got > 0 && memchr(got_bytes, kGoodbye, static_cast<size_t>(got)) != nullptr) Goodbye(fd);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) Hangup(fd);
       }
     }

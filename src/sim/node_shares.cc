@@ -40,6 +40,7 @@ void Node::DropShareLocked(SharedMemory* e) {
 }
 
 int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, ShareWay way, uint64_t* id) {
+  if (departed()) return -1;
   int index = -1;
   LockState(state_);
   for (int i = 0; i < kMaxShared && index < 0; ++i) {
@@ -98,7 +99,7 @@ bool Node::ShareOf(int index, uint64_t id, ShareInfo* out) const {
 }
 
 bool Node::JoinShare(int index, uint64_t id) {
-  if (index < 0 || index >= kMaxShared || id == 0) return false;
+  if (departed() || index < 0 || index >= kMaxShared || id == 0) return false;
   LockState(state_);
   SharedMemory& e = state_->shared[index];
   bool ok = false;
@@ -122,7 +123,7 @@ bool Node::JoinShare(int index, uint64_t id) {
 }
 
 void Node::LeaveShare(int index, uint64_t id, bool owner) {
-  if (index < 0 || index >= kMaxShared || id == 0) return;
+  if (departed() || index < 0 || index >= kMaxShared || id == 0) return;
   LockState(state_);
   SharedMemory& e = state_->shared[index];
   if (e.id == id) {
@@ -145,7 +146,7 @@ void Node::LeaveShare(int index, uint64_t id, bool owner) {
 }
 
 void Node::PoolLetGo(int index, uint64_t id) {
-  if (index < 0 || index >= kMaxShared || id == 0) return;
+  if (departed() || index < 0 || index >= kMaxShared || id == 0) return;
   LockState(state_);
   SharedMemory& e = state_->shared[index];
   if (e.id == id && e.pool_holder_pid == static_cast<uint32_t>(pid_) && e.pool_holder_start == start_time_) {

@@ -26,6 +26,19 @@ class NodeTest : public ::testing::Test {
     }
   }
   Node MakeNode(pid_t pid) { return Node(state_.get(), &clock_, pid, ProcessStartTime(pid)); }
+  // `owner` and `importer` attach, `owner` holds `held` bytes on card 0 and shares `bytes` of
+  // them (backing inode `inode`, the way `way`), and `importer` opens them. Returns the
+  // share's index, its id in *id.
+  int ShareBetween(Node& owner, Node& importer, uint64_t held, uint64_t bytes, uint64_t inode, ShareWay way,
+                   uint64_t* id) {
+    EXPECT_TRUE(owner.Attach());
+    EXPECT_TRUE(importer.Attach());
+    EXPECT_TRUE(owner.Reserve(0, held));
+    int index = owner.Share(0, bytes, inode, 5, 9, way, id);
+    EXPECT_GE(index, 0);
+    EXPECT_TRUE(importer.JoinShare(index, *id));
+    return index;
+  }
 
   struct Deleter {
     void operator()(State* s) { operator delete(s); }
@@ -301,12 +314,8 @@ TEST_F(NodeTest, ADescriptorsMemoryIsTheOwnersUntilTheOwnerAndEveryImporterLetIt
 // one and stays on the card past its importer, kept by the owner's pool until it is destroyed.
 TEST_F(NodeTest, APoolAllocationFreedByItsOwnerFirstStaysOnTheCardUntilThePoolGoes) {
   Node owner(state_.get(), &clock_, 4501, 1), importer(state_.get(), &clock_, 4502, 1);
-  ASSERT_TRUE(owner.Attach());
-  ASSERT_TRUE(importer.Attach());
-  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 81, 5, 9, ShareWay::kPoolPointer, &id);
-  ASSERT_TRUE(importer.JoinShare(index, id));
+  int index = ShareBetween(owner, importer, 1ull << 30, 1ull << 30, 81, ShareWay::kPoolPointer, &id);
   owner.LeaveShare(index, id, true);
   EXPECT_EQ(owner.MemoryUsed(0), 1ull << 30);
   EXPECT_EQ(HeldBy(owner, 4501), 0u);
@@ -332,12 +341,8 @@ TEST_F(NodeTest, APoolAllocationFreedByItsOwnerFirstStaysOnTheCardUntilThePoolGo
 // Freed by its owner after every importer closed it, a pool allocation leaves the card.
 TEST_F(NodeTest, APoolAllocationFreedAfterItsImporterClosedItLeavesTheCard) {
   Node owner(state_.get(), &clock_, 4601, 1), importer(state_.get(), &clock_, 4602, 1);
-  ASSERT_TRUE(owner.Attach());
-  ASSERT_TRUE(importer.Attach());
-  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 83, 5, 9, ShareWay::kPoolPointer, &id);
-  ASSERT_TRUE(importer.JoinShare(index, id));
+  int index = ShareBetween(owner, importer, 1ull << 30, 1ull << 30, 83, ShareWay::kPoolPointer, &id);
   importer.LeaveShare(index, id, false);
   owner.LeaveShare(index, id, true);
   EXPECT_EQ(owner.MemoryUsed(0), 0u);
@@ -346,12 +351,9 @@ TEST_F(NodeTest, APoolAllocationFreedAfterItsImporterClosedItLeavesTheCard) {
 
 TEST_F(NodeTest, SharedMemoryOfAGoneOwnerStaysOnTheCardAsTheImportersUntilItLeaves) {
   Node owner(state_.get(), &clock_, 4201, 1), importer(state_.get(), &clock_, 4202, 1);
-  ASSERT_TRUE(owner.Attach());
-  ASSERT_TRUE(importer.Attach());
-  ASSERT_TRUE(owner.Reserve(0, 3ull << 30));  // 1 GiB of it shared
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 78, 5, 9, ShareWay::kLegacyIpc, &id);
-  ASSERT_TRUE(importer.JoinShare(index, id));
+  int index =
+      ShareBetween(owner, importer, 3ull << 30, 1ull << 30, 78, ShareWay::kLegacyIpc, &id);  // 1 GiB of it shared
   EXPECT_TRUE(importer.ForgetProcess(4201, 1));  // the owner died holding it
   EXPECT_EQ(importer.MemoryUsed(0), 1ull << 30);
   EXPECT_EQ(HeldBy(importer, 4202), 1ull << 30);
@@ -362,16 +364,40 @@ TEST_F(NodeTest, SharedMemoryOfAGoneOwnerStaysOnTheCardAsTheImportersUntilItLeav
 
 TEST_F(NodeTest, SharedMemoryWhoseLastHolderDiesLeavesTheCard) {
   Node owner(state_.get(), &clock_, 4301, 1), importer(state_.get(), &clock_, 4302, 1);
-  ASSERT_TRUE(owner.Attach());
-  ASSERT_TRUE(importer.Attach());
-  ASSERT_TRUE(owner.Reserve(0, 1ull << 30));
   uint64_t id = 0;
-  int index = owner.Share(0, 1ull << 30, 79, 5, 9, ShareWay::kLegacyIpc, &id);
-  ASSERT_TRUE(importer.JoinShare(index, id));
+  int index = ShareBetween(owner, importer, 1ull << 30, 1ull << 30, 79, ShareWay::kLegacyIpc, &id);
   owner.LeaveShare(index, id, true);
   EXPECT_TRUE(owner.ForgetProcess(4302, 1));  // the importer died holding it
   EXPECT_EQ(owner.MemoryUsed(0), 0u);
   EXPECT_EQ(HeldBy(owner, 4301), 0u);
+}
+
+// A process's goodbye at its exit (src/sim/registration.h): what it held leaves the card at
+// once, its slot stays its own until its connection closes, and nothing it does after
+// departing charges, frees twice or queues work.
+TEST_F(NodeTest, AProcessThatSaidGoodbyeHoldsNothingAndKeepsItsSlotUntilForgotten) {
+  Node leaving(state_.get(), &clock_, 4701, 1), daemon(state_.get(), &clock_, 4702, 1);
+  ASSERT_TRUE(leaving.Attach());
+  ASSERT_TRUE(leaving.Reserve(0, 1ull << 30));
+  int64_t mark = leaving.Enqueue(0, 1'000'000'000);
+  ASSERT_GT(mark, 0);
+  auto slots_of = [&](uint32_t pid) {
+    int n = 0;
+    for (const auto& slot : state_->procs) n += slot.pid.load() == pid;
+    return n;
+  };
+  leaving.Depart();
+  EXPECT_TRUE(daemon.ReleaseHoldings(4701, 1));
+  EXPECT_EQ(daemon.MemoryUsed(0), 0u);
+  EXPECT_EQ(HeldBy(daemon, 4701), 0u);
+  EXPECT_EQ(slots_of(4701), 1);
+  EXPECT_TRUE(leaving.WorkDone(0, mark));  // dropped with the rest: nothing waits for it
+  EXPECT_FALSE(leaving.Reserve(0, 1));
+  leaving.Release(0, 1ull << 30);  // a late free frees nothing twice
+  EXPECT_EQ(daemon.MemoryUsed(0), 0u);
+  EXPECT_EQ(leaving.Enqueue(0, 1000), -1);
+  EXPECT_TRUE(daemon.ForgetProcess(4701, 1));  // its connection closed
+  EXPECT_EQ(slots_of(4701), 0);
 }
 
 TEST_F(NodeTest, AGoneTenantsSlotIsReusedOnlyAfterItsSamplesAgedOut) {

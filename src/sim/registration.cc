@@ -82,4 +82,18 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
   return fd;
 }
 
+bool SayGoodbye(int fd, int timeout_ms) {
+  if (send(fd, &kGoodbye, 1, MSG_NOSIGNAL) != 1) return false;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int rc = poll(&p, 1, timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return false;
+    char answer = 0;
+    ssize_t n = read(fd, &answer, 1);
+    if (n < 0 && errno == EINTR) continue;
+    return n == 1 && answer == kGoodbyeDone;
+  }
+}
+
 }  // namespace gs::sim

@@ -9,7 +9,10 @@
 // the peer's pid in every PID namespace between the daemon's and its own.
 // The process keeps the connection for its lifetime: when its last connection closes
 // (exit, kill -9, exec), the daemon frees what the process held, as the driver does when
-// a process's file descriptors on its device nodes close.
+// a process's file descriptors on its device nodes close. The daemon learns of a close a
+// moment after it, when the process may already be reaped, where the kernel driver frees
+// while the process exits; so libcuda says goodbye at a normal exit and waits until the
+// daemon has freed what it held (SayGoodbye).
 //
 // Used by the simulated libraries (injected: libc only, no allocation).
 #pragma once
@@ -24,7 +27,7 @@
 namespace gs::sim {
 
 inline constexpr uint32_t kRegistrationMagic = 0x47525347;  // "GSRG"
-inline constexpr uint32_t kRegistrationVersion = 2;
+inline constexpr uint32_t kRegistrationVersion = 3;
 // The socket's name, beside the state file (<root>/state, or /var/run/gpuslice-sim/state
 // in a container).
 inline constexpr const char* kDriverSocketName = "driver.sock";
@@ -46,6 +49,12 @@ struct NodeIdentity {
   PidNamespaces namespaces{};  // what NVML's answers to and about this process translate by
 };
 
+// The goodbye: the process sends kGoodbye on its connection; the daemon frees the memory
+// and work the process holds (the slot stays the process's until the connection closes)
+// and answers kGoodbyeDone. Any other byte a process sends is ignored.
+inline constexpr char kGoodbye = 'B';
+inline constexpr char kGoodbyeDone = 'A';
+
 // Fills `out` with the socket path beside `state_path`. False when it does not fit.
 bool DriverSocketPath(const char* state_path, char* out, size_t out_size);
 
@@ -53,5 +62,9 @@ bool DriverSocketPath(const char* state_path, char* out, size_t out_size);
 // the connection (close-on-exec; keep it open for the process's lifetime), or -1 with a
 // reason in err.
 int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size);
+
+// Says goodbye on the connection `fd` and waits up to timeout_ms for the daemon's answer.
+// False when none came (the daemon is gone or slow; it frees at the close instead).
+bool SayGoodbye(int fd, int timeout_ms);
 
 }  // namespace gs::sim

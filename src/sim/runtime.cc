@@ -201,6 +201,14 @@ Runtime* GetRuntime() {
   return g_ready;
 }
 
+void LeaveNode() {
+  if (g_ready == nullptr || g_registration_fd < 0 || getpid() != g_registered_as) return;
+  g_ready->node->Depart();
+  // A second is ample for the daemon's few microseconds; without an answer it frees at the
+  // connection's close instead.
+  SayGoodbye(g_registration_fd, 1000);
+}
+
 int FindDeviceByUuid(const Runtime* rt, const char* uuid) {
   const State* s = rt->node->state();
   for (int i = 0; i < rt->nvml_count; ++i)

@@ -26,6 +26,12 @@ struct Runtime {
 // nullptr when no simulated node can be reached; the reason is logged once.
 Runtime* GetRuntime();
 
+// libcuda's shutdown at a normal exit: nothing of this process charges, frees or waits on
+// the node any more (Node::Depart), and the node daemon frees what it held before the
+// process's exit completes (src/sim/registration.h, the goodbye). Only in the process that
+// registered, never in a forked child.
+void LeaveNode();
+
 // Maps a NVML/CUDA-independent UUID string "GPU-..." to a state index, or -1.
 int FindDeviceByUuid(const Runtime* rt, const char* uuid);
 

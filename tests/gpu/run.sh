@@ -121,6 +121,16 @@ for how in culaunch grid gridasync multidev; do
   echo "launch path $how on this driver: ${got:-no answer (crashed?)}"
   [ "$got" = ok ] && ok "$how runs on this driver, as the simulator models it" || bad "$how on this driver: '${got:-?}', the simulator models ok"
 done
+# A process's exit: its memory has left the card by the time its parent sees the exit, as
+# the simulator models it (docs/simulator.md); and what a call made at the exit, after the
+# driver's own exit work, gets (the simulator: CUDA_ERROR_DEINITIALIZED, nothing held).
+se=$("$P" spawnexit 1g spawnexit 1g spawnexit 1g 2>&1 | awk '$1 == "spawnexit" { printf "%s%s", sep, $2 "/" $3; sep = " " }')
+echo "spawnexit (MiB on the device while a child holds 1g / at once after waitpid): ${se:-no answer}"
+if [ "$(echo "$se" | tr ' ' '\n' | grep -c '/0$')" = 3 ]; then
+  ok "a process's memory has left the card when its parent sees it exit, as the simulator models it"
+else bad "memory of an exited process at its parent's waitpid: '$se' MiB, the simulator models 0 each time"; fi
+ax=$("$P" atexit init alloc mem 256m 2>&1 | awk '$1 == "atexit" && $2 != "armed"')
+echo "RECORD in docs/measurements/h100-driver.md: a call at exit after the driver's exit work: ${ax:-no answer} (the simulator: own=0 free=CUDA_ERROR_DEINITIALIZED alloc=CUDA_ERROR_DEINITIALIZED)"
 # What the first NVML use costs a process (the enforcer's context charge makes it).
 for k in 1 2 3 4 5; do "$P" init nvmlcost | awk '/^nvmlcost/ { print "nvml first use (us): init " $2 ", handle " $3 ", process list " $4 }'; done
 # A process's start-up to its first context: plain, under the enforcer with a slice, and

@@ -34,6 +34,14 @@
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   atexit                         (before init) at this process's normal exit, after the
+//                                  driver's own exit work: "atexit own=MIB free=ERR alloc=ERR"
+//                                  (NVML's figure for this process, a free of the newest
+//                                  allocation, a 64 MiB cuMemAlloc)
+//   spawnexit SIZE                 (before init) a forked child makes a context, allocates
+//                                  SIZE and exits normally: "spawnexit HELD AFTER", the device's
+//                                  used MiB (NVML) above the start while the child holds it
+//                                  and at once after waitpid returns
 //   nvmlcost                       the first NVML use of this process, timed: "nvmlcost
 //                                  INIT_US HANDLE_US PROCS_US" (nvmlInit_v2 with the library's
 //                                  load, the handle by UUID, the running-process list)
@@ -133,6 +141,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -543,6 +552,61 @@ long long OwnMib() {
   return 0;
 }
 
+void ReportAtExit() {
+  CUresult freed = DoFree();
+  CUdeviceptr p = 0;
+  CUresult alloc = c.cuMemAlloc_v2(&p, 64ull << 20);
+  printf("atexit own=%lld free=%s alloc=%s\n", OwnMib(), Name(freed), Name(alloc));
+  fflush(stdout);
+}
+
+// The device's used memory in MiB (NVML), -1 when NVML cannot tell.
+long long DeviceUsedMib() {
+  nvmlDevice_t d = NvmlDevice();
+  nvmlMemory_t m{};
+  if (d == nullptr || n.nvmlDeviceGetMemoryInfo(d, &m) != NVML_SUCCESS) return -1;
+  return static_cast<long long>(m.used >> 20);
+}
+
+// spawnexit: "spawnexit HELD AFTER" (MiB above the start), or "spawnexit ERR".
+void SpawnAndExit(uint64_t size) {
+  const long long base = DeviceUsedMib();
+  int to_parent[2], to_child[2];
+  if (base < 0 || pipe(to_parent) != 0 || pipe(to_child) != 0) {
+    printf("spawnexit no-nvml-or-pipe\n");
+    return;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr p;
+    char ok = c.cuInit(0) == CUDA_SUCCESS && c.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+                      c.cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS && c.cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
+                      c.cuMemAlloc_v2(&p, size) == CUDA_SUCCESS
+                  ? '1'
+                  : '0';
+    (void)!write(to_parent[1], &ok, 1);
+    char go;
+    (void)!read(to_child[0], &go, 1);
+    exit(0);  // a normal exit: the driver's exit work runs
+  }
+  char ok = '0';
+  (void)!read(to_parent[0], &ok, 1);
+  const long long held = DeviceUsedMib();
+  (void)!write(to_child[1], "x", 1);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const long long after = DeviceUsedMib();
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+  if (ok != '1')
+    printf("spawnexit child-failed\n");
+  else
+    printf("spawnexit %lld %lld\n", held - base, after - base);
+}
+
 std::vector<CUgreenCtx> g_greens;
 
 // A green context with half the device's SMs (at least one group).
@@ -887,6 +951,13 @@ int main(int argc, char** argv) {
     } else if (cmd == "shareimport") {
       if (!ShareImport(arg(1), arg(2), atoi(arg(3)), atoi(arg(4)))) ++failures;
       i += 4;
+      continue;
+    } else if (cmd == "atexit") {
+      atexit(ReportAtExit);
+      printf("atexit armed\n");
+    } else if (cmd == "spawnexit") {
+      SpawnAndExit(Size(arg(1)));
+      ++i;
       continue;
     } else if (cmd == "nvmlcost") {
       using Clock = std::chrono::steady_clock;
