@@ -41,7 +41,7 @@ void ReleaseContextAllocations(Context* c) {
     if (a.pool) {
       a.pool->used_now -= a.size;
       a.pool->reserved_now -= a.size;
-      if (a.share >= 0) a.pool->freed_shares.emplace_back(a.share, a.share_id);
+      if (a.share >= 0) RememberFreedShare(a.pool, a.share, a.share_id);
     }
     // A graph allocation is on the card only while a launch holds it (a.pool set).
     if (a.kind != AllocKind::kGraph || a.pool) ReleaseAllocationMemory(a);

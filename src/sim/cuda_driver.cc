@@ -64,6 +64,15 @@ CUresult AllocateDevice(int dev, size_t bytes, AllocKind kind, MemPool* pool, CU
   return CUDA_SUCCESS;
 }
 
+void RememberFreedShare(MemPool* pool, int index, uint64_t id) {
+  auto& kept = pool->freed_shares;
+  ShareInfo info;
+  kept.erase(std::remove_if(kept.begin(), kept.end(),
+                            [&](const auto& e) { return !node()->ShareOf(e.first, e.second, &info); }),
+             kept.end());
+  kept.emplace_back(index, id);
+}
+
 void TrimPool(MemPool* pool, uint64_t keep) {
   uint64_t given_back = 0;
   {
@@ -116,7 +125,7 @@ CUresult FreeAllocation(uintptr_t addr, bool host) {
     // importers hold it, and then while the pool lives (src/sim/node_shares.cc).
     if (a.pool && a.share >= 0) {
       a.pool->reserved_now -= a.size;
-      a.pool->freed_shares.emplace_back(a.share, a.share_id);
+      RememberFreedShare(a.pool, a.share, a.share_id);
     }
     g_driver->allocations.erase(it);
   }

@@ -98,6 +98,9 @@ void ReleaseAllocationMemory(const Allocation& a);
 void ReleasePhysicalMemory(const PhysicalMemory& p);
 // Gives the card back what `pool` holds free beyond max(keep, what is in use).
 void TrimPool(MemPool* pool, uint64_t keep);
+// Records an exported allocation of the pool freed here (MemPool::freed_shares), forgetting
+// those the node no longer keeps.
+void RememberFreedShare(MemPool* pool, int index, uint64_t id);
 // A synchronize on `dev`: every pool of that device trims to its release threshold.
 void TrimPoolsAtSync(int dev);
 // True when [p, p+n) lies inside one known allocation (device, host or mapped VMM).
