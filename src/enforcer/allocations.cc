@@ -96,7 +96,8 @@ void Allocations::MarkPoolExported(uint64_t pool) {
     if (c.pool == pool) c.exported = true;
 }
 
-void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept) {
+void Allocations::TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
+                              std::vector<Charge>* pool_exported) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : maps_) {
     for (auto it = m.begin(); it != m.end();) {
@@ -105,10 +106,10 @@ void Allocations::TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spill
         ++it;
         continue;
       }
-      if (c.exported && c.pool && !c.spilled && kept)
-        ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);  // as PointerFreed does
+      if (c.exported && c.pool && !c.spilled)
+        pool_exported->push_back(c);
       else
-        (c.spilled ? spilled : c.exported && kept ? kept : bytes)[c.device] += c.bytes;
+        (c.spilled ? spilled : c.exported ? kept : bytes)[c.device] += c.bytes;
       it = m.erase(it);
     }
   }

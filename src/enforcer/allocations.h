@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace gs::enforcer {
 
@@ -56,10 +57,11 @@ class Allocations {
   // Every device pointer allocated from `pool` is shared with other processes from now on.
   void MarkPoolExported(uint64_t pool);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
-  // adds their bytes per device into bytes[device] / spilled[device] (arrays of `devices`),
-  // those of exported entries into kept[device] when kept is given, but those of exported
-  // pool allocations into PoolBook::KeptForImporters.
-  void TakeContext(uint64_t context, uint64_t* bytes, uint64_t* spilled, int devices, uint64_t* kept = nullptr);
+  // adds their bytes per device into bytes[device] / spilled[device] / kept[device] (arrays
+  // of `devices`; kept: exported entries), but appends exported pool allocations, whose
+  // charge follows their pool, to *pool_exported.
+  void TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
+                   std::vector<Charge>* pool_exported);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
   // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge

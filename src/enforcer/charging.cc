@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "src/common/clock.h"
 #include "src/common/proc_identity.h"
@@ -479,7 +480,11 @@ void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
-  TheAllocations().TakeContext(ctx, bytes, spilled, kMaxDevices, kept);
+  std::vector<Charge> pool_exported;
+  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &pool_exported);
+  // As a free of each would (PointerFreed): exported pool memory stays charged until its
+  // pool is destroyed, other exported memory while importers may hold it.
+  for (const Charge& c : pool_exported) ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);
