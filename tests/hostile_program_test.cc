@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/file.h"
 #include "tests/harness.h"
 #include "tests/wait_until.h"
 
@@ -561,6 +562,55 @@ TEST(HostileIpc, LegacyIpcBetweenTwoPid1sIsRefusedAsOnAnH100) {
       << pid1.out << pid1.err;
   EXPECT_EQ(Lines(host.out, "ipc-open-file"), std::vector<std::string>{"ipc-open-file CUDA_SUCCESS ok"})
       << host.out << host.err;
+}
+
+// A pid that names no process in this /proc, with the next nine free too: a nested PID
+// namespace that starts counting there has pids this /proc cannot see.
+int FreePidRange() {
+  for (int base = 3'000'000;; base -= 100'000) {
+    bool free = true;
+    for (int k = 0; k < 10 && free; ++k) free = !std::filesystem::exists("/proc/" + std::to_string(base + k));
+    if (free || base < 200'000) return base;
+  }
+}
+
+// Processes that unshared a PID namespace inside their container and kept its /proc (no
+// --mount-proc): their pids there mean other processes, or none, to that /proc. Each names
+// itself as the container's /proc shows it, so its siblings cannot judge it gone and take
+// its charge (before: the second process's sweep took the first's 1,286 MiB off the books and
+// its own 768 MiB went through), and the container's own processes reclaim the charge of
+// one that was killed (before: it stayed charged until the region went).
+TEST(HostilePidNamespace, ProcessesOfANestedNamespaceAreJudgedByTheProcTheyShare) {
+  if (!CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: nested PID namespaces were NOT tested\n";
+    GTEST_SKIP() << "needs root and unshare --pid";
+  }
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  const std::string first = node.root() + "/first.out", second = node.root() + "/second.out";
+  const std::string script = "echo " + std::to_string(FreePidRange() - 1) +
+                             " > /proc/sys/kernel/ns_last_pid; \"$0\" init alloc mem 768m sleep 3000 > " + first +
+                             " 2>&1 & until grep -q 'alloc ' " + first +
+                             "; do sleep 0.05; done; \"$0\" init alloc mem 768m sleep 100 > " + second + " 2>&1; wait";
+  OnCard w = Watched(node, InOwnPidNamespaceSharingProc({"sh", "-c", script, ProbeBin()}), env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  auto text = [](const std::string& path) {
+    auto t = ReadFile(path);
+    return t.ok() ? *t : "";
+  };
+  EXPECT_EQ(Lines(text(first), "alloc"), std::vector<std::string>{"alloc ok"}) << text(first);
+  EXPECT_EQ(Lines(text(second), "alloc"), std::vector<std::string>{"alloc err CUDA_ERROR_OUT_OF_MEMORY"})
+      << text(second);
+  ExpectWithinTwoGiB(w);
+
+  Process killed(InOwnPidNamespaceSharingProc({ProbeBin(), "init", "alloc", "mem", "768m", "sleep", "20000"}), env);
+  ASSERT_TRUE(killed.WaitForOutput("alloc ok")) << killed.out() << killed.err();
+  const pid_t probe = UnsharedChild(killed.pid());
+  killed.Signal(SIGKILL);  // --kill-child takes the probe along
+  killed.Wait();
+  ASSERT_TRUE(WaitUntil([&] { return kill(probe, 0) != 0; })) << "the killed probe lingers";
+  Result after = RunProcess({ProbeBin(), "init", "alloc", "mem", "768m"}, env);
+  EXPECT_EQ(Lines(after.out, "alloc"), std::vector<std::string>{"alloc ok"}) << after.out << after.err;
 }
 
 // A process imports its own descriptor (a second handle to the same memory), maps that and

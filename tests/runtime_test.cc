@@ -828,6 +828,23 @@ TEST(HostPids, ContainerProcessesGetTheirNodeVisiblePid) {
   EXPECT_EQ(slots.find("host_pid 1\n"), std::string::npos) << slots;  // not its namespace pid
 }
 
+// A process that unshared a PID namespace inside its container and kept the container's
+// /proc is named in the region by its pid in the container's namespace (what that /proc
+// shows); the resolver finds its host pid by that name too.
+TEST(HostPids, AProcessOfANamespaceNestedInAContainerGetsItsHostPid) {
+  if (!CanUnsharePids()) GTEST_SKIP();
+  SimNode node("context_memory: 0\ngpus: [T4]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  Process p(InOwnPidNamespace({"unshare", "--pid", "--fork", "--kill-child", ProbeBin(), "init", "alloc", "mem", "1m",
+                               "sleep", "20000"}),
+            env);
+  ASSERT_TRUE(p.WaitForOutput("alloc ok")) << p.out() << p.err();
+  const pid_t probe = ChildOf(ChildOf(p.pid()));  // the outer unshare, the inner one, the probe
+  ASSERT_GT(probe, 0);
+  std::string slots = ResolveHostPids(node.region_path());
+  EXPECT_NE(slots.find("host_pid " + std::to_string(probe) + "\n"), std::string::npos) << slots << " want " << probe;
+}
+
 // The first processes of two containers are both pid 1 and may start in the same 10 ms
 // tick of the start-time clock: only their PID namespaces tell them apart. Tries until a
 // sibling namespace's pid 1 started in the probe's tick with a higher host pid (the one a

@@ -28,4 +28,23 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 uint32_t PidNamespaceOf(pid_t pid);
 uint32_t OwnPidNamespace();
 
+// The caller as /proc shows it. /proc may be mounted for an ancestor of the caller's PID
+// namespace (a process that unshared one and kept its container's /proc): its pids are then
+// not the caller's getpid() world, and every liveness check by /proc must use them. `pid`:
+// the first pid of /proc/self/status's NSpid line; `pid_namespace`: the namespace those
+// pids belong to (that of the nearest ancestor process living in it),
+// kUnknownPidNamespace when it cannot be read;
+// `start_time`: /proc/self/stat's. False when /proc/self cannot be read.
+struct ProcView {
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+  uint32_t pid_namespace = 0;
+};
+bool OwnProcView(ProcView* out);
+// The PID namespace whose pids the caller's /proc shows (ProcView::pid_namespace).
+uint32_t ProcPidNamespace();
+// Stands for a namespace that could not be read: no real PID namespace has inode 1, so
+// nothing outside the processes that share this /proc judges by it.
+inline constexpr uint32_t kUnknownPidNamespace = 1;
+
 }  // namespace gs

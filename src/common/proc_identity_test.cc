@@ -55,5 +55,17 @@ TEST(ProcIdentity, CommandNamesWithSpacesAndParens) {
   waitpid(child, nullptr, 0);
 }
 
+// Where /proc is this namespace's, the process is what getpid() and its own namespace say.
+// (Under a /proc of an ancestor namespace: HostilePidNamespace in tests/hostile_program_test.cc.)
+TEST(ProcView, WithItsOwnNamespacesProcAProcessIsItsGetpid) {
+  ProcView me;
+  ASSERT_TRUE(OwnProcView(&me));
+  EXPECT_EQ(me.pid, getpid());
+  EXPECT_EQ(me.start_time, ProcessStartTime(getpid()));
+  EXPECT_EQ(me.pid_namespace, OwnPidNamespace());
+  EXPECT_NE(me.pid_namespace, kUnknownPidNamespace);
+  EXPECT_EQ(ProcPidNamespace(), OwnPidNamespace());
+}
+
 }  // namespace
 }  // namespace gs

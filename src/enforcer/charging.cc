@@ -95,12 +95,19 @@ pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
 
 }  // namespace
 
-region::ProcessSlot* ClaimProcessSlot(region::Region* r, pid_t pid, uint64_t start_time) {
-  region::ProcessSlot* slot = region::ClaimSlot(r, pid, start_time);
+region::ProcessSlot* ClaimProcessSlot(region::Region* r) {
+  ProcView me;
+  if (!OwnProcView(&me)) {
+    // Named by getpid() with no start time: never judged gone by a start time it lacks.
+    GS_LOG(kError,
+           "cannot read /proc/self: this process's identity is unknown; its charges stay until the region goes");
+    me = ProcView{getpid(), 0, OwnPidNamespace()};
+  }
+  region::ProcessSlot* slot = region::ClaimSlot(r, me.pid, me.start_time, me.pid_namespace);
   if (slot == nullptr) return nullptr;
   slot->priority.store(g_state.cfg.priority);
   // Without a PID namespace of our own, our pid is what NVML reports.
-  slot->host_pid.store(static_cast<uint32_t>(pid));
+  slot->host_pid.store(static_cast<uint32_t>(me.pid));
   return slot;
 }
 
@@ -112,7 +119,7 @@ void ClaimOwnSlot() {
   pthread_mutex_lock(&g_slot_mu);
   pid_t pid = getpid();
   if (g_state.slot_pid.load() != pid) {
-    region::ProcessSlot* slot = ClaimProcessSlot(g_state.region, pid, ProcessStartTime(pid));
+    region::ProcessSlot* slot = ClaimProcessSlot(g_state.region);
     if (slot == nullptr)
       GS_LOG(kError, "the region has no free process slot for forked child %d; its allocations are refused", pid);
     g_state.slot = slot;

@@ -30,10 +30,11 @@ inline constexpr uint64_t kPage = 2ull << 20;
 // 2 MiB pages (a 1 MiB cuMemAlloc took 2 MiB on the H100, docs/measurements/h100-driver.md).
 uint64_t Footprint(uint64_t bytes);
 
-// Finds or claims the slot of process `pid` (this process) in region r and stamps it with
-// what the node agent needs to know it by: its priority, its pid (the host pid until the
-// agent learns another) and its PID namespace. nullptr when the region has no free slot.
-region::ProcessSlot* ClaimProcessSlot(region::Region* r, pid_t pid, uint64_t start_time);
+// Finds or claims this process's slot in region r, named as its /proc shows it (OwnProcView),
+// and stamps it with what the node agent needs to know it by: its priority, its pid (the
+// host pid until the agent learns another) and its PID namespace. nullptr when the region
+// has no free slot.
+region::ProcessSlot* ClaimProcessSlot(region::Region* r);
 
 enum class DeviceCheck { kPass, kCharge, kRefuse };
 // Whether a call on region device `dev` (-1: unknown) passes uncounted, is charged, or is

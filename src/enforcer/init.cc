@@ -121,20 +121,13 @@ void JoinRegion() {
   region::Lock(r);
   if (r->initialized.load() == 0) WriteLimits(r);
   region::Unlock(r);
-  pid_t pid = getpid();
-  uint64_t start = ProcessStartTime(pid);
-  if (start == 0)
-    GS_LOG(kError,
-           "cannot read /proc/%d/stat: this process's identity is unknown; dead-process "
-           "sweeping will treat it as gone",
-           pid);
-  region::ProcessSlot* slot = ClaimProcessSlot(r, pid, start);
+  region::ProcessSlot* slot = ClaimProcessSlot(r);
   if (slot == nullptr)
     GS_LOG(kError, "region %s has no free process slot (%d live processes); allocations are refused", path,
            region::kMaxProcesses);
   g_state.region = r;
   g_state.slot = slot;
-  g_state.slot_pid.store(pid);
+  g_state.slot_pid.store(getpid());
 }
 
 void* OpenDriver(const char* soname) {

@@ -38,7 +38,7 @@ class ContainerRegionTest : public ::testing::Test {
     r->devices[0].memory_limit.store(4ull << 30);
     r->devices[0].card_tenant_id.store(77);
     r->device_count.store(1);
-    rg::ProcessSlot* slot = rg::ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+    rg::ProcessSlot* slot = rg::ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
     EXPECT_NE(slot, nullptr);
     slot->pid_namespace.store(OwnPidNamespace());
     EXPECT_TRUE(rg::Reserve(r, slot, 0, 1ull << 30, false, 0));

@@ -16,21 +16,29 @@
 namespace gs::node {
 namespace {
 
-// The pids of /proc/<pid>/status's NSpid line, outermost first; empty when unreadable.
-std::vector<uint32_t> NsPids(const std::string& pid) {
-  std::ifstream status("/proc/" + pid + "/status");
+// A process's /proc/<pid>/status: the pids of its NSpid line, outermost first (empty when
+// unreadable), and its parent's pid.
+struct Status {
   std::vector<uint32_t> pids;
+  uint32_t parent = 0;
+};
+Status ReadStatus(const std::string& pid) {
+  std::ifstream status("/proc/" + pid + "/status");
+  Status out;
   for (std::string line; std::getline(status, line);) {
+    if (line.rfind("PPid:", 0) == 0) out.parent = static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
     if (line.rfind("NSpid:", 0) != 0) continue;
     std::istringstream in(line.substr(6));
-    for (uint32_t p; in >> p;) pids.push_back(p);
+    for (uint32_t p; in >> p;) out.pids.push_back(p);
     break;
   }
-  return pids;
+  return out;
 }
 
-// A namespaced process as a container's region knows it: its pid inside its innermost
-// namespace, its start time and that namespace's inode.
+// A namespaced process as a container's region knows it: its pid in a PID namespace, its
+// start time and that namespace's inode. The namespace is the innermost one, or an outer one
+// below the host's for a process that unshared a namespace and kept its container's /proc
+// (the enforcer names a process as its /proc shows it: OwnProcView).
 struct Identity {
   uint32_t pid;
   uint64_t start_time;
@@ -40,23 +48,44 @@ struct Identity {
   }
 };
 
-// Every namespaced process on the node, by identity -> its host pid.
+// Every namespaced process on the node, by each identity it may have -> its host pid.
 std::map<Identity, uint32_t> NamespacedProcesses() {
-  std::map<Identity, uint32_t> out;
+  struct Seen {
+    Status status;
+    uint64_t start = 0;
+    uint32_t pid_namespace = 0;
+  };
+  std::map<uint32_t, Seen> seen;  // by host pid
   DIR* d = opendir("/proc");
-  if (d == nullptr) return out;
+  if (d == nullptr) return {};
   while (dirent* e = readdir(d)) {
     char* end = nullptr;
     long host = strtol(e->d_name, &end, 10);
     if (*end || host <= 0) continue;
-    std::vector<uint32_t> pids = NsPids(e->d_name);
-    if (pids.size() > 1) {
-      auto pid = static_cast<pid_t>(host);
-      uint64_t start = ProcessStartTime(pid);
-      if (start) out[{pids.back(), start, PidNamespaceOf(pid)}] = static_cast<uint32_t>(host);
-    }
+    Seen s{ReadStatus(e->d_name), 0, 0};
+    if (s.status.pids.size() < 2) continue;  // the host's own: no identity to resolve
+    auto pid = static_cast<pid_t>(host);
+    s.start = ProcessStartTime(pid);
+    s.pid_namespace = PidNamespaceOf(pid);
+    if (s.start) seen[static_cast<uint32_t>(host)] = std::move(s);
   }
   closedir(d);
+  std::map<Identity, uint32_t> out;
+  for (const auto& [host, s] : seen) {
+    const size_t levels = s.status.pids.size();
+    out[{s.status.pids.back(), s.start, s.pid_namespace}] = host;
+    // An outer level's namespace is that of the nearest ancestor living in it.
+    uint32_t up = s.status.parent;
+    for (size_t level = levels - 2; level >= 1; --level) {
+      auto a = seen.find(up);
+      // Bounded: parents read at different moments may loop through a reused pid.
+      for (int hops = 0; hops < 64 && a != seen.end() && a->second.status.pids.size() > level + 1; ++hops)
+        a = seen.find(a->second.status.parent);
+      if (a == seen.end() || a->second.status.pids.size() != level + 1) break;
+      out[{s.status.pids[level], s.start, a->second.pid_namespace}] = host;
+      up = a->first;
+    }
+  }
   return out;
 }
 

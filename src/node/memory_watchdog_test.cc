@@ -351,7 +351,8 @@ TEST(RegionSlots, AProcessThatJoinedTheRegionHasItsSlotAndNoRegionMeansNoSlots) 
   region::Region* r = region::OpenRegion(path.c_str(), &err, msg, sizeof(msg));
   ASSERT_NE(r, nullptr) << msg;
   const uint64_t start = ProcessStartTime(getpid());
-  ASSERT_NE(region::ClaimSlot(r, getpid(), start), nullptr);  // what the enforcer does at its first call
+  ASSERT_NE(region::ClaimSlot(r, getpid(), start, OwnPidNamespace()),
+            nullptr);  // what the enforcer does at its first call
   region::CloseRegion(r);
   auto slots = RegionSlots(path);
   ASSERT_TRUE(slots.has_value());

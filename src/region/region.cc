@@ -159,18 +159,24 @@ void Unlock(Region* r) {
 // mutex. The thorough sweep runs when an allocation would fail and in the node agent.
 // A joining process (self, self_start) also frees a slot holding its own pid with another
 // start time: that pid is now its own, so the slot's process is gone.
-// `own_namespace`: the caller's PID namespace (OwnPidNamespace()); only slots of it (or of
-// none recorded) are judged.
-int SweepDeadLocked(Region* r, uint32_t own_namespace, bool thorough, pid_t self = 0, uint64_t self_start = 0) {
+// `judged`: the PID namespace whose pids the caller's /proc shows (ProcPidNamespace()); only
+// slots of it (or of none recorded) are judged, each by /proc, or by kill(pid, 0) when that
+// is the caller's own namespace. A slot without a start time is judged only by whether its
+// pid exists: an identity that cannot be checked is never taken for a dead one.
+int SweepDeadLocked(Region* r, uint32_t judged, bool thorough, pid_t self = 0, uint64_t self_start = 0) {
   int swept = 0;
+  const bool signals_reach = judged == OwnPidNamespace();
   for (auto& s : r->procs) {
     uint32_t pid = s.pid.load();
     if (pid == 0) continue;
     uint32_t pid_namespace = s.pid_namespace.load();
-    if (pid_namespace != 0 && own_namespace != 0 && pid_namespace != own_namespace) continue;
-    bool gone = thorough                             ? !ProcessIsAlive(static_cast<pid_t>(pid), s.start_time)
+    if (pid_namespace != 0 && pid_namespace != judged) continue;
+    const auto p = static_cast<pid_t>(pid);
+    const bool exists = signals_reach ? !(kill(p, 0) != 0 && errno == ESRCH) : ProcessStartTime(p) != 0;
+    bool gone = s.start_time == 0                    ? !exists
+                : thorough                           ? !ProcessIsAlive(p, s.start_time)
                 : pid == static_cast<uint32_t>(self) ? s.start_time != self_start
-                                                     : kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+                                                     : !exists;
     if (!gone) continue;
     WriteBegin(r);
     for (int d = 0; d < kMaxDevices; ++d) {
@@ -186,24 +192,24 @@ int SweepDeadLocked(Region* r, uint32_t own_namespace, bool thorough, pid_t self
 }
 
 int SweepDead(Region* r) {
+  const uint32_t judged = ProcPidNamespace();
   Lock(r);
-  int n = SweepDeadLocked(r, OwnPidNamespace(), true);
+  int n = SweepDeadLocked(r, judged, true);
   Unlock(r);
   return n;
 }
 
-ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time) {
-  const uint32_t own_namespace = OwnPidNamespace();
+ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time, uint32_t pid_namespace) {
   Lock(r);
-  SweepDeadLocked(r, own_namespace, false, pid, start_time);
+  SweepDeadLocked(r, pid_namespace, false, pid, start_time);
   ProcessSlot* free_slot = nullptr;
   for (int pass = 0; pass < 2 && free_slot == nullptr; ++pass) {
-    if (pass == 1 && SweepDeadLocked(r, own_namespace, true) == 0) break;  // full: look harder for the dead
+    if (pass == 1 && SweepDeadLocked(r, pid_namespace, true) == 0) break;  // full: look harder for the dead
     for (auto& s : r->procs) {
       uint32_t p = s.pid.load();
       uint32_t ns = s.pid_namespace.load();
       // Two pid 1s of different namespaces may share a start time (10 ms ticks).
-      if (p == static_cast<uint32_t>(pid) && s.start_time == start_time && (ns == 0 || ns == own_namespace)) {
+      if (p == static_cast<uint32_t>(pid) && s.start_time == start_time && (ns == 0 || ns == pid_namespace)) {
         Unlock(r);
         return &s;
       }
@@ -218,7 +224,7 @@ ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time) {
       free_slot->spilled[d].store(0);
     }
     free_slot->host_pid.store(0);
-    free_slot->pid_namespace.store(own_namespace);
+    free_slot->pid_namespace.store(pid_namespace);
     free_slot->pid.store(static_cast<uint32_t>(pid));
     WriteEnd(r);
   }
@@ -244,7 +250,7 @@ bool Reserve(Region* r, ProcessSlot* slot, int dev, uint64_t bytes, bool spilled
   Lock(r);
   uint64_t used = d.memory_used.load();
   auto fits = [&] { return limit == 0 || (bytes <= limit && used <= limit - bytes); };
-  if (!fits() && SweepDeadLocked(r, OwnPidNamespace(), true) > 0)
+  if (!fits() && SweepDeadLocked(r, ProcPidNamespace(), true) > 0)
     used = d.memory_used.load();  // a dead process may hold it
   if (!fits()) {
     Unlock(r);

@@ -130,16 +130,20 @@ void CloseRegion(Region* r);
 void Lock(Region* r);
 void Unlock(Region* r);
 
-// Finds this process's slot or claims a free one (sweeping dead processes first), recording
-// the caller's PID namespace in it. nullptr when all slots hold live processes.
-ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time);
+// Finds the caller's slot or claims a free one (sweeping dead processes first). The caller
+// names itself as its /proc shows it (OwnProcView: pid, start time, and the PID namespace
+// of those pids), so that every process sharing that /proc judges the slot by the right
+// process. nullptr when all slots hold live processes.
+ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time, uint32_t pid_namespace);
 void ReleaseSlot(Region* r, ProcessSlot* slot);
 
 // Returns memory of processes that are gone to the device totals. Returns the count. A
 // slot's pid means something only in its PID namespace: a slot of another namespace than
-// the caller's (a process that unshared one inside the container) is never judged gone
-// here, so a process cannot free another's charge by looking at a pid it cannot see; it
-// stays charged until its own namespace's processes sweep it or the region goes.
+// the one the caller's /proc shows is never judged gone here, so a process cannot free
+// another's charge by looking at a pid it cannot see. A process that unshared a PID
+// namespace and kept its container's /proc is named by its pid there, and judged by its
+// container; one that mounted a /proc of its own stays charged until the processes of its
+// namespace sweep it or the region goes.
 int SweepDead(Region* r);
 
 // Memory accounting. Reserve fails (false, nothing changed) if `limit` (bytes, 0 = none)

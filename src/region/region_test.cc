@@ -36,7 +36,7 @@ class RegionTest : public ::testing::Test {
     pid_t pid = fork();
     if (pid == 0) {
       Region* rr = Open();
-      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+      ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
       uint64_t got = 0;
       for (int k = 0; k < rounds; ++k)
         if (Reserve(rr, s, 0, 1024, false, limit)) got += 1024;
@@ -60,7 +60,7 @@ TEST_F(RegionTest, LayoutIsPinned) {
 
 TEST_F(RegionTest, LimitIsExactAndFreesBalance) {
   Region* r = Open();
-  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
   ASSERT_NE(s, nullptr);
   EXPECT_TRUE(Reserve(r, s, 0, 600, false, 1000));
   EXPECT_TRUE(Reserve(r, s, 0, 400, false, 1000));
@@ -79,7 +79,7 @@ TEST_F(RegionTest, LimitIsExactAndFreesBalance) {
 // wiped) changes nothing, only the limit the caller passes counts.
 TEST_F(RegionTest, LimitWrittenIntoTheRegionIsNeverTrusted) {
   Region* r = Open();
-  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
   ASSERT_NE(s, nullptr);
   r->devices[0].memory_limit = 0;  // "unlimited", as a hostile process might write
   EXPECT_TRUE(Reserve(r, s, 0, 1000, false, 1000));
@@ -92,7 +92,7 @@ TEST_F(RegionTest, LimitWrittenIntoTheRegionIsNeverTrusted) {
 
 TEST_F(RegionTest, ViewNeverWrapsWhenOverALoweredLimit) {
   Region* r = Open();
-  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
   ASSERT_TRUE(Reserve(r, s, 0, 5000, false, 0));
   MemoryView v = ViewMemory(r, 0, 3000, 80000);  // limit lowered under the container's use
   EXPECT_EQ(v.total, 3000u);
@@ -154,7 +154,7 @@ TEST_F(RegionTest, OwnerDiedHoldingTheLockIsRepaired) {
   pid_t kid = fork();
   if (kid == 0) {
     Region* rr = Open();
-    ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()));
+    ProcessSlot* s = ClaimSlot(rr, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
     Lock(rr);
     // Half an update: the slot has it, the total does not.
     s->memory[0].fetch_add(4096);
@@ -200,10 +200,10 @@ TEST_F(RegionTest, MemoryOfADeadProcessIsReturnedBeforeAnAllocationFails) {
   Region* r = Open();
   // A slot whose process is gone and whose pid another live process has since taken (our
   // parent here): kill(pid, 0) says alive, only the start time tells.
-  ProcessSlot* dead = ClaimSlot(r, getppid(), 1);
+  ProcessSlot* dead = ClaimSlot(r, getppid(), 1, OwnPidNamespace());
   ASSERT_NE(dead, nullptr);
   ASSERT_TRUE(Reserve(r, dead, 0, 800, false, 1000));
-  ProcessSlot* mine = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ProcessSlot* mine = ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
   ASSERT_NE(mine, nullptr);
   EXPECT_EQ(r->devices[0].memory_used.load(), 800u);   // joining did not look that closely
   EXPECT_TRUE(Reserve(r, mine, 0, 900, false, 1000));  // fits once the dead process's 800 are back
@@ -217,11 +217,11 @@ TEST_F(RegionTest, ReusedPidDoesNotInheritASlot) {
   pid_t me = getpid();
   uint64_t start = ProcessStartTime(me);
   // A slot left by an earlier process that had our pid but another start time.
-  ProcessSlot* ghost = ClaimSlot(r, me, start - 1);
+  ProcessSlot* ghost = ClaimSlot(r, me, start - 1, OwnPidNamespace());
   ASSERT_NE(ghost, nullptr);
   ghost->memory[0] = 777;
   r->devices[0].memory_used = 777;
-  ProcessSlot* mine = ClaimSlot(r, me, start);  // sweeps the ghost first
+  ProcessSlot* mine = ClaimSlot(r, me, start, OwnPidNamespace());  // sweeps the ghost first
   ASSERT_NE(mine, nullptr);
   EXPECT_EQ(mine->memory[0].load(), 0u);
   EXPECT_EQ(r->devices[0].memory_used.load(), 0u);
@@ -251,7 +251,7 @@ TEST_F(RegionTest, ForeignAndShortFilesAreRefused) {
 
 TEST_F(RegionTest, SnapshotIsConsistent) {
   Region* r = Open();
-  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()));
+  ProcessSlot* s = ClaimSlot(r, getpid(), ProcessStartTime(getpid()), OwnPidNamespace());
   Reserve(r, s, 2, 12345, true, 0);
   auto* copy = static_cast<Region*>(operator new (sizeof(Region), std::align_val_t{alignof(Region)}));
   Snapshot(r, copy);
