@@ -115,6 +115,23 @@ TEST(Simulator, SharedMemoryCarriesDataBetweenProcessesAsCudaDocumentsIt) {
       << r.out;
 }
 
+// The owner exits (normally) while its importer holds the memory: it stays on the card,
+// listed under the importer, until the importer lets go, whichever way it was shared (the
+// model; tests/gpu/run.sh 6d' measures it on a card).
+TEST(Simulator, SharedMemoryOfAnOwnerThatExitedIsTheImportersUntilItLetsGo) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  for (const char* kind : {"ipc", "fd", "pool"}) {
+    Result r = RunProcess({ProbeBin(), "shareownerexit", kind, "256"}, node.env());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::vector<std::string> want = {
+        "sharemodel imported owner=268435456 importer=0 used=268435456",
+        "sharemodel owner-exited owner=0 importer=268435456 used=268435456",
+        "sharemodel importer-closed owner=0 importer=0 used=0",
+    };
+    EXPECT_EQ(Lines(r.out, "sharemodel"), want) << kind << ": " << r.out << r.err;
+  }
+}
+
 // The model (docs/measurements/shared-memory.md): importing adds nothing to the card, nor to
 // the importer's figure. Freed by its owner while an importer holds it, legacy IPC and
 // descriptor memory stays on the card, listed under the owner only, until the importer

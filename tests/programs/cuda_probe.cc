@@ -133,7 +133,13 @@
 //                                  attributes), STAGE imported|owner-freed|importer-closed;
 //                                  pool: then the owner trims its pool to 0 (owner-trimmed)
 //                                  and destroys it (pool-destroyed)
+//   shareownerexit KIND MIB        the same sharing, but the owner (this program, started
+//                                  anew: shareowner) exits normally while the importer holds
+//                                  the memory; this process watches through NVML:
+//                                  "sharemodel STAGE owner=B importer=B used=B", STAGE
+//                                  imported|owner-exited|importer-closed
 //   shareimport ipc HEX|fd FD|pool FD:HEX RFD WFD  the importer's side (started by sharemodel)
+//   shareowner KIND MIB RFD WFD OUT IN  the owner's side (started by shareownerexit)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -715,36 +721,40 @@ void FromHex(const std::string& hex, void* data, size_t size) {
     static_cast<unsigned char*>(data)[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
 }
 
-// sharemodel: see the header. Returns false when a step could not run.
-bool ShareModel(std::string kind, size_t bytes) {
-  const bool in_pidns = kind == "ipc-pidns";
-  if (in_pidns) kind = "ipc";
-  const bool pool_kind = kind == "pool";
+// An allocation exported for sharemodel and shareowner, and how an importer opens it
+// (`token`; a descriptor in it is inherited through fork and exec).
+struct Exported {
+  CUresult rc = CUDA_SUCCESS;
   CUmemoryPool pool = nullptr;
   CUdeviceptr p = 0;
   CUmemGenericAllocationHandle h = 0;
-  std::string token;
+  size_t bytes = 0;
   int fd = -1;
-  CUresult rc;
+  std::string token;
+};
+
+Exported Export(const std::string& kind, size_t bytes) {
+  Exported e;
+  e.bytes = bytes;
   if (kind == "ipc") {
     CUipcMemHandle ipc{};
-    rc = c.cuMemAlloc_v2(&p, bytes);
-    if (rc == CUDA_SUCCESS) rc = c.cuIpcGetMemHandle(&ipc, p);
-    token = Hex(ipc.reserved, sizeof(ipc.reserved));
-  } else if (pool_kind) {
+    e.rc = c.cuMemAlloc_v2(&e.p, bytes);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuIpcGetMemHandle(&ipc, e.p);
+    e.token = Hex(ipc.reserved, sizeof(ipc.reserved));
+  } else if (kind == "pool") {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = g_dev;
     CUmemPoolPtrExportData data{};
-    rc = c.cuMemPoolCreate(&pool, &props);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
-    if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
-    if (rc == CUDA_SUCCESS)
-      rc = c.cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemPoolExportPointer(&data, p);
-    token = std::to_string(fd) + ":" + Hex(data.reserved, sizeof(data.reserved));  // fd inherited
+    e.rc = c.cuMemPoolCreate(&e.pool, &props);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemAllocFromPoolAsync(&e.p, bytes, e.pool, nullptr);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuCtxSynchronize();
+    if (e.rc == CUDA_SUCCESS)
+      e.rc = c.cuMemPoolExportToShareableHandle(&e.fd, e.pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemPoolExportPointer(&data, e.p);
+    e.token = std::to_string(e.fd) + ":" + Hex(data.reserved, sizeof(data.reserved));
   } else {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -752,67 +762,90 @@ bool ShareModel(std::string kind, size_t bytes) {
     prop.location.id = g_dev;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t gran = 0;
-    rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    if (rc == CUDA_SUCCESS) bytes = (bytes + gran - 1) / gran * gran;
-    if (rc == CUDA_SUCCESS) rc = c.cuMemCreate(&h, bytes, &prop, 0);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&p, bytes, 0, 0, 0);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemMap(p, bytes, 0, h, 0);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    token = std::to_string(fd);  // inherited through fork and exec
+    e.rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (e.rc == CUDA_SUCCESS) e.bytes = (bytes + gran - 1) / gran * gran;
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemCreate(&e.h, e.bytes, &prop, 0);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemAddressReserve(&e.p, e.bytes, 0, 0, 0);
+    if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemMap(e.p, e.bytes, 0, e.h, 0);
+    if (e.rc == CUDA_SUCCESS)
+      e.rc = c.cuMemExportToShareableHandle(&e.fd, e.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    e.token = std::to_string(e.fd);
   }
-  if (rc != CUDA_SUCCESS) {
-    printf("sharemodel export %s\n", Name(rc));
+  return e;
+}
+
+// Starts the importer (this program, shareimport) with the pipe ends rfd and wfd, in a PID
+// namespace of its own when in_pidns. Its pid, -1 when it could not start.
+pid_t SpawnImporter(const std::string& kind, const std::string& token, int rfd, int wfd, bool in_pidns) {
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return -1;
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    fcntl(rfd, F_SETFD, 0);
+    fcntl(wfd, F_SETFD, 0);
+    std::string r = std::to_string(rfd), w = std::to_string(wfd);
+    if (in_pidns)
+      execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self, "init", "shareimport", kind.c_str(),
+             token.c_str(), r.c_str(), w.c_str(), static_cast<char*>(nullptr));
+    else
+      execl(self, "cuda_probe", "init", "shareimport", kind.c_str(), token.c_str(), r.c_str(), w.c_str(),
+            static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
+// "sharemodel STAGE owner=B importer=B used=B": NVML's figures once they settled.
+void ReportShare(const char* stage, pid_t owner, pid_t importer, bool end_line = true) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NVML's figures settle
+  printf("sharemodel %s owner=%llu importer=%llu used=%llu%s", stage,
+         static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(owner))),
+         static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(importer))),
+         static_cast<unsigned long long>(NvmlDeviceUsed()), end_line ? "\n" : "");
+}
+
+// sharemodel: see the header. Returns false when a step could not run.
+bool ShareModel(std::string kind, size_t bytes) {
+  const bool in_pidns = kind == "ipc-pidns";
+  if (in_pidns) kind = "ipc";
+  Exported e = Export(kind, bytes);
+  if (e.rc != CUDA_SUCCESS) {
+    printf("sharemodel export %s\n", Name(e.rc));
     return false;
   }
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return false;
-  char self[4096] = {};
-  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return false;
-  fflush(stdout);
-  pid_t child = fork();
-  if (child == 0) {
-    fcntl(to_child[0], F_SETFD, 0);
-    fcntl(from_child[1], F_SETFD, 0);
-    std::string rfd = std::to_string(to_child[0]), wfd = std::to_string(from_child[1]);
-    if (in_pidns)
-      execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self, "init", "shareimport", kind.c_str(),
-             token.c_str(), rfd.c_str(), wfd.c_str(), static_cast<char*>(nullptr));
-    else
-      execl(self, "cuda_probe", "init", "shareimport", kind.c_str(), token.c_str(), rfd.c_str(), wfd.c_str(),
-            static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  pid_t child = SpawnImporter(kind, e.token, to_child[0], from_child[1], in_pidns);
+  if (child < 0) return false;
   close(to_child[0]);
   close(from_child[1]);
-  if (fd >= 0) close(fd);
+  if (e.fd >= 0) close(e.fd);
   char got = 0;
   bool imported = read(from_child[0], &got, 1) == 1 && got == 'i';
   auto report = [&](const char* stage) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NVML's figures settle
-    printf("sharemodel %s owner=%llu importer=%llu used=%llu", stage,
-           static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(getpid()))),
-           static_cast<unsigned long long>(NvmlBytesOf(static_cast<uint32_t>(child))),
-           static_cast<unsigned long long>(NvmlDeviceUsed()));
+    ReportShare(stage, getpid(), child, false);
     cuuint64_t reserved = 0, used = 0;
-    if (pool != nullptr &&
-        c.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
-        c.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS)
+    if (e.pool != nullptr &&
+        c.cuMemPoolGetAttribute(e.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+        c.cuMemPoolGetAttribute(e.pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS)
       printf(" reserved=%llu pool_used=%llu", static_cast<unsigned long long>(reserved),
              static_cast<unsigned long long>(used));
     printf("\n");
   };
   if (!imported) printf("sharemodel import failed\n");
   if (imported) report("imported");
+  CUresult rc;
   if (kind == "ipc") {
-    rc = c.cuMemFree_v2(p);
-  } else if (pool_kind) {
+    rc = c.cuMemFree_v2(e.p);
+  } else if (kind == "pool") {
     // The synchronize lets the pool give back what it holds free (release threshold 0).
-    rc = c.cuMemFreeAsync(p, nullptr);
+    rc = c.cuMemFreeAsync(e.p, nullptr);
     if (rc == CUDA_SUCCESS) rc = c.cuCtxSynchronize();
   } else {
-    rc = c.cuMemUnmap(p, bytes);
-    if (rc == CUDA_SUCCESS) rc = c.cuMemRelease(h);
-    c.cuMemAddressFree(p, bytes);
+    rc = c.cuMemUnmap(e.p, e.bytes);
+    if (rc == CUDA_SUCCESS) rc = c.cuMemRelease(e.h);
+    c.cuMemAddressFree(e.p, e.bytes);
   }
   if (imported) report(rc == CUDA_SUCCESS ? "owner-freed" : "owner-free-failed");
   close(to_child[1]);  // the importer closes what it imported, says so, and waits for EOF
@@ -822,12 +855,65 @@ bool ShareModel(std::string kind, size_t bytes) {
   waitpid(child, &status, 0);
   // What a pool the owner freed an imported allocation of keeps on the card, and what lets
   // it go: the importer is gone by now.
-  if (imported && pool != nullptr) {
-    if (c.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS && c.cuCtxSynchronize() == CUDA_SUCCESS) report("owner-trimmed");
-    CUmemoryPool gone = pool;
-    pool = nullptr;
+  if (imported && e.pool != nullptr) {
+    if (c.cuMemPoolTrimTo(e.pool, 0) == CUDA_SUCCESS && c.cuCtxSynchronize() == CUDA_SUCCESS) report("owner-trimmed");
+    CUmemoryPool gone = e.pool;
+    e.pool = nullptr;
     if (c.cuMemPoolDestroy(gone) == CUDA_SUCCESS) report("pool-destroyed");
   }
+  return imported;
+}
+
+// shareowner: the owner's side of shareownerexit. Exports, starts the importer on the
+// observer's pipe ends (rfd, wfd), tells the observer the importer's pid on `out`, and
+// returns (the program then exits normally) once the observer writes to, or closes, `in`.
+bool ShareOwner(const std::string& kind, size_t bytes, int rfd, int wfd, int out, int in) {
+  Exported e = Export(kind, bytes);
+  pid_t importer = e.rc == CUDA_SUCCESS ? SpawnImporter(kind, e.token, rfd, wfd, false) : -1;
+  close(rfd);
+  close(wfd);
+  if (e.fd >= 0) close(e.fd);
+  if (importer < 0) printf("shareowner export %s\n", Name(e.rc));
+  dprintf(out, "%d\n", static_cast<int>(importer));
+  close(out);
+  char go;
+  (void)!read(in, &go, 1);
+  return importer > 0;
+}
+
+// shareownerexit: see the header.
+bool ShareOwnerExit(const std::string& kind, const std::string& mib) {
+  int to_importer[2], from_importer[2], from_owner[2], to_owner[2];
+  for (int* p : {to_importer, from_importer, from_owner, to_owner})
+    if (pipe2(p, O_CLOEXEC) != 0) return false;
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return false;
+  fflush(stdout);
+  pid_t owner = fork();
+  if (owner == 0) {
+    for (int fd : {to_importer[0], from_importer[1], from_owner[1], to_owner[0]}) fcntl(fd, F_SETFD, 0);
+    std::string a = std::to_string(to_importer[0]), b = std::to_string(from_importer[1]);
+    std::string o = std::to_string(from_owner[1]), i = std::to_string(to_owner[0]);
+    execl(self, "cuda_probe", "init", "shareowner", kind.c_str(), mib.c_str(), a.c_str(), b.c_str(), o.c_str(),
+          i.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int fd : {to_importer[0], from_importer[1], from_owner[1], to_owner[0]}) close(fd);
+  char line[32] = {};
+  ssize_t got = read(from_owner[0], line, sizeof(line) - 1);
+  close(from_owner[0]);
+  const pid_t importer = got > 0 ? static_cast<pid_t>(atoi(line)) : -1;
+  char b = 0;
+  const bool imported = importer > 0 && read(from_importer[0], &b, 1) == 1 && b == 'i';
+  if (!imported) printf("sharemodel import failed\n");
+  if (imported) ReportShare("imported", owner, importer);
+  close(to_owner[1]);  // the owner exits normally
+  int status = 0;
+  waitpid(owner, &status, 0);
+  if (imported) ReportShare("owner-exited", owner, importer);
+  close(to_importer[1]);  // the importer closes what it imported and says so
+  if (imported && read(from_importer[0], &b, 1) == 1 && b == 'c') ReportShare("importer-closed", owner, importer);
+  close(from_importer[0]);
   return imported;
 }
 
@@ -946,6 +1032,16 @@ int main(int argc, char** argv) {
       printf("release %s\n", rc == CUDA_SUCCESS ? "ok" : Name(rc));
     } else if (cmd == "sharemodel") {
       if (!ShareModel(arg(1), static_cast<size_t>(atol(arg(2))) << 20)) ++failures;
+      i += 2;
+      continue;
+    } else if (cmd == "shareowner") {
+      if (!ShareOwner(arg(1), static_cast<size_t>(atol(arg(2))) << 20, atoi(arg(3)), atoi(arg(4)), atoi(arg(5)),
+                      atoi(arg(6))))
+        ++failures;
+      i += 6;
+      continue;
+    } else if (cmd == "shareownerexit") {
+      if (!ShareOwnerExit(arg(1), arg(2))) ++failures;
       i += 2;
       continue;
     } else if (cmd == "shareimport") {
