@@ -387,6 +387,24 @@ TEST(Enforcer, GpusliceRunKeepsLiveRunsAndRemovesDeadOnes) {
   EXPECT_TRUE(std::filesystem::exists(runs + "/run-live"));
 }
 
+// Runs started at once each sweep the runs directory for dead runs' directories while the
+// others are making theirs: none may take another's for dead. (A run's lock file used to be
+// created, then locked: a sweep in between locked it itself and removed the directory,
+// seen once as "card entry owner .../run-… is not a directory" under load.)
+TEST(Enforcer, GpusliceRunsStartedAtOnceKeepEachOthersDirectories) {
+  SimNode node("gpus: [H100-80GB]\n");
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<Process>> runs;
+    for (int k = 0; k < 16; ++k)
+      runs.push_back(std::make_unique<Process>(
+          std::vector<std::string>{GpusliceBin(), "run", "--memory", "1g", "--cores", "30", "--", "true"}, node.env()));
+    for (auto& p : runs) {
+      Result r = p->Wait();
+      EXPECT_EQ(r.code, 0) << "round " << round << ": " << r.out << r.err;
+    }
+  }
+}
+
 // `gpuslice run` with a compute share around `gpuslice burn` at 100 % for `seconds`.
 std::vector<std::string> BurnRun(const std::string& cores, const std::string& policy, int seconds,
                                  std::vector<std::string> burn_flags = {}) {

@@ -86,9 +86,13 @@ StatusOr<std::string> MakeRunDir(const std::string& runs) {
       std::filesystem::remove_all(e.path(), ec);
   std::string dir = runs + "/run-XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) return Internal("cannot create a directory in " + runs + ": " + strerror(errno));
-  // Held until this process exits (close-on-exec: the program run is not its holder).
-  int lock = open((dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (lock < 0 || flock(lock, LOCK_EX) != 0) return Internal("cannot lock " + dir + "/lock: " + strerror(errno));
+  // Held until this process exits (close-on-exec: the program run is not its holder). The
+  // lock file appears under its name already locked: between its creation and the flock,
+  // another run's sweep could lock it itself, take this directory for stale and remove it.
+  const std::string lock_path = dir + "/lock", unlocked = dir + "/lock.new";
+  int lock = open(unlocked.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0 || rename(unlocked.c_str(), lock_path.c_str()) != 0)
+    return Internal("cannot lock " + lock_path + ": " + strerror(errno));
   return dir;
 }
 
