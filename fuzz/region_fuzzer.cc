@@ -69,8 +69,8 @@ const std::string& BaseImage() {
     r->devices[1].memory_limit.store(20ull << 30);
     r->devices[0].card_tenant_id.store(77);
     r->device_count.store(2);
-    rg::ProcessSlot* self = rg::ClaimSlot(r, getpid(), gs::ProcessStartTime(getpid()));
-    rg::ProcessSlot* parent = rg::ClaimSlot(r, getppid(), gs::ProcessStartTime(getppid()));
+    rg::ProcessSlot* self = rg::ClaimSlot(r, getpid(), gs::ProcessStartTime(getpid()), gs::OwnPidNamespace());
+    rg::ProcessSlot* parent = rg::ClaimSlot(r, getppid(), gs::ProcessStartTime(getppid()), gs::OwnPidNamespace());
     if (self == nullptr || parent == nullptr || !rg::Reserve(r, self, 0, 1ull << 30, false, 0) ||
         !rg::Reserve(r, parent, 1, 3ull << 30, true, 0) || !rg::Reserve(r, parent, 1, 1ull << 30, false, 0))
       std::abort();
