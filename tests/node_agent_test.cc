@@ -743,7 +743,8 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   std::set<std::string> entries;
   auto start = [&](const std::string& id, const std::string& tighter_share) {
     v1beta1::ContainerAllocateResponse resp;
-    EXPECT_TRUE(kubelet_->Allocate({id}, &resp).ok());
+    grpc::Status allocated = kubelet_->Allocate({id}, &resp);
+    EXPECT_TRUE(allocated.ok()) << "Allocate " << id << ": " << allocated.error_message();
     std::map<std::string, v1beta1::Mount> mounts;
     for (const auto& m : resp.mounts()) mounts[m.container_path()] = m;
     EXPECT_EQ(mounts["/var/run/gpuslice-cards"].host_path(), cards);
