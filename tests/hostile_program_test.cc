@@ -174,8 +174,8 @@ OnCard Watched(const SimNode& node, const std::vector<std::string>& argv, const 
   w.result = RunProcess(argv, env);
   observer.Signal(SIGTERM);
   auto f = Fields(observer.Wait().out, "cardwatch");
-  if (f.size() == 3) {
-    w.most_mib = U(f[1]) / kMiB;
+  if (f.size() == 4) {  // "cardwatch MAX SAMPLES FIRST": what the card held beyond its start
+    w.most_mib = (U(f[1]) - U(f[3])) / kMiB;
     w.samples = U(f[2]);
   }
   std::string steps = "hostile_program";

@@ -45,8 +45,8 @@ Watched RunWatched(const SimNode& node, const std::vector<std::vector<std::strin
   observer.Signal(SIGTERM);  // the container's processes are gone: the watch is complete
   Result seen = observer.Wait();
   auto f = Fields(seen.out, "cardwatch");
-  if (f.size() == 3) {
-    w.most = U(f[1]);
+  if (f.size() == 4) {  // "cardwatch MAX SAMPLES FIRST": what the card held beyond its start
+    w.most = U(f[1]) - U(f[3]);
     w.samples = U(f[2]);
   }
   return w;

@@ -51,12 +51,14 @@
 //   shares MS                      NVML's per-process samples as an outside observer reads
 //                                  them for MS ms: "share PID AVG_SMUTIL SAMPLES" per pid
 //   cardwatch MS                   for MS ms or until SIGTERM, every 0.5 ms: NVML's used memory
-//                                  of the device (what every process holds, and what the
-//                                  driver keeps listed under none, as a pool's memory freed
-//                                  while imported); then
-//                                  "watching" once it watches, "cardwatch MAX SAMPLES" at the
-//                                  end (run without the enforcer: what the
-//                                  card held at most, as an outside observer sees it)
+//                                  of the device, version 2 (what every process holds, and
+//                                  what the driver keeps listed under none, as a pool's
+//                                  memory freed while imported; not what the driver reserves
+//                                  for itself, which version 1 counts); then
+//                                  "watching" once it watches, "cardwatch MAX SAMPLES FIRST"
+//                                  at the end (run without the enforcer: what the card held
+//                                  at most and at the first sample, as an outside observer
+//                                  sees it)
 //   launch N NS                    N launches of the spin kernel (NS per wave); async
 //   launchex N NS / coop N NS / graph N NS    the same through cuLaunchKernelEx,
 //                                  cooperative launches, a captured graph replayed N times
@@ -1241,17 +1243,18 @@ int main(int argc, char** argv) {
       signal(SIGTERM, [](int) { g_stop = 1; });
       nvmlDevice_t d = NvmlDevice();
       printf("watching\n");
-      unsigned long long most = 0, samples = 0;
+      unsigned long long most = 0, samples = 0, first = 0;
       while (!g_stop && std::chrono::steady_clock::now() < end) {
-        nvmlMemory_t m{};
-        if (n.nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
+        nvmlMemory_v2_t m{};
+        m.version = nvmlMemory_v2;
+        if (n.nvmlDeviceGetMemoryInfo_v2(d, &m) == NVML_SUCCESS) {
           most = std::max(most, static_cast<unsigned long long>(m.used));
-          ++samples;
+          if (samples++ == 0) first = m.used;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(500));
       }
       if (samples == 0) ++failures;
-      printf("cardwatch %llu %llu\n", most, samples);
+      printf("cardwatch %llu %llu %llu\n", most, samples, first);
       ++i;
       continue;
     } else if (cmd == "launch" || cmd == "launchex" || cmd == "coop" || cmd == "graph" || cmd == "culaunch" ||
