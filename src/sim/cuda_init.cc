@@ -27,14 +27,20 @@ static void ForgetCudaInForkedChild() {
   g_forked_after_init = true;
 }
 
-// At a normal exit the driver shuts down (CUDA_ERROR_DEINITIALIZED: "the CUDA driver is in
-// the process of shutting down"): the process's memory and work leave the card before its
-// exit completes, as the kernel driver frees them while a process exits, and a call made
-// later in the exit (another thread, a late destructor) gets that error.
+// At a normal exit the driver shuts down in its exit handler (CUDA_ERROR_DEINITIALIZED: "the
+// CUDA driver is in the process of shutting down"): a call made later in the exit (another
+// exit handler, a late destructor, another thread) gets that error. The process's memory
+// and work stay listed on the card until the exit's last step, where the kernel driver
+// frees them as the process's device files close, before its parent can see the exit
+// (docs/measurements/h100-driver.md, "A process's exit"): here, this library's destructor,
+// which the dynamic linker runs after every exit handler.
 static void ShutDownAtExit() {
   if (g_driver == nullptr) return;  // a child forked after cuInit never had CUDA
   g_shut_down.store(true);
-  LeaveNode();
+}
+
+__attribute__((destructor)) static void LeaveTheCardAtExit() {
+  if (g_shut_down.load()) LeaveNode();
 }
 
 GS_SIM_CUDA(cuInit)(unsigned int Flags) {
