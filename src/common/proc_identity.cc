@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,18 +85,18 @@ uint32_t OwnPidNamespace() {
 }
 
 namespace {
-// A /proc/<pid>/status (`who`: "self" or a pid): its NSpid line's first pid (0 when absent)
-// and how many there are, and its PPid.
-pid_t FirstNsPid(const char* who, int* levels, pid_t* parent) {
+// A /proc/<pid>/status (`who`: "self" or a pid): its NSpid line's pids, outermost first (at
+// most `max` of them kept in `pids`), and its PPid. Returns how many the line has: 0 when
+// the file or the line is absent.
+int ReadNsPids(const char* who, pid_t* pids, int max, pid_t* parent) {
   char path[64], buf[4096];
   snprintf(path, sizeof(path), "/proc/%s/status", who);
-  *levels = 0;
   *parent = 0;
   if (ReadSmallFile(path, buf, sizeof(buf)) == 0) return 0;
   if (const char* line = strstr(buf, "\nPPid:")) *parent = static_cast<pid_t>(strtol(line + 6, nullptr, 10));
   const char* line = strstr(buf, "\nNSpid:");
   if (line == nullptr) return 0;
-  pid_t first = 0;
+  int levels = 0;
   for (const char* p = line + 7; *p && *p != '\n';) {
     if (*p < '0' || *p > '9') {
       ++p;
@@ -103,9 +104,17 @@ pid_t FirstNsPid(const char* who, int* levels, pid_t* parent) {
     }
     long v = 0;
     for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + (*p - '0');
-    if (++*levels == 1) first = static_cast<pid_t>(v);
+    if (levels < max) pids[levels] = static_cast<pid_t>(v);
+    ++levels;
   }
-  return first;
+  return levels;
+}
+
+// The NSpid line's first pid (0 when absent) and how many there are, and the PPid.
+pid_t FirstNsPid(const char* who, int* levels, pid_t* parent) {
+  pid_t first = 0;
+  *levels = ReadNsPids(who, &first, 1, parent);
+  return *levels > 0 ? first : 0;
 }
 
 // The namespace whose pids /proc shows, for a caller in a namespace below it (`parent`: the
@@ -153,6 +162,16 @@ uint32_t ProcPidNamespace() {
   pid_t parent = 0;
   if (FirstNsPid("self", &levels, &parent) <= 0 || levels == 1) return OwnPidNamespace();
   return AncestorsPidNamespace(parent);
+}
+
+bool ProcessHasNsPid(pid_t pid, pid_t ns_pid) {
+  char who[16];
+  snprintf(who, sizeof(who), "%d", static_cast<int>(pid));
+  pid_t pids[32], parent = 0;
+  const int levels = std::min(ReadNsPids(who, pids, 32, &parent), 32);
+  for (int i = 0; i < levels; ++i)
+    if (pids[i] == ns_pid) return true;
+  return false;
 }
 
 }  // namespace gs

@@ -28,6 +28,10 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 uint32_t PidNamespaceOf(pid_t pid);
 uint32_t OwnPidNamespace();
 
+// True when /proc/<pid> (a pid of the /proc's namespace) is known as ns_pid in its own
+// namespace or in any namespace between (its NSpid line).
+bool ProcessHasNsPid(pid_t pid, pid_t ns_pid);
+
 // The caller as /proc shows it. /proc may be mounted for an ancestor of the caller's PID
 // namespace (a process that unshared one and kept its container's /proc): its pids are then
 // not the caller's getpid() world, and every liveness check by /proc must use them. `pid`:

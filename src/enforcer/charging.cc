@@ -26,6 +26,10 @@ namespace {
 std::atomic<uint64_t> g_own[kMaxDevices];
 std::atomic<uint64_t> g_own_spilled[kMaxDevices];
 std::atomic<uint64_t> g_unseen[kMaxDevices];
+// Of the charge, bytes this process freed while other processes could still hold them
+// (KeepWhileShared): kept while the card shows them under this process or under another
+// process of the container that is not charged for them yet (written under g_reconcile_mu).
+std::atomic<uint64_t> g_kept[kMaxDevices];
 
 std::mutex g_reconcile_mu;
 std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconcile_mu
@@ -247,6 +251,10 @@ void Unreserve(int dev, uint64_t bytes, bool spilled) {
   if (spilled) SubtractClamped(&g_own_spilled[dev], bytes);
 }
 
+namespace internal {
+uint64_t HeldUnchargedElsewhere(int dev);
+}  // namespace internal
+
 int Reconcile(int dev, bool force) {
   if (dev < 0 || dev >= kMaxDevices || g_state.region == nullptr || g_state.slot == nullptr ||
       g_state.slot_pid.load(std::memory_order_relaxed) != getpid() || MemoryLimit(dev) == 0)
@@ -266,6 +274,14 @@ int Reconcile(int dev, bool force) {
   uint64_t unseen = g_unseen[dev].load();
   uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), g_own_spilled[dev].load() + unseen);
   uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
+  if (uint64_t kept = g_kept[dev].load(); kept > 0) {
+    // Memory this process freed while shared: the card may list it under a process that
+    // still holds it (an H100 moves legacy IPC memory to its importer), which pays for it
+    // only from its own next reconciliation. Until then it stays charged here.
+    uint64_t elsewhere = std::min(kept, internal::HeldUnchargedElsewhere(dev));
+    g_kept[dev].store(std::min(kept, want + elsewhere));
+    want += elsewhere;
+  }
   if (want > unseen) {
     // Already spent on the card: charged even past the limit (limit 0 = unconditional),
     // so every later allocation is refused until memory comes back.
@@ -315,6 +331,7 @@ void KeepWhileShared(int dev, uint64_t bytes) {
     // Under the reconciliation's lock: it reads, recomputes and stores the figure.
     std::lock_guard<std::mutex> lock(g_reconcile_mu);
     g_unseen[dev].fetch_add(bytes);
+    g_kept[dev].fetch_add(bytes);
   }
   char b[32];
   GS_LOG(kDetail, "device %d: %s freed but shared with other processes stays charged while the card holds it", dev,
@@ -333,10 +350,12 @@ int Release(HandleKind kind, uint64_t handle) {
 
 namespace internal {
 
-bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
-  // Once this process was found in NVML's list for dev, its absence means it holds
-  // nothing there; before that, absence may only mean NVML knows it under another pid.
-  static std::atomic<bool> seen[kMaxDevices];
+namespace {
+constexpr unsigned kListed = 128;
+
+// The processes NVML lists on region device dev (at most kListed), with their pids in the
+// caller's PID namespace (docs/measurements/h200-driver.md, "Pids").
+bool ListCardProcesses(int dev, nvmlProcessInfo_t* procs, unsigned* n) {
   if (dev < 0 || dev >= kMaxDevices || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
     return false;
   // The card as the driver named it when the device was bound: the region's copy of the
@@ -345,13 +364,56 @@ bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
   const char* uuid = g_state.device_uuid[dev];
   nvmlDevice_t device;
   if (uuid[0] == 0 || !NvmlCardByUuid(uuid, &device)) return false;
-  nvmlProcessInfo_t procs[128];
-  unsigned int n = 128;
-  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, procs) != NVML_SUCCESS) return false;
+  *n = kListed;
+  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, n, procs) != NVML_SUCCESS) return false;
+  *n = std::min(*n, kListed);
+  return true;
+}
+
+// The live slot of the region that stands for listed process `pid`: the same start time,
+// and the pid the slot names it by (its /proc's, the node's, or that of a namespace
+// nested below the caller's).
+const region::ProcessSlot* SlotOfListed(uint32_t pid) {
+  const uint64_t start = ProcessStartTime(static_cast<pid_t>(pid));
+  if (start == 0) return nullptr;
+  for (const auto& slot : g_state.region->procs) {
+    const uint32_t p = slot.pid.load(std::memory_order_relaxed);
+    if (p == 0 || &slot == g_state.slot || slot.start_time != start) continue;
+    if (p == pid || slot.host_pid.load(std::memory_order_relaxed) == pid ||
+        ProcessHasNsPid(static_cast<pid_t>(pid), static_cast<pid_t>(p)))
+      return &slot;
+  }
+  return nullptr;
+}
+}  // namespace
+
+uint64_t HeldUnchargedElsewhere(int dev) {
+  nvmlProcessInfo_t procs[kListed];
+  unsigned n = 0;
+  if (g_state.region == nullptr || !ListCardProcesses(dev, procs, &n)) return 0;
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  uint64_t held = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (procs[i].pid == me || procs[i].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL) continue;
+    const region::ProcessSlot* slot = SlotOfListed(procs[i].pid);
+    if (slot == nullptr) continue;  // not of this container: its memory is not this container's to pay
+    const uint64_t charged = slot->memory[dev].load() - std::min(slot->memory[dev].load(), slot->spilled[dev].load());
+    if (procs[i].usedGpuMemory > charged) held += procs[i].usedGpuMemory - charged;
+  }
+  return held;
+}
+
+bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
+  // Once this process was found in NVML's list for dev, its absence means it holds
+  // nothing there; before that, absence may only mean NVML knows it under another pid.
+  static std::atomic<bool> seen[kMaxDevices];
+  nvmlProcessInfo_t procs[kListed];
+  unsigned int n = 0;
+  if (!ListCardProcesses(dev, procs, &n)) return false;
   // NVML answers in the caller's PID namespace: this process is listed by its own pid,
   // in a container too (docs/measurements/h200-driver.md, "Pids").
   uint32_t me = static_cast<uint32_t>(getpid());
-  for (unsigned i = 0; i < n && i < 128; ++i)
+  for (unsigned i = 0; i < n; ++i)
     if (procs[i].pid == me && procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
       seen[dev].store(true);
       *bytes = procs[i].usedGpuMemory;

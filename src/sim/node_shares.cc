@@ -1,13 +1,15 @@
 // Memory shared between processes, in the node's state (src/sim/node.h): which processes
 // hold each exported allocation, and whose slot its bytes are in. The model
-// (docs/measurements/shared-memory.md): importing puts nothing new on the card; while the
-// owner holds it, NVML lists it under the owner's pid only; the memory leaves the card only
-// when its owner freed it and every importer closed it. Freed by its owner first, a pool
-// allocation is listed under no one, and the owner's pool keeps it on the card, past the
-// importers, until the pool is destroyed or the owner is gone (as on an H100); legacy IPC
-// and descriptor memory stay listed under the owner (an H100 lists legacy IPC memory under
-// the importer then: not modelled yet). When the owner is gone first, its bytes move to a
-// process still holding them.
+// (docs/measurements/shared-memory.md, as an H100 showed it): importing puts nothing new on
+// the card; while the owner holds it, NVML lists it under the owner's pid only; the memory
+// leaves the card only when its owner freed it and every importer closed it.
+// - Legacy IPC memory its owner freed or left by exiting is listed under a process still
+//   holding it.
+// - A pool allocation its owner freed is listed under no one, and the owner's pool keeps it
+//   on the card, past the importers, until the pool is destroyed or the owner is gone; one
+//   whose owner exited first is listed under no one until the importers let it go.
+// - Descriptor memory (not measured: the least convenient reading) stays listed under the
+//   owner while it lives and moves to a process still holding it when the owner is gone.
 #include <cstring>
 
 #include "src/sim/node.h"
@@ -140,6 +142,8 @@ void Node::LeaveShare(int index, uint64_t id, bool owner) {
       RechargeShareLocked(&e, 0, 0);
       e.pool_holder_pid = static_cast<uint32_t>(pid_);
       e.pool_holder_start = start_time_;
+    } else if (heir != nullptr && owner && e.way == ShareWay::kLegacyIpc) {
+      RechargeShareLocked(&e, heir->pid, heir->start_time);
     }
   }
   UnlockState(state_);
@@ -176,9 +180,13 @@ void Node::ForgetSharerLocked(uint32_t pid, uint64_t start_time) {
       continue;
     }
     if (e.charged_pid != pid || e.charged_start != start_time) continue;
-    // Its holder is gone and others still map it: it stays on the card, now theirs.
+    // Its holder is gone and others still map it: it stays on the card, now theirs, or a
+    // pool's piece listed under no one.
     e.owner_fd = 0;  // the owner's descriptor went with it
-    RechargeShareLocked(&e, heir->pid, heir->start_time);
+    if (e.way == ShareWay::kPoolPointer)
+      RechargeShareLocked(&e, 0, 0);
+    else
+      RechargeShareLocked(&e, heir->pid, heir->start_time);
   }
 }
 
