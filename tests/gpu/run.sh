@@ -155,6 +155,15 @@ plain=$(startup_ms "$P" init)
 preloaded=$(startup_ms limited startup CUDA_DEVICE_MEMORY_LIMIT=4g "$P" init)
 run=$(startup_ms "$G" run --memory 4g --cores 30 -- "$P" init)
 echo "start-up to a context (mean of 10, ms): plain $plain, enforcer with a 4 GiB slice $preloaded, gpuslice run --memory 4g --cores 30 $run"
+# Where the enforcer's share of it goes: cuInit and the first context, timed inside the
+# process (median of 10, ms).
+phases() {
+  local k got
+  got=$(for k in 1 2 3 4 5 6 7 8 9 10; do "$@" inittimed 2>/dev/null | awk '$1 == "inittimed" { print $3, $4 }'; done)
+  median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.1f", NR ? v[int((NR + 1) / 2)] / 1000 : -1 }'; }
+  echo "cuInit $(awk '{ print $1 }' <<<"$got" | median), first context $(awk '{ print $2 }' <<<"$got" | median)"
+}
+echo "start-up phases (median of 10, ms): plain: $(phases "$P"); enforcer with a 4 GiB slice: $(phases limited startup CUDA_DEVICE_MEMORY_LIMIT=4g "$P")"
 
 # 3. Compute shares (policy force), achieved utilisation from burn's own measurement.
 # Rows of the table printed at the end: workload | asked | achieved | alone rate.

@@ -42,6 +42,8 @@
 //                                  SIZE and exits normally: "spawnexit HELD AFTER", the device's
 //                                  used MiB (NVML) above the start while the child holds it
 //                                  and at once after waitpid returns
+//   inittimed                      init on device 0, timed: "inittimed ok|ERR INIT_US CTX_US"
+//                                  (cuInit; cuDeviceGet and the primary context's retain)
 //   nvmlcost                       the first NVML use of this process, timed: "nvmlcost
 //                                  INIT_US HANDLE_US PROCS_US" (nvmlInit_v2 with the library's
 //                                  load, the handle by UUID, the running-process list)
@@ -1003,7 +1005,21 @@ int main(int argc, char** argv) {
       return argv[i + k];
     };
     CUresult rc = CUDA_SUCCESS;
-    if (cmd == "init") {
+    if (cmd == "inittimed") {
+      auto us = [](std::chrono::steady_clock::time_point a) {
+        return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - a).count();
+      };
+      CUcontext ctx;
+      auto t = std::chrono::steady_clock::now();
+      rc = c.cuInit(0);
+      const long long init_us = us(t);
+      t = std::chrono::steady_clock::now();
+      if (rc == CUDA_SUCCESS) rc = c.cuDeviceGet(&g_dev, 0);
+      if (rc == CUDA_SUCCESS) rc = c.cuDevicePrimaryCtxRetain(&ctx, g_dev);
+      const long long retain_us = us(t);
+      if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(ctx);
+      printf("inittimed %s %lld %lld\n", rc == CUDA_SUCCESS ? "ok" : Name(rc), init_us, retain_us);
+    } else if (cmd == "init") {
       int dev = i + 1 < argc && isdigit(argv[i + 1][0]) ? atoi(argv[++i]) : 0;
       CUcontext ctx;
       rc = c.cuInit(0);
