@@ -548,8 +548,11 @@ pid_t g_importer_pid = 0;
 bool g_importer_pidns = false;
 CUmemoryPool g_share_pool = nullptr;
 
+// Written and on the card before it returns: a copy from pageable memory may return once
+// the bytes are staged, before they reach the device, and another process reads them next.
 CUresult ToDevice(CUdeviceptr p, uint32_t v) {
-  return Get<CUresult (*)(CUdeviceptr, const void*, size_t)>("cuMemcpyHtoD_v2")(p, &v, sizeof(v));
+  CUresult rc = Get<CUresult (*)(CUdeviceptr, const void*, size_t)>("cuMemcpyHtoD_v2")(p, &v, sizeof(v));
+  return rc == CUDA_SUCCESS ? Get<CUresult (*)()>("cuCtxSynchronize")() : rc;
 }
 uint32_t FromDevice(CUdeviceptr p) {
   uint32_t v = 0;
