@@ -3,6 +3,8 @@
 # simulator, against the real driver, plus PyTorch. For GPU machines that have only a
 # compiler, CMake, the CUDA toolkit and PyTorch: builds the minimal preset itself.
 #   tests/gpu/run.sh [BUILD_DIR]
+#   GS_GPU_SECTIONS="2b 6 6d" tests/gpu/run.sh   (only those sections, for short device time;
+#   sections: 1 2 2b 3 4 5 6 6b 6c 6d 6e 7, where 6d includes 6d')
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H200 (2026-11-26): 400 s with the build and the bench; on an H100
@@ -36,16 +38,31 @@ region=$(mktemp -d)
 mib_steps() { awk '/^nvml/ { v = int($NF / 1048576); if (base == "") base = v; printf "%s%d", sep, v - base; sep = " " }'; }
 limited() { env LD_PRELOAD="$E" CUDA_DEVICE_MEMORY_SHARED_CACHE="$region/$1" GPUSLICE_CONTEXT_OVERHEAD=0 "${@:2}"; }
 
-# 1. The limit on every allocation API, through every path to the driver. The slice also
-#    pays for the process's context, charged what NVML says the context added to the
-#    process (docs/enforcer.md): the limits below are that charge, read back through
-#    cuMemGetInfo under a large slice, plus the sizes allocated.
+# Whether section $1 runs (all of them unless GS_GPU_SECTIONS names some).
+want() { [ -z "${GS_GPU_SECTIONS:-}" ] || [[ " $GS_GPU_SECTIONS " == *" $1 "* ]]; }
+only=${GS_GPU_SECTIONS:+"NOTE: GS_GPU_SECTIONS='$GS_GPU_SECTIONS': only these sections ran; the others did NOT"}
+[ -n "$only" ] && echo "$only"
+H=$BUILD/tests/hostile_program
+have_torch=0
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && have_torch=1
+# The slice also pays for the process's context, charged what NVML says the context added
+# to the process (docs/enforcer.md): section 1's limits are that charge, read back through
+# cuMemGetInfo under a large slice, plus the sizes allocated.
 ctx_mib=$(limited ctx CUDA_DEVICE_MEMORY_LIMIT=64g "$P" init meminfo |
   awk '/^meminfo/ { printf "%d", ($3 - $2 + 1048575) / 1048576 }')
 echo "a context of cuda_probe is charged ${ctx_mib:-?} MiB"
 case $ctx_mib in '' | *[!0-9]*) bad "context charge: none read back"; ctx_mib=0 ;; esac
+# Rows of the compute-share table printed at the end: workload | asked | achieved | alone rate.
+rows=""
+row() { rows+="| $1 | $2 | $3 | $4 |"$'\n'; }
+# Prints the probe's sharemodel lines with the figures in MiB; share_fig STAGE WHO reads one.
+share_mib() { awk '/^sharemodel/ { for (k = 3; k <= NF; k++) { split($k, kv, "="); $k = kv[1] "=" int(kv[2] / 1048576) } print }'; }
+share_fig() { echo "$share" | awk -v s="$1" -v f="$2" '$2 == s { for (k = 3; k <= NF; k++) { split($k, kv, "="); if (kv[1] == f) print kv[2] } }'; }
+
+# 1. The limit on every allocation API, through every path to the driver.
 # 1a. Large pieces on the linear-memory paths: 768m, 512m (refused: over 1g), 256m, 2m
 #     (refused: the slice is full to the byte), two frees, then 1g fits again.
+if want 1; then
 for via in linked dlsym getproc; do
   for kind in mem pitch managed async pool vmm graph; do
     out=$(limited "r-$via-$kind" CUDA_DEVICE_MEMORY_LIMIT=$((ctx_mib + 1024))m "$P" --via "$via" init alloc "$kind" 768m alloc "$kind" 512m \
@@ -80,18 +97,22 @@ for via in linked dlsym getproc; do
       bad "limit $kind via $via in ${piece_mb} MiB pieces under ${piece_limit_mb} MiB: got '$got', want '$want'"
   done
 done
+fi  # 1
 
 # 2. CUDA and NVML views agree.
+if want 2; then
 out=$(limited views CUDA_DEVICE_MEMORY_LIMIT=4g "$P" init alloc mem 1g meminfo nvml)
 read -r _ free total devtotal <<<"$(grep ^meminfo <<<"$out")"
 read -r _ ntotal nused nfree _ <<<"$(grep ^nvml <<<"$out")"
 [ "$total" = 4294967296 ] && [ "$devtotal" = 4294967296 ] && [ "$ntotal" = 4294967296 ] &&
   [ $((ntotal - nused)) = "$nfree" ] && ok "views agree ($out)" || bad "views: $out"
+fi  # 2
 
 # 2b. Driver facts the enforcer and the simulator stand on (docs/measurements/h100-driver.md),
 #     without the enforcer unless named.
 # A VMM handle released while it stays mapped: the mapping keeps the memory on the card
 # until it is unmapped (what the enforcer must keep charged).
+if want 2b; then
 vmm=$("$P" init nvml alloc vmm 256m release nvml free nvml | mib_steps)
 echo "vmm (after init; 256m created and mapped, handle released; unmapped): $vmm MiB"
 if [ "$vmm" = "0 256 0" ]; then ok "a released VMM handle's memory stays until unmapped, as the simulator models it"; else
@@ -164,11 +185,10 @@ phases() {
   echo "cuInit $(awk '{ print $1 }' <<<"$got" | median), first context $(awk '{ print $2 }' <<<"$got" | median)"
 }
 echo "start-up phases (median of 10, ms): plain: $(phases "$P"); enforcer with a 4 GiB slice: $(phases limited startup CUDA_DEVICE_MEMORY_LIMIT=4g "$P")"
+fi  # 2b
 
 # 3. Compute shares (policy force), achieved utilisation from burn's own measurement.
-# Rows of the table printed at the end: workload | asked | achieved | alone rate.
-rows=""
-row() { rows+="| $1 | $2 | $3 | $4 |"$'\n'; }
+if want 3; then
 for share in 30 60; do
   u=$("$G" run --cores $share -- "$G" burn --memory 64m --util 100 --seconds 10 | sed -n 's/.*average util \([0-9.]*\)%.*/\1/p')
   awk -v u="$u" -v s=$share 'BEGIN { exit !(u >= s - 5 && u <= s + 5) }' && ok "compute share $share%: achieved $u%" ||
@@ -209,19 +229,21 @@ wait
 uh=$(burn_util <"$region/hi") ul=$(burn_util <"$region/lo")
 awk -v h="$uh" -v l="$ul" 'BEGIN { exit !(h > 85 && l < 10) }' && ok "priority 0 vs 1: $uh/$ul" || bad "priority 0 vs 1: $uh/$ul (want > 85 / < 10)"
 row "burn, priority 0 (30 %) vs priority 1 (60 %)" "30 / 60" "$uh / $ul" "-"
+fi  # 3
 
 # 4. PyTorch under a slice.
-have_torch=0
-python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && have_torch=1
+if want 4; then
 if [ $have_torch = 1 ]; then
   if "$G" run --memory 4g -- python3 tests/gpu/torch_limit.py 4; then ok "pytorch under a 4 GiB slice"; else bad "pytorch"; fi
 else
   echo "SKIP: PyTorch with CUDA is not installed: the PyTorch check did NOT run"
 fi
+fi  # 4
 
 # 5. Compute shares on real workloads (tests/gpu/share_workload.py): achieved share =
 # throughput under the slice / throughput of the same workload alone (no enforcer), in
 # percent; within +-5 points of the share asked. Each run: SECS timed after ~1 s warm-up.
+if want 5; then
 W=tests/gpu/share_workload.py SECS=8
 wrate() { sed -n 's/^workload .* rate=\([0-9.]*\)$/\1/p' "$1" | tail -n 1; }
 pct() { awk -v r="$1" -v a="$2" 'BEGIN { if (r == "" || a == "" || a + 0 <= 0) print "?"; else printf "%.1f", r / a * 100 }'; }
@@ -283,6 +305,7 @@ if [ $have_torch = 1 ]; then
 else
   echo "SKIP: PyTorch with CUDA is not installed: the compute-share workloads (matmul, inference, small kernels) did NOT run"
 fi
+fi  # 5
 
 # 6. What the card holds for a 2 GiB slice, watched from outside: an observer without the
 #    enforcer reads the device's used memory (NVML version 2, which leaves out what the
@@ -290,7 +313,7 @@ fi
 #    before the container started (tests/slice_on_card_test.cc does the same on the
 #    simulator). The real context is measured here (no GPUSLICE_CONTEXT_OVERHEAD=0).
 #    Each must stay within 2 GiB + 2 MiB (the driver's granularity).
-H=$BUILD/tests/hostile_program
+if want 6; then
 card_watch() {  # NAME WATCH_MS CMD...: runs CMD under the slice while watching the card
   local name=$1 ms=$2 most
   shift 2
@@ -303,6 +326,9 @@ card_watch() {  # NAME WATCH_MS CMD...: runs CMD under the slice while watching 
   most=$(awk '/^cardwatch/ { print int(($2 - $4) / 1048576) }' "$region/watch-$name")
   if [ -n "$most" ] && [ "$most" -le 2050 ]; then
     ok "card holds $most MiB for a 2 GiB slice: $name"
+    # What the program got: pieces granted and shared (size, count of pieces whose data both
+    # sides read), the importer's count, the fill.
+    grep -E '^(ipc-leak|fd-leak|pool-leak|importer|fill|tensors) ' "$region/out-$name" | tr '\n' ' ' | sed "s/^./  $name: &/;s/ $/\n/"
   else
     bad "card holds '${most:-?}' MiB for a 2 GiB slice (want <= 2050): $name ($(tr '\n' ' ' <"$region/out-$name" | cut -c1-300))"
   fi
@@ -345,6 +371,7 @@ time.sleep(1.5)'
 else
   echo "SKIP: PyTorch with CUDA is not installed: the card's view of a PyTorch slice did NOT run"
 fi
+fi  # 6
 
 # 6b. Pids as the driver sees them (docs/measurements/pids-and-namespaces.md): a process in
 #     a PID namespace of its own holds memory. NVML answers in the caller's PID namespace:
@@ -352,6 +379,7 @@ fi
 #     finds itself as its own pid 1; from a sibling namespace the holder is not listed (only
 #     the asker, as 1), while the per-process utilisation samples there still carry the
 #     holder's host pid.
+if want 6b; then
 if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
   unshare --pid --fork --mount-proc "$P" init alloc mem 64m launch 2000 1000000 nvml sleep 3000 >"$region/ns-holder" 2>&1 &
   ns_unshare=$!
@@ -378,6 +406,7 @@ if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; the
 else
   echo "SKIP: needs root and unshare --pid: NVML's pids for a process in a PID namespace did NOT run"
 fi
+fi  # 6b
 
 # 6c. What a stream-ordered pool and a graph keep on the card, without the enforcer
 #     (docs/measurements/h200-driver.md, "Graph memory"): NVML's figure for this process after
@@ -386,6 +415,7 @@ fi
 #     first launch, not at instantiation, and stays after the graph and its executable are
 #     destroyed and after cuMemFreeAsync (in the device's graph pool) until
 #     cuDeviceGraphMemTrim; launching it again before it is freed is refused.
+if want 6c; then
 pool=$("$P" init nvml alloc async 256m free nvml sync nvml poolkeep 1g alloc async 256m free sync nvml pooltrim 0 nvml | mib_steps)
 echo "pool (after init; async 256m freed; synchronised; threshold 1g, again freed and synchronised; trimmed): $pool MiB"
 if [ "$pool" = "0 256 0 256 0" ]; then ok "a pool keeps freed memory as the simulator models it"; else bad "a pool keeps '$pool' MiB, the simulator models '0 256 0 256 0'"; fi
@@ -417,6 +447,7 @@ echo "child graph (MiB after init; the parent instantiated; launched): $child_mi
 [ "$child_mib" = "0 0 256" ] && [ "$child_codes" = "CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED " ] &&
   ok "a moved child graph runs in its parent as the simulator models it" ||
   bad "a moved child graph: '$child_mib' MiB, '$child_codes'; the simulator models '0 0 256', 'CUDA_ERROR_INVALID_VALUE CUDA_ERROR_NOT_SUPPORTED CUDA_ERROR_NOT_SUPPORTED '"
+fi  # 6c
 
 # 6d. Memory shared between processes, without the enforcer (docs/measurements/shared-memory.md,
 #     measured once on an H100): 256 MiB exported by this process (legacy IPC of cuMemAlloc memory;
@@ -430,9 +461,7 @@ echo "child graph (MiB after init; the parent instantiated; launched): $child_mi
 #     descriptor memory (never measured: the probe's import fails) stays the owner's until
 #     both let go; a pool allocation freed by its owner first is listed under no one and
 #     stays on the card past the importer.
-# Prints the probe's sharemodel lines with the figures in MiB; share_fig STAGE WHO reads one.
-share_mib() { awk '/^sharemodel/ { for (k = 3; k <= NF; k++) { split($k, kv, "="); $k = kv[1] "=" int(kv[2] / 1048576) } print }'; }
-share_fig() { echo "$share" | awk -v s="$1" -v f="$2" '$2 == s { for (k = 3; k <= NF; k++) { split($k, kv, "="); if (kv[1] == f) print kv[2] } }'; }
+if want 6d; then
 for kind in ipc fd pool; do
   out=$("$P" init sharemodel "$kind" 256 2>&1)
   share=$(share_mib <<<"$out")
@@ -493,6 +522,7 @@ for kind in ipc fd pool; do
     bad "owner exits first ($kind) differs from the simulator's model (importer $i1/$i2/$i3, device used $u1/$u2/$u3 MiB): update src/sim/node_shares.cc and docs/measurements/shared-memory.md"
   fi
 done
+fi  # 6d
 
 # 6e. Legacy IPC across PID namespaces, without the enforcer (docs/measurements/shared-memory.md):
 #     the importer runs in a PID namespace of its own with its own /proc (unshare --pid
@@ -501,6 +531,7 @@ done
 #     cuIpcOpenMemHandle answered. The model: the first opens and the memory lives as 6d's
 #     (no longer the owner's once it freed it); the second is refused with
 #     CUDA_ERROR_INVALID_CONTEXT (the two see the same pid).
+if want 6e; then
 if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
   for exporter in "on the host" "in a PID namespace"; do
     if [ "$exporter" = "on the host" ]; then
@@ -527,9 +558,13 @@ if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; the
 else
   echo "SKIP: needs root and unshare --pid: legacy IPC across PID namespaces did NOT run"
 fi
+fi  # 6e
 
 # 7. What the enforcer costs on this GPU.
+if want 7; then
 if [ -x "$BUILD/bench/gpuslice_bench" ]; then GS_ENFORCER=$E "$BUILD/bench/gpuslice_bench"; fi
+fi  # 7
+
 rm -rf "$region"
 
 echo
@@ -539,5 +574,6 @@ echo "| workload | asked (%) | achieved (%) | alone rate |"
 echo "|---|---|---|---|"
 printf '%s' "$rows"
 echo
+[ -n "$only" ] && echo "$only"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
