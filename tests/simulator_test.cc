@@ -169,6 +169,28 @@ TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
   EXPECT_EQ(Lines(r.out, "sharemodel"), want) << r.out << r.err;
 }
 
+// An importer in a container (pid 1 of a PID namespace with its own /proc, where the
+// exporter cannot be seen) opens a legacy IPC handle of a process on the node, and the
+// memory lives as anywhere else, as on an H100 (docs/measurements/shared-memory.md,
+// "Across PID namespaces"): the simulated driver hands the importer the memory's backing
+// from the node, not through the importer's /proc.
+TEST(Simulator, LegacyIpcOpensInAContainerWithAProcOfItsOwn) {
+  if (!CanUnsharePidNamespace()) {
+    std::cout << "NOTE: needs root and unshare --pid: legacy IPC into a container's namespace was NOT tested\n";
+    GTEST_SKIP() << "needs root and unshare --pid";
+  }
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  Result r = RunProcess({ProbeBin(), "init", "sharemodel", "ipc-pidns", "256"}, node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "shareimport"), std::vector<std::string>{"shareimport ok added=0"}) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "sharemodel imported"),
+            std::vector<std::string>{"sharemodel imported owner=268435456 importer=0 used=268435456"})
+      << r.out;
+  EXPECT_EQ(Lines(r.out, "sharemodel importer-closed"),
+            std::vector<std::string>{"sharemodel importer-closed owner=0 importer=0 used=0"})
+      << r.out;
+}
+
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {
   SimNode node("context_memory: 0\ngpus: [A100-40GB]\n");
   // Graph memory reaches the card at a launch: SimulatorMemory.GraphMemory* below.

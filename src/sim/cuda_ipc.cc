@@ -101,9 +101,9 @@ CUresult ShareAllocation(uintptr_t addr, Allocation* a, SharePayload* out) {
 CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Context* ctx, AllocKind kind,
                               CUdeviceptr* out) {
   if (!node()->JoinShare(p.index, p.id)) return CUDA_ERROR_INVALID_VALUE;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  // From the node, as the kernel driver maps it: the importer may run in a PID namespace
+  // with a /proc of its own, where the owner is not to be seen.
+  int fd = OpenShareBacking(p.index, p.id);
   uint64_t inode = 0, fs_dev = 0;
   void* m = MAP_FAILED;
   // The descriptor must still be the owner's backing (not a number it reused since).

@@ -1,5 +1,6 @@
 #include "src/sim/node_daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "src/common/clock.h"
+#include "src/common/fd_passing.h"
 #include "src/common/proc_identity.h"
 #include "src/common/raw_log.h"
 #include "src/sim/node.h"
@@ -45,6 +47,7 @@ class Daemon {
   void Accept(int listen_fd, int epoll_fd);
   void Hangup(int fd);
   void Goodbye(int fd);
+  void ServeBacking(int fd, const BackingRequest& request);
   bool StateStillOurs() const;
 
   Node node_;
@@ -127,6 +130,28 @@ void Daemon::Goodbye(int fd) {
   (void)!send(fd, &kGoodbyeDone, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+void Daemon::ServeBacking(int fd, const BackingRequest& request) {
+  // The owner's own descriptor of the backing, reached through this node's /proc: an
+  // importer in a PID namespace with a /proc of its own cannot see the owner there.
+  ShareInfo info;
+  int backing = -1;
+  if (node_.ShareOf(request.index, request.id, &info) && info.owner_pid != 0 && info.owner_fd > 0) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
+    backing = open(path, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    // Still the recorded backing, not a number the owner reused since.
+    if (backing >= 0 && (fstat(backing, &st) != 0 || static_cast<uint64_t>(st.st_ino) != info.inode ||
+                         static_cast<uint64_t>(st.st_dev) != info.fs_dev)) {
+      close(backing);
+      backing = -1;
+    }
+  }
+  const char answer = backing >= 0 ? kBackingOk : kBackingRefused;
+  SendWithDescriptor(fd, &answer, 1, backing, /*dont_wait=*/true);
+  if (backing >= 0) close(backing);
+}
+
 int Daemon::Serve(int listen_fd, int signal_fd) {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) return 1;
@@ -154,7 +179,13 @@ int Daemon::Serve(int listen_fd, int signal_fd) {
         char got_bytes[256];
         ssize_t got = 0;
         if ((events[i].events & EPOLLIN) != 0) got = read(fd, got_bytes, sizeof(got_bytes));
-        if (got > 0 && memchr(got_bytes, kGoodbye, static_cast<size_t>(got)) != nullptr) Goodbye(fd);
+        if (got == sizeof(BackingRequest) && got_bytes[0] == kBackingRequest) {
+          BackingRequest request;
+          memcpy(&request, got_bytes, sizeof(request));
+          ServeBacking(fd, request);
+        } else if (got > 0 && memchr(got_bytes, kGoodbye, static_cast<size_t>(got)) != nullptr) {
+          Goodbye(fd);
+        }
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) Hangup(fd);
       }
     }

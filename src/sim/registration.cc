@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/common/fd_passing.h"
 #include "src/common/proc_identity.h"
 
 namespace gs::sim {
@@ -21,7 +22,9 @@ bool DriverSocketPath(const char* state_path, char* out, size_t out_size) {
   return n > 0 && static_cast<size_t>(n) < out_size;
 }
 
-int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size) {
+namespace {
+// A connection to the daemon that has read its RegistrationReply; -1 with a reason in err.
+int ConnectToNode(const char* socket_path, RegistrationReply* reply, char* err, size_t err_size) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (strlen(socket_path) >= sizeof(addr.sun_path)) {
@@ -44,9 +47,8 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
     close(fd);
     return -1;
   }
-  RegistrationReply reply{};
   size_t got = 0;
-  while (got < sizeof(reply)) {
+  while (got < sizeof(*reply)) {
     pollfd p{fd, POLLIN, 0};
     rc = poll(&p, 1, 5000);
     if (rc < 0 && errno == EINTR) continue;
@@ -55,7 +57,7 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
       close(fd);
       return -1;
     }
-    ssize_t n = read(fd, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got);
+    ssize_t n = read(fd, reinterpret_cast<char*>(reply) + got, sizeof(*reply) - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       snprintf(err, err_size, "the simulated node's driver at %s closed the connection (%s)", socket_path,
@@ -65,6 +67,14 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
     }
     got += static_cast<size_t>(n);
   }
+  return fd;
+}
+}  // namespace
+
+int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size) {
+  RegistrationReply reply{};
+  int fd = ConnectToNode(socket_path, &reply, err, err_size);
+  if (fd < 0) return -1;
   if (reply.magic != kRegistrationMagic || reply.version != kRegistrationVersion || reply.host_pid == 0) {
     snprintf(err, err_size, "the simulated node's driver at %s answered %s", socket_path,
              reply.host_pid == 0 && reply.magic == kRegistrationMagic ? "that it cannot identify this process"
@@ -80,6 +90,26 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
   if (own > 0 && own < kMaxPidNamespaceLevels && id->namespaces.ns[own - 1] == 0)
     id->namespaces.ns[own - 1] = OwnPidNamespace();
   return fd;
+}
+
+int FetchShareBacking(const char* socket_path, int index, uint64_t id) {
+  RegistrationReply reply{};
+  char err[256];
+  int fd = ConnectToNode(socket_path, &reply, err, sizeof(err));
+  if (fd < 0) return -1;
+  BackingRequest request;
+  request.index = index;
+  request.id = id;
+  int backing = -1;
+  char answer = 0;
+  pollfd p{fd, POLLIN, 0};
+  const bool answered = reply.host_pid != 0 &&
+                        send(fd, &request, sizeof(request), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(request)) &&
+                        poll(&p, 1, 5000) > 0 && ReceiveWithDescriptor(fd, &answer, 1, &backing);
+  close(fd);
+  if (answered && answer == kBackingOk) return backing;
+  if (backing >= 0) close(backing);
+  return -1;
 }
 
 bool SayGoodbye(int fd, int timeout_ms) {

@@ -27,7 +27,7 @@
 namespace gs::sim {
 
 inline constexpr uint32_t kRegistrationMagic = 0x47525347;  // "GSRG"
-inline constexpr uint32_t kRegistrationVersion = 3;
+inline constexpr uint32_t kRegistrationVersion = 4;
 // The socket's name, beside the state file (<root>/state, or /var/run/gpuslice-sim/state
 // in a container).
 inline constexpr const char* kDriverSocketName = "driver.sock";
@@ -55,6 +55,23 @@ struct NodeIdentity {
 inline constexpr char kGoodbye = 'B';
 inline constexpr char kGoodbyeDone = 'A';
 
+// The backing of memory another process shared (legacy IPC, a pool's exported pointer):
+// the driver maps it for the importer whatever PID namespace and /proc either runs in, as
+// the kernel driver does. A process opens a connection of its own (the daemon answers it
+// with a RegistrationReply first), sends one BackingRequest and reads one byte, kBackingOk
+// with the backing's descriptor (SCM_RIGHTS) or kBackingRefused without one: the share is
+// gone, its owner freed it, or its backing is not the one recorded.
+inline constexpr char kBackingRequest = 'M';
+inline constexpr char kBackingOk = 'm';
+inline constexpr char kBackingRefused = 'x';
+struct BackingRequest {
+  char kind = kBackingRequest;
+  char reserved[3] = {};
+  int32_t index = -1;  // the share's entry in the node's state
+  uint64_t id = 0;     // the share's id there (an entry reused since has another)
+};
+static_assert(sizeof(BackingRequest) == 16);
+
 // Fills `out` with the socket path beside `state_path`. False when it does not fit.
 bool DriverSocketPath(const char* state_path, char* out, size_t out_size);
 
@@ -62,6 +79,10 @@ bool DriverSocketPath(const char* state_path, char* out, size_t out_size);
 // the connection (close-on-exec; keep it open for the process's lifetime), or -1 with a
 // reason in err.
 int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_t err_size);
+
+// Asks the node daemon at `socket_path` for the backing of share (index, id): its
+// descriptor (close-on-exec), or -1.
+int FetchShareBacking(const char* socket_path, int index, uint64_t id);
 
 // Says goodbye on the connection `fd` and waits up to timeout_ms for the daemon's answer.
 // False when none came (the daemon is gone or slow; it frees at the close instead).

@@ -209,6 +209,11 @@ void LeaveNode() {
   SayGoodbye(g_registration_fd, 1000);
 }
 
+int OpenShareBacking(int index, uint64_t id) {
+  if (GetRuntime() == nullptr) return -1;
+  return FetchShareBacking(g_socket_path, index, id);
+}
+
 int FindDeviceByUuid(const Runtime* rt, const char* uuid) {
   const State* s = rt->node->state();
   for (int i = 0; i < rt->nvml_count; ++i)

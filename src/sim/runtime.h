@@ -32,6 +32,10 @@ Runtime* GetRuntime();
 // registered, never in a forked child.
 void LeaveNode();
 
+// The backing of share (index, id) of another process, handed over by the node daemon
+// (src/sim/registration.h, FetchShareBacking): its descriptor, or -1.
+int OpenShareBacking(int index, uint64_t id);
+
 // Maps a NVML/CUDA-independent UUID string "GPU-..." to a state index, or -1.
 int FindDeviceByUuid(const Runtime* rt, const char* uuid);
 

@@ -171,6 +171,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/fd_passing.h"
 #include "src/platform/cuda_api.h"
 #include "src/region/card.h"
 #include "src/region/region.h"
@@ -585,21 +586,7 @@ bool SpawnImporter() {
 }
 
 bool SendShare(const ShareMsg& m, int fd, ShareReply* reply) {
-  iovec iov{const_cast<ShareMsg*>(&m), sizeof(m)};
-  msghdr h{};
-  h.msg_iov = &iov;
-  h.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    h.msg_control = control;
-    h.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&h);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  if (sendmsg(g_importer_fd, &h, 0) != static_cast<ssize_t>(sizeof(m))) return false;
+  if (!gs::SendWithDescriptor(g_importer_fd, &m, sizeof(m), fd)) return false;
   return recv(g_importer_fd, reply, sizeof(*reply), MSG_WAITALL) == static_cast<ssize_t>(sizeof(*reply));
 }
 
@@ -615,17 +602,8 @@ int Importer(int sock) {
   CUmemoryPool pool = nullptr;  // imported from the first pool descriptor
   for (;;) {
     ShareMsg m{};
-    iovec iov{&m, sizeof(m)};
-    msghdr h{};
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    h.msg_control = control;
-    h.msg_controllen = sizeof(control);
-    if (recvmsg(sock, &h, MSG_WAITALL) != static_cast<ssize_t>(sizeof(m))) break;
     int fd = -1;
-    if (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr && c->cmsg_type == SCM_RIGHTS)
-      memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (!gs::ReceiveWithDescriptor(sock, &m, sizeof(m), &fd)) break;
     Held x{m.route, 0, m.size, 0};
     CUresult rc = CUDA_SUCCESS;
     if (x.route == Route::kIpc) {
