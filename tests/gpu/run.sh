@@ -468,6 +468,7 @@ for kind in ipc fd pool; do
   added=$(awk '/^shareimport ok/ { split($3, kv, "="); print int(kv[2] / 1048576) }' <<<"$out")
   echo "$share" | sed "s/^/shared memory ($kind): /"
   echo "shared memory ($kind): the import added ${added:-?} MiB to the importer's own figure"
+  [ "$kind" = ipc ] || echo "RECORD in docs/measurements/shared-memory.md: the exported descriptor ($kind) $(awk '/^shareexport/ { print $2 }' <<<"$out")"
   o1=$(share_fig imported owner) o2=$(share_fig owner-freed owner) o3=$(share_fig importer-closed owner)
   i1=$(share_fig imported importer) i2=$(share_fig owner-freed importer)
   if [ -z "$o1" ] || [ -z "$o3" ]; then

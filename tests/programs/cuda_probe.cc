@@ -775,6 +775,9 @@ Exported Export(const std::string& kind, size_t bytes) {
       e.rc = c.cuMemExportToShareableHandle(&e.fd, e.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     e.token = std::to_string(e.fd);
   }
+  // Whether the driver made the descriptor close-on-exec (the importer, started by exec,
+  // gets it only once that is cleared).
+  if (e.rc == CUDA_SUCCESS && e.fd >= 0) printf("shareexport cloexec=%d\n", (fcntl(e.fd, F_GETFD) & FD_CLOEXEC) != 0);
   return e;
 }
 
@@ -788,6 +791,7 @@ pid_t SpawnImporter(const std::string& kind, const std::string& token, int rfd, 
   if (child == 0) {
     fcntl(rfd, F_SETFD, 0);
     fcntl(wfd, F_SETFD, 0);
+    if (kind == "fd" || kind == "pool") fcntl(atoi(token.c_str()), F_SETFD, 0);  // the exported descriptor
     std::string r = std::to_string(rfd), w = std::to_string(wfd);
     if (in_pidns)
       execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self, "init", "shareimport", kind.c_str(),
