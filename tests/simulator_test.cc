@@ -1,21 +1,29 @@
 // The driver-level simulator with real processes: several programs share simulated
 // cards and see each other exactly as on a real GPU, through CUDA and NVML alike.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
 
+#include "src/common/clock.h"
 #include "src/platform/cuda_api.h"
 #include "src/platform/nvml_api.h"
+#include "src/sim/node.h"
+#include "src/sim/registration.h"
+#include "src/sim/state.h"
 #include "tests/harness.h"
 #include "tests/wait_until.h"
 
@@ -49,7 +57,7 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   Result r = RunProcess({ProbeBin(), "init", "meminfo", "nvml"}, node.env());
   ASSERT_EQ(r.code, 0) << r.err;
   uint64_t total = 81559 * kMiB;
-  uint64_t expect_used = 4 * kGiB + 5 * 100 * kMiB;  // four holders + five contexts
+  uint64_t expect_used = 4 * kGiB + uint64_t{5} * 100 * kMiB;  // four holders + five contexts
   auto cuda = Fields(r.out, "meminfo");
   EXPECT_EQ(U(cuda[2]), total);
   EXPECT_EQ(U(cuda[1]), total - expect_used);
@@ -66,7 +74,7 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   holders[0]->Wait();
   r = RunProcess({ProbeBin(), "init", "nvml"}, node.env());
   nvml = Fields(r.out, "nvml");
-  EXPECT_EQ(U(nvml[2]), 3 * kGiB + 4 * 100 * kMiB);
+  EXPECT_EQ(U(nvml[2]), 3 * kGiB + uint64_t{4} * 100 * kMiB);
   EXPECT_EQ(U(nvml[7]), 4u);
 }
 
@@ -186,9 +194,72 @@ TEST(Simulator, LegacyIpcOpensInAContainerWithAProcOfItsOwn) {
   EXPECT_EQ(Lines(r.out, "sharemodel imported"),
             std::vector<std::string>{"sharemodel imported owner=268435456 importer=0 used=268435456"})
       << r.out;
+  // Freed by its owner, the memory stays on the card, no longer listed under the owner.
+  EXPECT_EQ(Lines(r.out, "sharemodel owner-freed owner=0 "),
+            std::vector<std::string>{"sharemodel owner-freed owner=0 importer=0 used=268435456"})
+      << r.out;
   EXPECT_EQ(Lines(r.out, "sharemodel importer-closed"),
             std::vector<std::string>{"sharemodel importer-closed owner=0 importer=0 used=0"})
       << r.out;
+}
+
+// The node daemon hands a share's backing only to a process that holds the share, and only
+// a memfd of the simulated driver: the node's state is writable by every process of the
+// node, so an entry may name any descriptor of any process, a file the asker may only read
+// among them.
+TEST(Simulator, TheNodeHandsOutOnlyTheDriversMemoryToItsHolders) {
+  SimNode node("context_memory: 0\ngpus: [H100-80GB]\n");
+  char err[256] = {};
+  sim::State* state = sim::MapState((node.root() + "/state").c_str(), err, sizeof(err));
+  ASSERT_NE(state, nullptr) << err;
+  char socket_path[512];
+  ASSERT_TRUE(sim::DriverSocketPath((node.root() + "/state").c_str(), socket_path, sizeof(socket_path)));
+  sim::NodeIdentity me;
+  int registration = sim::RegisterWithNode(socket_path, &me, err, sizeof(err));  // held, as libcuda holds it
+  ASSERT_GE(registration, 0) << err;
+  sim::Node as_me(state, RealClock::Get(), me.pid, me.start_time);
+  sim::Node as_another(state, RealClock::Get(), me.pid, me.start_time + 1);
+  auto share = [&](sim::Node& by, int fd, uint64_t* id) {
+    struct stat st;
+    EXPECT_EQ(fstat(fd, &st), 0);
+    return by.Share(0, 0, st.st_ino, st.st_dev, fd, sim::ShareWay::kLegacyIpc, id);
+  };
+  // Whether the daemon handed over the memory of share (index, id), which must be `backing`.
+  auto handed = [&](int index, uint64_t id, int backing) {
+    int got = sim::FetchShareBacking(socket_path, index, id);
+    if (got < 0) return false;
+    struct stat a, b;
+    EXPECT_TRUE(fstat(got, &a) == 0 && fstat(backing, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+    close(got);
+    return true;
+  };
+
+  int driver_memory = memfd_create("gpuslice-sim-ipc", MFD_CLOEXEC);
+  ASSERT_GE(driver_memory, 0);
+  uint64_t id = 0;
+  int index = share(as_me, driver_memory, &id);
+  ASSERT_GE(index, 0);
+  EXPECT_TRUE(handed(index, id, driver_memory)) << "the holder of a share is refused its memory";
+  EXPECT_FALSE(handed(index, id + 1, driver_memory)) << "a share's stale id";
+
+  int other_memory = memfd_create("gpuslice-sim-ipc", MFD_CLOEXEC);
+  uint64_t other_id = 0;
+  int other = share(as_another, other_memory, &other_id);
+  ASSERT_GE(other, 0);
+  EXPECT_FALSE(handed(other, other_id, other_memory)) << "a process that does not hold the share got its memory";
+
+  // A file this process may only read, named in a share of its own.
+  std::string path = node.root() + "/read-only";
+  { std::ofstream(path) << "not device memory"; }
+  chmod(path.c_str(), 0444);
+  int file = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(file, 0);
+  uint64_t file_id = 0;
+  int file_share = share(as_me, file, &file_id);
+  ASSERT_GE(file_share, 0);
+  EXPECT_FALSE(handed(file_share, file_id, file)) << "the daemon handed out a file that is not the driver's memory";
+  for (int fd : {driver_memory, other_memory, file, registration}) close(fd);
+  munmap(state, sizeof(sim::State));
 }
 
 TEST(Simulator, EveryAllocationApiDrawsFromTheCardAndGivesBack) {

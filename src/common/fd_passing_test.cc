@@ -42,11 +42,19 @@ TEST(FdPassing, NoDescriptorOrAShortMessage) {
   ASSERT_TRUE(ReceiveWithDescriptor(pair[1], got, 1, &fd));
   EXPECT_EQ(got[0], 'q');
   EXPECT_EQ(fd, -1);
-  ASSERT_TRUE(SendWithDescriptor(pair[0], &one, 1, -1));
+  // Cut short with a descriptor attached: refused, and the descriptor is not left open
+  // (the pipe's only write end is then the one sent, so the pipe reads EOF once it closes).
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_TRUE(SendWithDescriptor(pair[0], &one, 1, pipe_fds[1]));
+  close(pipe_fds[1]);
   close(pair[0]);
   EXPECT_FALSE(ReceiveWithDescriptor(pair[1], got, sizeof(got), &fd));
   EXPECT_EQ(fd, -1);
   close(pair[1]);
+  char end = 0;
+  EXPECT_EQ(read(pipe_fds[0], &end, 1), 0) << "the descriptor of a refused message stayed open";
+  close(pipe_fds[0]);
 }
 
 }  // namespace

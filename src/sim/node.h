@@ -86,13 +86,17 @@ class Node {
   int FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const;
   // The entry, while it is `id`; false when it is gone.
   bool ShareOf(int index, uint64_t id, ShareInfo* out) const;
+  // Whether the process (pid, start_time as the node sees it) holds the entry.
+  bool HoldsShare(int index, uint64_t id, uint32_t pid, uint64_t start_time) const;
   // One more reference of this process to the entry; false when it is gone.
   bool JoinShare(int index, uint64_t id);
   // One reference of this process dropped (`owner`: the owner freed its allocation). The
   // memory leaves the card with the last reference, unless a pool keeps it (below). A pool
   // allocation freed by its owner while others hold it leaves every slot and stays on the
   // card, kept by the owner's pool, past the importers too, as on an H100
-  // (docs/measurements/shared-memory.md); other shared memory stays in the owner's slot.
+  // (docs/measurements/shared-memory.md); legacy IPC memory moves to the slot of a process
+  // still holding it once its owner freed it or the process charged let it go; descriptor
+  // memory stays in the owner's slot.
   void LeaveShare(int index, uint64_t id, bool owner);
   // This process's pool was destroyed: a pool allocation of it that it freed while imported
   // leaves the card once no importer holds it any more.

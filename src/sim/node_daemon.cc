@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/fsuid.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,6 +49,9 @@ class Daemon {
   void Accept(int listen_fd, int epoll_fd);
   void Hangup(int fd);
   void Goodbye(int fd);
+  // Bytes a connection sent: a connection whose first byte asks for a backing carries
+  // BackingRequests (gathered until whole) and nothing else; on any other a goodbye.
+  void Received(int fd, const char* bytes, size_t n);
   void ServeBacking(int fd, const BackingRequest& request);
   bool StateStillOurs() const;
 
@@ -55,6 +60,7 @@ class Daemon {
   ino_t ino_;
   dev_t dev_;
   std::unordered_map<int, Identity> connections_;
+  std::unordered_map<int, std::string> requests_;  // backing connections: bytes of a request so far
   std::map<Identity, int> per_process_;
 };
 
@@ -111,6 +117,7 @@ void Daemon::Hangup(int fd) {
   if (it == connections_.end()) return;
   Identity id = it->second;
   connections_.erase(it);
+  requests_.erase(fd);
   close(fd);  // also leaves the epoll set
   if (--per_process_[id] > 0) return;
   per_process_.erase(id);
@@ -130,22 +137,53 @@ void Daemon::Goodbye(int fd) {
   (void)!send(fd, &kGoodbyeDone, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+void Daemon::Received(int fd, const char* bytes, size_t n) {
+  auto pending = requests_.find(fd);
+  if (pending == requests_.end() && bytes[0] != kBackingRequest) {
+    if (memchr(bytes, kGoodbye, n) != nullptr) Goodbye(fd);
+    return;
+  }
+  std::string& request = requests_[fd];
+  request.append(bytes, n);
+  while (request.size() >= sizeof(BackingRequest)) {
+    BackingRequest r;
+    memcpy(&r, request.data(), sizeof(r));
+    request.erase(0, sizeof(r));
+    if (r.kind == kBackingRequest) ServeBacking(fd, r);
+  }
+}
+
 void Daemon::ServeBacking(int fd, const BackingRequest& request) {
   // The owner's own descriptor of the backing, reached through this node's /proc: an
-  // importer in a PID namespace with a /proc of its own cannot see the owner there.
+  // importer in a PID namespace with a /proc of its own cannot see the owner there. Only
+  // for a process that holds the share, with that process's file credentials (the kernel
+  // checks them as if it opened /proc/<owner>/fd itself), and only a memfd of the
+  // simulated driver: the node's state is writable by every process of the node, so its
+  // entry may name any descriptor of any process.
+  auto it = connections_.find(fd);
   ShareInfo info;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
   int backing = -1;
-  if (node_.ShareOf(request.index, request.id, &info) && info.owner_pid != 0 && info.owner_fd > 0) {
-    char path[64];
+  if (it != connections_.end() && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      node_.HoldsShare(request.index, request.id, static_cast<uint32_t>(it->second.first), it->second.second) &&
+      node_.ShareOf(request.index, request.id, &info) && info.owner_pid != 0 && info.owner_fd > 0) {
+    char path[64], self_path[64], target[64] = {};
     snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
-    backing = open(path, O_RDWR | O_CLOEXEC);
+    const uid_t uid = getuid();
+    const gid_t gid = getgid();
+    setfsgid(cred.gid);
+    setfsuid(cred.uid);
+    const int found = open(path, O_PATH | O_CLOEXEC);
     struct stat st;
-    // Still the recorded backing, not a number the owner reused since.
-    if (backing >= 0 && (fstat(backing, &st) != 0 || static_cast<uint64_t>(st.st_ino) != info.inode ||
-                         static_cast<uint64_t>(st.st_dev) != info.fs_dev)) {
-      close(backing);
-      backing = -1;
-    }
+    snprintf(self_path, sizeof(self_path), "/proc/self/fd/%d", found);
+    if (found >= 0 && fstat(found, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+        static_cast<uint64_t>(st.st_ino) == info.inode && static_cast<uint64_t>(st.st_dev) == info.fs_dev &&
+        readlink(self_path, target, sizeof(target) - 1) > 0 && strncmp(target, kBackingName, strlen(kBackingName)) == 0)
+      backing = open(self_path, O_RDWR | O_CLOEXEC);
+    if (found >= 0) close(found);
+    setfsuid(uid);
+    setfsgid(gid);
   }
   const char answer = backing >= 0 ? kBackingOk : kBackingRefused;
   SendWithDescriptor(fd, &answer, 1, backing, /*dont_wait=*/true);
@@ -179,13 +217,7 @@ int Daemon::Serve(int listen_fd, int signal_fd) {
         char got_bytes[256];
         ssize_t got = 0;
         if ((events[i].events & EPOLLIN) != 0) got = read(fd, got_bytes, sizeof(got_bytes));
-        if (got == sizeof(BackingRequest) && got_bytes[0] == kBackingRequest) {
-          BackingRequest request;
-          memcpy(&request, got_bytes, sizeof(request));
-          ServeBacking(fd, request);
-        } else if (got > 0 && memchr(got_bytes, kGoodbye, static_cast<size_t>(got)) != nullptr) {
-          Goodbye(fd);
-        }
+        if (got > 0) Received(fd, got_bytes, static_cast<size_t>(got));
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) Hangup(fd);
       }
     }

@@ -100,6 +100,17 @@ bool Node::ShareOf(int index, uint64_t id, ShareInfo* out) const {
   return ok;
 }
 
+bool Node::HoldsShare(int index, uint64_t id, uint32_t pid, uint64_t start_time) const {
+  if (index < 0 || index >= kMaxShared || id == 0 || pid == 0) return false;
+  LockState(state_);
+  const SharedMemory& e = state_->shared[index];
+  bool holds = false;
+  if (e.id == id)
+    for (const auto& s : e.sharers) holds |= s.pid == pid && s.start_time == start_time && s.refs > 0;
+  UnlockState(state_);
+  return holds;
+}
+
 bool Node::JoinShare(int index, uint64_t id) {
   if (departed() || index < 0 || index >= kMaxShared || id == 0) return false;
   LockState(state_);
@@ -131,18 +142,26 @@ void Node::LeaveShare(int index, uint64_t id, bool owner) {
   if (e.id == id) {
     if (owner) e.owner_fd = 0;
     const Sharer* heir = nullptr;
+    bool still_holds = false;  // this process, by another reference
     for (auto& s : e.sharers) {
-      if (s.pid == static_cast<uint32_t>(pid_) && s.start_time == start_time_ && s.refs > 0 && --s.refs == 0)
-        s = Sharer{};
+      if (s.pid == static_cast<uint32_t>(pid_) && s.start_time == start_time_ && s.refs > 0) {
+        if (--s.refs == 0)
+          s = Sharer{};
+        else
+          still_holds = true;
+      }
       if (s.pid != 0 && heir == nullptr) heir = &s;
     }
+    const bool was_listed_here = e.charged_pid == static_cast<uint32_t>(pid_) && e.charged_start == start_time_;
     if (heir == nullptr && e.pool_holder_pid == 0) {
       DropShareLocked(&e);
     } else if (heir != nullptr && owner && e.way == ShareWay::kPoolPointer) {
       RechargeShareLocked(&e, 0, 0);
       e.pool_holder_pid = static_cast<uint32_t>(pid_);
       e.pool_holder_start = start_time_;
-    } else if (heir != nullptr && owner && e.way == ShareWay::kLegacyIpc) {
+    } else if (heir != nullptr && e.way == ShareWay::kLegacyIpc && (owner || (was_listed_here && !still_holds))) {
+      // Freed by its owner, or let go by the importer it was listed under: listed under a
+      // process still holding it.
       RechargeShareLocked(&e, heir->pid, heir->start_time);
     }
   }

@@ -1,6 +1,7 @@
 #include "src/sim/registration.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -92,7 +93,8 @@ int RegisterWithNode(const char* socket_path, NodeIdentity* id, char* err, size_
   return fd;
 }
 
-int FetchShareBacking(const char* socket_path, int index, uint64_t id) {
+namespace {
+int FetchShareBackingLocked(const char* socket_path, int index, uint64_t id) {
   RegistrationReply reply{};
   char err[256];
   int fd = ConnectToNode(socket_path, &reply, err, sizeof(err));
@@ -100,16 +102,29 @@ int FetchShareBacking(const char* socket_path, int index, uint64_t id) {
   BackingRequest request;
   request.index = index;
   request.id = id;
+  bool asked = reply.magic == kRegistrationMagic && reply.version == kRegistrationVersion && reply.host_pid != 0 &&
+               SendWithDescriptor(fd, &request, sizeof(request), -1);
+  pollfd p{fd, POLLIN, 0};
+  int ready = 0;
+  while (asked && (ready = poll(&p, 1, 5000)) < 0 && errno == EINTR) {
+  }
   int backing = -1;
   char answer = 0;
-  pollfd p{fd, POLLIN, 0};
-  const bool answered = reply.host_pid != 0 &&
-                        send(fd, &request, sizeof(request), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(request)) &&
-                        poll(&p, 1, 5000) > 0 && ReceiveWithDescriptor(fd, &answer, 1, &backing);
+  const bool answered = asked && ready > 0 && ReceiveWithDescriptor(fd, &answer, 1, &backing);
   close(fd);
   if (answered && answer == kBackingOk) return backing;
   if (backing >= 0) close(backing);
   return -1;
+}
+}  // namespace
+
+int FetchShareBacking(const char* socket_path, int index, uint64_t id) {
+  // One request at a time per process: the daemon allows a process few connections.
+  static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&one_at_a_time);
+  const int backing = FetchShareBackingLocked(socket_path, index, id);
+  pthread_mutex_unlock(&one_at_a_time);
+  return backing;
 }
 
 bool SayGoodbye(int fd, int timeout_ms) {

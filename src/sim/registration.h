@@ -60,8 +60,12 @@ inline constexpr char kGoodbyeDone = 'A';
 // the kernel driver does. A process opens a connection of its own (the daemon answers it
 // with a RegistrationReply first), sends one BackingRequest and reads one byte, kBackingOk
 // with the backing's descriptor (SCM_RIGHTS) or kBackingRefused without one: the share is
-// gone, its owner freed it, or its backing is not the one recorded.
+// gone, its owner freed it, the asker does not hold it, or its backing is not the memfd
+// recorded.
 inline constexpr char kBackingRequest = 'M';
+// What the simulated driver names the memfds that back shared memory (memfd_create); the
+// daemon hands out no other descriptor.
+inline constexpr const char* kBackingName = "/memfd:gpuslice-sim-";
 inline constexpr char kBackingOk = 'm';
 inline constexpr char kBackingRefused = 'x';
 struct BackingRequest {
