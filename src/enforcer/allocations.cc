@@ -234,6 +234,14 @@ uint64_t PoolBook::Destroyed(uint64_t pool, int* dev) {
   return back;
 }
 
+uint64_t PoolBook::KeptOn(int dev) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t sum = 0;
+  for (const auto& [pool, h] : kept_)
+    if (h.device == dev) sum += h.bytes;
+  return sum;
+}
+
 void PoolBook::ForgetAll() {
   held_.clear();
   kept_.clear();

@@ -127,6 +127,9 @@ class PoolBook {
   // `pool` is destroyed: what KeptForImporters holds of it is returned, with its device in
   // *dev.
   uint64_t Destroyed(uint64_t pool, int* dev);
+  // What KeptForImporters holds on `dev`, all pools together: charged, on the card, and
+  // listed by NVML under no process.
+  uint64_t KeptOn(int dev);
   // fork(): as Allocations.
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }

@@ -26,9 +26,10 @@ namespace {
 std::atomic<uint64_t> g_own[kMaxDevices];
 std::atomic<uint64_t> g_own_spilled[kMaxDevices];
 std::atomic<uint64_t> g_unseen[kMaxDevices];
-// Of the charge, bytes this process freed while other processes could still hold them
-// (KeepWhileShared): kept while the card shows them under this process or under another
-// process of the container that is not charged for them yet (written under g_reconcile_mu).
+// Of g_unseen, bytes this process freed while other processes could still hold them
+// (KeepWhileShared): kept while NVML may list them under this process, or lists memory
+// beyond their charge under other processes of the container (written under
+// g_reconcile_mu).
 std::atomic<uint64_t> g_kept[kMaxDevices];
 
 std::mutex g_reconcile_mu;
@@ -160,7 +161,7 @@ void AfterForkInChild() {
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   NvmlCardsAfterForkInChild();
-  for (auto* books : {g_own, g_own_spilled, g_unseen})
+  for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
   g_code_pending.store(0);
@@ -252,7 +253,16 @@ void Unreserve(int dev, uint64_t bytes, bool spilled) {
 }
 
 namespace internal {
-uint64_t HeldUnchargedElsewhere(int dev);
+// One answer of NVML's process list for a card, pids in the caller's PID namespace
+// (docs/measurements/h200-driver.md, "Pids").
+struct CardListing {
+  static constexpr unsigned kMax = 128;
+  nvmlProcessInfo_t procs[kMax];
+  unsigned n = 0;
+};
+bool ListCard(int dev, CardListing* out);
+bool OwnUseIn(const CardListing& listing, int dev, uint64_t* bytes);
+uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev);
 }  // namespace internal
 
 int Reconcile(int dev, bool force) {
@@ -266,20 +276,27 @@ int Reconcile(int dev, bool force) {
   if (!due()) return 0;
   g_reconciled_at_ns[dev].store(now);
   uint64_t measured = 0;
+  internal::CardListing listing;
   // Not measurable here: no NVML, or a PID namespace without the host pid.
-  if (!internal::MeasureOwnDeviceUse(dev, &measured)) return 0;
+  if (!internal::ListCard(dev, &listing) || !internal::OwnUseIn(listing, dev, &measured)) return 0;
   // Charges are reserved before the driver is called and given back after it freed, so
   // memory in flight is in the books before NVML sees it: a race can only make `unseen`
-  // too small for a moment, never charge the same bytes twice for long.
+  // too small for a moment, never charge the same bytes twice for long. What NVML lists
+  // under no process is not in `measured`: spilled bytes (host memory) and pool pieces kept
+  // for importers (on the card, listed under no one).
   uint64_t unseen = g_unseen[dev].load();
-  uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), g_own_spilled[dev].load() + unseen);
+  uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev);
+  uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), unlisted);
   uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
   if (uint64_t kept = g_kept[dev].load(); kept > 0) {
     // Memory this process freed while shared: the card may list it under a process that
     // still holds it (an H100 moves legacy IPC memory to its importer), which pays for it
-    // only from its own next reconciliation. Until then it stays charged here.
-    uint64_t elsewhere = std::min(kept, internal::HeldUnchargedElsewhere(dev));
-    g_kept[dev].store(std::min(kept, want + elsewhere));
+    // only from its own next reconciliation. Until then it stays charged here. Kept bytes
+    // still listed here are the part of `want` beyond the unseen memory that is not kept.
+    uint64_t elsewhere = std::min(kept, internal::HeldUnchargedElsewhereIn(listing, dev));
+    uint64_t not_kept = unseen - std::min(unseen, kept);
+    uint64_t here = want > not_kept ? want - not_kept : 0;
+    g_kept[dev].store(std::min(kept, here + elsewhere));
     want += elsewhere;
   }
   if (want > unseen) {
@@ -350,12 +367,7 @@ int Release(HandleKind kind, uint64_t handle) {
 
 namespace internal {
 
-namespace {
-constexpr unsigned kListed = 128;
-
-// The processes NVML lists on region device dev (at most kListed), with their pids in the
-// caller's PID namespace (docs/measurements/h200-driver.md, "Pids").
-bool ListCardProcesses(int dev, nvmlProcessInfo_t* procs, unsigned* n) {
+bool ListCard(int dev, CardListing* out) {
   if (dev < 0 || dev >= kMaxDevices || !NvmlReady() || g_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
     return false;
   // The card as the driver named it when the device was bound: the region's copy of the
@@ -364,12 +376,30 @@ bool ListCardProcesses(int dev, nvmlProcessInfo_t* procs, unsigned* n) {
   const char* uuid = g_state.device_uuid[dev];
   nvmlDevice_t device;
   if (uuid[0] == 0 || !NvmlCardByUuid(uuid, &device)) return false;
-  *n = kListed;
-  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, n, procs) != NVML_SUCCESS) return false;
-  *n = std::min(*n, kListed);
+  out->n = CardListing::kMax;
+  if (g_nvml.nvmlDeviceGetComputeRunningProcesses_v3(device, &out->n, out->procs) != NVML_SUCCESS) return false;
+  out->n = std::min(out->n, CardListing::kMax);
   return true;
 }
 
+bool OwnUseIn(const CardListing& listing, int dev, uint64_t* bytes) {
+  // Once this process was found in NVML's list for dev, its absence means it holds
+  // nothing there; before that, absence may only mean NVML knows it under another pid.
+  static std::atomic<bool> seen[kMaxDevices];
+  // NVML answers in the caller's PID namespace: this process is listed by its own pid,
+  // in a container too.
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  for (unsigned i = 0; i < listing.n; ++i)
+    if (listing.procs[i].pid == me && listing.procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+      seen[dev].store(true);
+      *bytes = listing.procs[i].usedGpuMemory;
+      return true;
+    }
+  *bytes = 0;
+  return seen[dev].load();
+}
+
+namespace {
 // The live slot of the region that stands for listed process `pid`: the same start time,
 // and the pid the slot names it by (its /proc's, the node's, or that of a namespace
 // nested below the caller's).
@@ -387,40 +417,24 @@ const region::ProcessSlot* SlotOfListed(uint32_t pid) {
 }
 }  // namespace
 
-uint64_t HeldUnchargedElsewhere(int dev) {
-  nvmlProcessInfo_t procs[kListed];
-  unsigned n = 0;
-  if (g_state.region == nullptr || !ListCardProcesses(dev, procs, &n)) return 0;
+uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev) {
+  if (g_state.region == nullptr) return 0;
   const uint32_t me = static_cast<uint32_t>(getpid());
   uint64_t held = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    if (procs[i].pid == me || procs[i].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL) continue;
-    const region::ProcessSlot* slot = SlotOfListed(procs[i].pid);
+  for (unsigned i = 0; i < listing.n; ++i) {
+    const nvmlProcessInfo_t& p = listing.procs[i];
+    if (p.pid == me || p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL) continue;
+    const region::ProcessSlot* slot = SlotOfListed(p.pid);
     if (slot == nullptr) continue;  // not of this container: its memory is not this container's to pay
     const uint64_t charged = slot->memory[dev].load() - std::min(slot->memory[dev].load(), slot->spilled[dev].load());
-    if (procs[i].usedGpuMemory > charged) held += procs[i].usedGpuMemory - charged;
+    if (p.usedGpuMemory > charged) held += p.usedGpuMemory - charged;
   }
   return held;
 }
 
 bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {
-  // Once this process was found in NVML's list for dev, its absence means it holds
-  // nothing there; before that, absence may only mean NVML knows it under another pid.
-  static std::atomic<bool> seen[kMaxDevices];
-  nvmlProcessInfo_t procs[kListed];
-  unsigned int n = 0;
-  if (!ListCardProcesses(dev, procs, &n)) return false;
-  // NVML answers in the caller's PID namespace: this process is listed by its own pid,
-  // in a container too (docs/measurements/h200-driver.md, "Pids").
-  uint32_t me = static_cast<uint32_t>(getpid());
-  for (unsigned i = 0; i < n; ++i)
-    if (procs[i].pid == me && procs[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
-      seen[dev].store(true);
-      *bytes = procs[i].usedGpuMemory;
-      return true;
-    }
-  *bytes = 0;
-  return seen[dev].load();
+  CardListing listing;
+  return ListCard(dev, &listing) && OwnUseIn(listing, dev, bytes);
 }
 
 uint64_t OwnDeviceUse(int dev) {

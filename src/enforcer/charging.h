@@ -98,13 +98,14 @@ int Release(HandleKind kind, uint64_t handle);
 // ---- memory shared between processes ---------------------------------------------------------
 // Memory this process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle, pool
 // allocations: cuMemPoolExportToShareableHandle, cuMemPoolExportPointer) stays on the card
-// after it frees it for as long as an importer holds it, and the card counts it
-// as this process's meanwhile (docs/measurements/shared-memory.md: the least convenient
-// model, not yet measured). So a freed exported allocation's `bytes` on `dev` are not given
-// back: they stay charged as memory only NVML sees ("unseen", see Reconcile), which the
-// reconciliation lowers only once NVML's figure for this process no longer holds them —
-// asked at once here, and again before any allocation is refused. Without NVML they stay
-// charged. Importing charges nothing: the owner pays.
+// after it frees it for as long as an importer holds it, and the card lists it under this
+// process or, as an H100 does for legacy IPC memory, under the importer
+// (docs/measurements/shared-memory.md). So a freed exported allocation's `bytes` on `dev`
+// are not given back: they stay charged as memory only NVML sees ("unseen", see Reconcile),
+// which the reconciliation lowers only once NVML lists them neither under this process nor,
+// beyond what those are charged, under other processes of the container (the importer pays
+// from its own next reconciliation) — asked at once here, and again before any allocation
+// is refused. Without NVML they stay charged. Importing charges nothing: the owner pays.
 void KeepWhileShared(int dev, uint64_t bytes);
 
 // ---- stream-ordered pools (PoolBook, allocations.h) ------------------------------------------
