@@ -8,7 +8,7 @@
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H200 (2026-11-26): 400 s with the build and the bench; on an H100
-# (2026-11-27): 440 s. Section 1 ~1 min of short probe runs, 2b ~15 s, 3 ~1 min, 4 ~15 s,
+# (2026-11-27): 440 s. Section 1 ~1 min of short probe runs, 2b ~15 s, 3 ~1.2 min, 4 ~15 s,
 # 5 ~4 min (12 workload runs and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch
 # start-up each), 6 ~80 s (eight watched 2 GiB slices; four of them added after the
 # H100's run).
@@ -222,6 +222,18 @@ u30=$(burn_util <"$region/long30") u70=$(burn_util <"$region/long70")
 awk -v a="$u30" -v b="$u70" 'BEGIN { exit !(a >= 25 && a <= 35 && b >= 65 && b <= 75) }' &&
   ok "300 ms kernels competing 30/70: achieved $u30/$u70" || bad "300 ms kernels competing 30/70: achieved $u30/$u70"
 row "burn 300 ms kernels, competing 30/70" "30 / 70" "${u30:-?} / ${u70:-?}" "-"
+# A tenant that teaches the limiter a low launch cost (64 kernels of 5 us), then queues eight
+# of 50 ms each round, at 30 % beside a 70 % burn (policy default; docs/enforcer.md, the
+# hostile tenant's mixed kernels): the short ones must not buy the long ones time. Its share
+# is what its kernels asked for over the time it ran (cuda_probe mixburn's own figure).
+"$G" run --cores 70 --policy default -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/mix70" &
+"$G" run --cores 30 --policy default -- "$P" init mixburn 8000 64 5000 8 50000000 >"$region/mix30" 2>&1
+wait
+um=$(awk '$1 == "mixburn" { print $2 }' "$region/mix30") uh70=$(burn_util <"$region/mix70")
+awk -v a="$um" -v b="$uh70" 'BEGIN { exit !(a != "" && a <= 35 && b >= 65) }' &&
+  ok "mixed 5 us and 50 ms kernels at 30 % beside 70 %: $um/$uh70" ||
+  bad "mixed 5 us and 50 ms kernels at 30 % beside 70 %: '$um'/'$uh70' (want <= 35 / >= 65; $(tail -n 1 "$region/mix30"))"
+row "5 us and 50 ms kernels mixed (30 %), beside burn (70 %)" "30 / 70" "${um:-?} / ${uh70:-?}" "-"
 # CUDA_TASK_PRIORITY: priority 0 at 30 % against priority 1 at 60 % (policy default).
 "$G" run --cores 60 --policy default --priority 1 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/lo" &
 "$G" run --cores 30 --policy default --priority 0 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/hi"
