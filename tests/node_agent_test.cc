@@ -99,6 +99,7 @@ class NodeAgentTest : public ::testing::Test {
     if (HasFailure()) std::cout << "--- agent log\n" << agent_log_;
   }
   void StartAgent() {
+    registrations_at_start_ = kubelet_->registrations();
     std::filesystem::remove(state_dir_ + "/metrics.port");
     std::vector<std::string> args{GpusliceBin(),
                                   "node",
@@ -129,6 +130,11 @@ class NodeAgentTest : public ::testing::Test {
     }
     args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
     agent_ = std::make_unique<Process>(args, agent_env_);
+  }
+  // Whether the agent StartAgent started has registered with the kubelet. Until then the
+  // kubelet may still list the devices of the agent before it.
+  bool AgentRegistered() {
+    return WaitUntil([&] { return kubelet_->registrations() > registrations_at_start_; });
   }
   void StopAgent() {
     if (!agent_) return;
@@ -201,11 +207,10 @@ class NodeAgentTest : public ::testing::Test {
   }
   // Restarts the agent with `flags` and waits for it to register again.
   void RestartWith(std::vector<std::string> flags) {
-    int before = kubelet_->registrations();
     StopAgent();
     agent_flags_ = std::move(flags);
     StartAgent();
-    ASSERT_TRUE(WaitUntil([&] { return kubelet_->registrations() > before; })) << "the agent did not register again";
+    ASSERT_TRUE(AgentRegistered()) << "the agent did not register again";
   }
   std::vector<std::string> AllIds() {
     std::vector<std::string> ids;
@@ -222,6 +227,7 @@ class NodeAgentTest : public ::testing::Test {
   std::string kubelet_dir_, state_dir_;
   std::unique_ptr<KubeletDouble> kubelet_;
   std::unique_ptr<Process> agent_;
+  int registrations_at_start_ = 0;
   std::string agent_log_;
   std::vector<std::string> agent_flags_;  // added to the agent's command line
   Env agent_env_;                         // added to the agent's environment
@@ -343,6 +349,7 @@ TEST_F(NodeAgentTest, WithSchedulerDecisionsAContainerGetsWhatTheSchedulerDecide
   StopAgent();
   agent_flags_ = {"--scheduler-decisions", "--node-name", "n1", "--kubeconfig", kubeconfig};
   StartAgent();
+  ASSERT_TRUE(AgentRegistered()) << "the restarted agent did not register";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   // The first card: outside a real container the probe sees every simulated card, and
   // CUDA's device 0 must be the one the limits name.
@@ -585,6 +592,7 @@ TEST_F(NodeAgentTest, DiskFullDuringAnAllocateStormLosesNoRecord) {
   std::filesystem::create_directories(state_dir_);
   ASSERT_EQ(mount("gs-test-disk", state_dir_.c_str(), "tmpfs", 0, "size=16m"), 0) << strerror(errno);
   StartAgent();
+  ASSERT_TRUE(AgentRegistered()) << "the restarted agent did not register";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   auto ids = AllIds();
   std::vector<PodDevices> pods;
@@ -726,6 +734,7 @@ TEST_F(NodeAgentTest, ContainersOnOneGpuTakeTurnsThroughTheSharedCardsDirectory)
   StopAgent();
   agent_flags_ = {"--device-cores-scaling", "2.4"};  // 60 % per slice of 4
   StartAgent();
+  ASSERT_TRUE(AgentRegistered()) << "the restarted agent did not register";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
   kubelet_->SetPods(
@@ -1039,6 +1048,7 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogKillsAContainerOverItsLimitAndNoOneElse) 
   agent_flags_ = {"--device-memory-scaling", "0.1"};  // 4 slices of 2038 MiB per card
   agent_env_ = {{"GPUSLICE_REQUIRE_ENFORCER", "false"}};
   StartAgent();
+  ASSERT_TRUE(AgentRegistered()) << "the restarted agent did not register";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   // The simulator's CUDA device 0 is the first card (every card is visible outside a real container).
   std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
@@ -1206,6 +1216,7 @@ TEST_F(NodeAgentTest, TheMemoryWatchdogFindsTheContainerOfAChrootedProcessOrOneT
   agent_flags_ = {"--device-memory-scaling", "0.1"};  // 4 slices of 2038 MiB per card
   agent_env_ = {{"GPUSLICE_REQUIRE_ENFORCER", "false"}};
   StartAgent();
+  ASSERT_TRUE(AgentRegistered()) << "the restarted agent did not register";
   ASSERT_TRUE(kubelet_->WaitForDevices([](auto& ds) { return ds.size() == 8; }, 10000)) << kubelet_->last_error();
   std::string gpu0 = AllIds()[0].substr(0, AllIds()[0].find("::"));
   kubelet_->SetPods({{"chroot", "ns", "c", "nvidia.com/gpu", {gpu0 + "::0"}},
