@@ -10,12 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "src/cli/burn_ptx.h"
 #include "src/common/clock.h"
 #include "src/common/flags.h"
 #include "src/common/quantity.h"
 #include "src/platform/driver_loader.h"
-
-extern const char kBurnPtx[];
 
 namespace gs::cli {
 namespace {

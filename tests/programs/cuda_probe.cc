@@ -128,7 +128,9 @@
 //                                  own, unshare --pid --fork --mount-proc, root only), an
 //                                  importer (this program, fork and exec) opens and maps it
 //                                  ("shareimport ok added=B": what the import added to its own
-//                                  NVML figure; or "shareimport ERR"); then this process frees
+//                                  NVML figure; or "shareimport [CALL] ERR"; fd: first
+//                                  "sharepartialmap RC", whether mapping only its first
+//                                  granule works); then this process frees
 //                                  it (pool: cuMemFreeAsync and a synchronize), then the
 //                                  importer closes it (pool: cuMemFree). After each:
 //                                  "sharemodel STAGE owner=B importer=B used=B" (NVML's
@@ -142,7 +144,7 @@
 //                                  the memory; this process watches through NVML:
 //                                  "sharemodel STAGE owner=B importer=B used=B", STAGE
 //                                  imported|owner-exited|importer-closed
-//   shareimport ipc HEX|fd FD|pool FD:HEX RFD WFD  the importer's side (started by sharemodel)
+//   shareimport ipc HEX|fd FD:BYTES|pool FD:HEX RFD WFD  the importer's side (started by sharemodel)
 //   shareowner KIND MIB RFD WFD OUT IN  the owner's side (started by shareownerexit)
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -161,6 +163,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/cli/burn_ptx.h"
 #include "src/common/quantity.h"
 #include "src/platform/cuda_api.h"
 #include "src/platform/driver_loader.h"
@@ -193,10 +196,6 @@ struct Alloc {
 std::vector<Alloc> g_allocs;
 std::vector<CUgraphExec> g_execs;       // graphexec: executable graphs, newest last
 std::vector<CUdeviceptr> g_graph_ptrs;  // the pointers graph allocation nodes hand out, newest last
-
-const char kSpinPtx[] =
-    ".version 8.0\n.target sm_75\n.address_size 64\n"
-    ".visible .entry gpuslice_spin(.param .u64 ns)\n{\n ret;\n}\n";
 
 // PTX of one kernel, gs_code, whose body is `body` bytes long (at least 8).
 std::string CodePtx(uint64_t body) {
@@ -431,7 +430,7 @@ uint32_t Pattern(uint64_t i, uint32_t seed) {
 
 CUresult EnsureModule() {
   if (g_spin) return CUDA_SUCCESS;
-  CUresult rc = c.cuModuleLoadData(&g_mod, kSpinPtx);
+  CUresult rc = c.cuModuleLoadData(&g_mod, kBurnPtx);
   if (rc == CUDA_SUCCESS) rc = c.cuModuleGetFunction(&g_spin, g_mod, "gpuslice_spin");
   return rc;
 }
@@ -512,7 +511,7 @@ CUresult LaunchOnTwoDevices(CUdevice other) {
   if (rc == CUDA_SUCCESS) rc = c.cuDeviceGet(&dev, other);
   if (rc == CUDA_SUCCESS) rc = c.cuDevicePrimaryCtxRetain(&theirs, dev);
   if (rc == CUDA_SUCCESS) rc = c.cuCtxSetCurrent(theirs);
-  if (rc == CUDA_SUCCESS) rc = c.cuModuleLoadData(&mod, kSpinPtx);
+  if (rc == CUDA_SUCCESS) rc = c.cuModuleLoadData(&mod, kBurnPtx);
   if (rc == CUDA_SUCCESS) rc = c.cuModuleGetFunction(&spin, mod, "gpuslice_spin");
   if (rc == CUDA_SUCCESS) rc = c.cuStreamCreate(&s[1], 0);
   if (mine) c.cuCtxSetCurrent(mine);
@@ -773,7 +772,7 @@ Exported Export(const std::string& kind, size_t bytes) {
     if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemMap(e.p, e.bytes, 0, e.h, 0);
     if (e.rc == CUDA_SUCCESS)
       e.rc = c.cuMemExportToShareableHandle(&e.fd, e.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    e.token = std::to_string(e.fd);
+    e.token = std::to_string(e.fd) + ":" + std::to_string(e.bytes);
   }
   // Whether the driver made the descriptor close-on-exec (the importer, started by exec,
   // gets it only once that is cleared).
@@ -931,6 +930,7 @@ bool ShareImport(const std::string& kind, const std::string& token, int rfd, int
   CUmemGenericAllocationHandle h = 0;
   size_t bytes = 0;
   CUresult rc;
+  const char* failed_at = "";  // the call that failed, where there are several
   const long long before = OwnMib();
   if (kind == "ipc") {
     CUipcMemHandle ipc{};
@@ -946,23 +946,35 @@ bool ShareImport(const std::string& kind, const std::string& token, int rfd, int
     close(fd);
     if (rc == CUDA_SUCCESS) rc = c.cuMemPoolImportPointer(&p, pool, &data);
   } else {
+    // FD:BYTES: the descriptor does not carry the allocation's size, the exporter says it.
     int fd = atoi(token.c_str());
+    bytes = strtoull(token.substr(std::min(token.find(':') + 1, token.size())).c_str(), nullptr, 10);
     rc = c.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);
+    failed_at = "cuMemImportFromShareableHandle";
     CUmemAllocationProp prop{};
+    if (rc == CUDA_SUCCESS) failed_at = "cuMemGetAllocationPropertiesFromHandle";
     if (rc == CUDA_SUCCESS) rc = c.cuMemGetAllocationPropertiesFromHandle(&prop, h);
-    size_t gran = 0;
-    if (rc == CUDA_SUCCESS) rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    // The size is not carried by the descriptor: map one granule, enough to hold it.
-    bytes = gran;
+    if (rc == CUDA_SUCCESS) failed_at = "cuMemAddressReserve";
     if (rc == CUDA_SUCCESS) rc = c.cuMemAddressReserve(&p, bytes, 0, 0, 0);
+    // Whether the driver maps a part of an imported allocation (its first granule) is
+    // recorded, then the whole is mapped.
+    size_t gran = 0;
+    if (rc == CUDA_SUCCESS &&
+        c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
+        gran < bytes) {
+      CUresult part = c.cuMemMap(p, gran, 0, h, 0);
+      printf("sharepartialmap %s\n", Name(part));
+      if (part == CUDA_SUCCESS) c.cuMemUnmap(p, gran);
+    }
+    if (rc == CUDA_SUCCESS) failed_at = "cuMemMap";
     if (rc == CUDA_SUCCESS) rc = c.cuMemMap(p, bytes, 0, h, 0);
   }
   if (rc == CUDA_SUCCESS)
     printf("shareimport ok added=%lld\n", (OwnMib() - before) << 20);
   else
-    printf("shareimport %s\n", Name(rc));
+    printf("shareimport %s%s%s\n", failed_at, *failed_at ? " " : "", Name(rc));
   char b = 'i';
   if (rc != CUDA_SUCCESS || write(wfd, &b, 1) != 1) return false;
   while (read(rfd, &b, 1) > 0) {
@@ -1435,17 +1447,17 @@ int main(int argc, char** argv) {
       // Loads the spin kernel's module (cuModuleLoadData) or library (cuLibraryLoadData).
       if (cmd == "modload") {
         CUmodule m = nullptr;
-        rc = c.cuModuleLoadData(&m, kSpinPtx);
+        rc = c.cuModuleLoadData(&m, kBurnPtx);
         if (rc == CUDA_SUCCESS) g_modules.push_back(m);
       } else {
         CUlibrary l = nullptr;
-        rc = c.cuLibraryLoadData(&l, kSpinPtx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+        rc = c.cuLibraryLoadData(&l, kBurnPtx, nullptr, nullptr, 0, nullptr, nullptr, 0);
         if (rc == CUDA_SUCCESS) g_libraries.push_back(l);
       }
       printf("%s %s\n", cmd.c_str(), rc == CUDA_SUCCESS ? "ok" : Name(rc));
       continue;
     } else if (cmd == "modglobal") {
-      std::string ptx = std::string(kSpinPtx) + ".visible .global .align 1 .b8 gs_probe_globals[" +
+      std::string ptx = std::string(kBurnPtx) + ".visible .global .align 1 .b8 gs_probe_globals[" +
                         std::to_string(Size(arg(1))) + "];\n";
       ++i;
       CUmodule m = nullptr;
