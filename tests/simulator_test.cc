@@ -143,10 +143,10 @@ TEST(Simulator, SharedMemoryOfAnOwnerThatExitedStaysUntilTheImporterLetsGo) {
   }
 }
 
-// The model (docs/measurements/shared-memory.md, as on an H100): importing adds nothing to
-// the card, nor to the importer's figure. Freed by its owner while an importer holds it,
-// legacy IPC memory stays on the card, now listed under the importer, until the importer
-// closes it; descriptor memory (not measured) stays listed under the owner; a pool's
+// The model (docs/measurements/shared-memory.md, as on an H100 and an H200): importing adds
+// nothing to the card, nor to the importer's figure. Freed by its owner while an importer
+// holds it, legacy IPC and descriptor memory stays on the card, now listed under the
+// importer, until the importer closes it; a pool's
 // allocation is listed under no one (the pool's own figures drop too) and stays on the card
 // past the importer, kept by the owner's pool until it is destroyed (a trim keeps it).
 TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
@@ -156,10 +156,13 @@ TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_EQ(Lines(r.out, "shareimport"), std::vector<std::string>{"shareimport ok added=0"}) << kind << ": " << r.out;
     const bool ipc = std::string(kind) == "ipc";
+    // A cuMemCreate descriptor comes close-on-exec, as on an H200.
+    if (!ipc) {
+      EXPECT_EQ(Lines(r.out, "shareexport"), std::vector<std::string>{"shareexport cloexec=1"}) << r.out;
+    }
     std::vector<std::string> want = {
         "sharemodel imported owner=268435456 importer=0 used=268435456",
-        ipc ? "sharemodel owner-freed owner=0 importer=268435456 used=268435456"
-            : "sharemodel owner-freed owner=268435456 importer=0 used=268435456",
+        "sharemodel owner-freed owner=0 importer=268435456 used=268435456",
         "sharemodel importer-closed owner=0 importer=0 used=0",
     };
     EXPECT_EQ(Lines(r.out, "sharemodel"), want) << kind << ": " << r.out << r.err;
@@ -167,6 +170,8 @@ TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
   Result r = RunProcess({ProbeBin(), "init", "sharemodel", "pool", "256"}, node.env());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(Lines(r.out, "shareimport"), std::vector<std::string>{"shareimport ok added=0"}) << r.out;
+  // A pool's descriptor comes inheritable, as on an H200.
+  EXPECT_EQ(Lines(r.out, "shareexport"), std::vector<std::string>{"shareexport cloexec=0"}) << r.out;
   std::vector<std::string> want = {
       "sharemodel imported owner=268435456 importer=0 used=268435456 reserved=268435456 pool_used=268435456",
       "sharemodel owner-freed owner=0 importer=0 used=268435456 reserved=0 pool_used=0",

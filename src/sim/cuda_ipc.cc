@@ -214,8 +214,9 @@ GS_SIM_CUDA(cuMemExportToShareableHandle)
     phys.share = index;
     phys.share_id = id;
   }
-  // Inheritable, so a child started with fork and exec can import it.
-  int fd = fcntl(phys.fd, F_DUPFD, 0);
+  // Close-on-exec, as an H200 hands it out (docs/measurements/shared-memory.md): a child
+  // started with fork and exec gets it only once the exporter clears the flag.
+  int fd = fcntl(phys.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;

@@ -78,7 +78,8 @@ GS_SIM_CUDA(cuMemPoolExportToShareableHandle)
   if (!Exists(p) || p->imported || (p->handle_types & handleType) == 0) return CUDA_ERROR_INVALID_VALUE;
   if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;  // Linux: fds only
   if (!Name(p)) return CUDA_ERROR_OUT_OF_MEMORY;
-  // Inheritable, so a child started with fork and exec can import it.
+  // Inheritable, as an H200 hands it out (docs/measurements/shared-memory.md): unlike a
+  // cuMemCreate descriptor, it crosses exec as it is.
   int fd = fcntl(p->fd, F_DUPFD, 0);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *static_cast<int*>(handle_out) = fd;

@@ -116,6 +116,9 @@ GS_SIM_CUDA(cuMemMap)
   std::lock_guard<std::mutex> lock(g_driver->mu);
   auto it = g_driver->physical.find(handle);
   if (it == g_driver->physical.end() || offset + size > it->second->size) return CUDA_ERROR_INVALID_VALUE;
+  // An imported allocation maps whole or not at all: an H200 refuses its first granule alone
+  // (docs/measurements/shared-memory.md).
+  if (it->second->imported && (offset != 0 || size != it->second->size)) return CUDA_ERROR_NOT_SUPPORTED;
   // Only addresses not mapped yet can be mapped.
   auto next = g_driver->vmm_maps.lower_bound(static_cast<uintptr_t>(ptr));
   if ((next != g_driver->vmm_maps.end() && next->first < ptr + size) ||

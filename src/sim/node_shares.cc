@@ -3,13 +3,11 @@
 // (docs/measurements/shared-memory.md, as an H100 showed it): importing puts nothing new on
 // the card; while the owner holds it, NVML lists it under the owner's pid only; the memory
 // leaves the card only when its owner freed it and every importer closed it.
-// - Legacy IPC memory its owner freed or left by exiting is listed under a process still
-//   holding it.
+// - Legacy IPC and descriptor memory its owner freed or left by exiting is listed under a
+//   process still holding it (descriptors: as an H200 showed it).
 // - A pool allocation its owner freed is listed under no one, and the owner's pool keeps it
 //   on the card, past the importers, until the pool is destroyed or the owner is gone; one
 //   whose owner exited first is listed under no one until the importers let it go.
-// - Descriptor memory (not measured: the least convenient reading) stays listed under the
-//   owner while it lives and moves to a process still holding it when the owner is gone.
 #include <cstring>
 
 #include "src/sim/node.h"
@@ -159,7 +157,7 @@ void Node::LeaveShare(int index, uint64_t id, bool owner) {
       RechargeShareLocked(&e, 0, 0);
       e.pool_holder_pid = static_cast<uint32_t>(pid_);
       e.pool_holder_start = start_time_;
-    } else if (heir != nullptr && e.way == ShareWay::kLegacyIpc && (owner || (was_listed_here && !still_holds))) {
+    } else if (heir != nullptr && e.way != ShareWay::kPoolPointer && (owner || (was_listed_here && !still_holds))) {
       // Freed by its owner, or let go by the importer it was listed under: listed under a
       // process still holding it.
       RechargeShareLocked(&e, heir->pid, heir->start_time);
