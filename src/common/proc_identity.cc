@@ -63,7 +63,12 @@ uint64_t ProcessStartTime(pid_t pid) {
 
 bool ProcessIsAlive(pid_t pid, uint64_t start_time) {
   if (pid <= 0) return false;
-  uint64_t now = ProcessStartTime(pid);
+  char buf[1024];
+  if (ReadProcFile(pid, "stat", buf, sizeof(buf)) == 0) return false;
+  // Field 3, the state, follows the command name: Z (zombie) and X (dead) have exited.
+  const char* name_end = strrchr(buf, ')');
+  if (name_end != nullptr && name_end[1] == ' ' && (name_end[2] == 'Z' || name_end[2] == 'X')) return false;
+  uint64_t now = StartTimeOfStat(buf);
   return now != 0 && now == start_time;
 }
 

@@ -18,7 +18,9 @@ size_t ReadProcFile(pid_t pid, const char* name, char* buf, size_t size);
 // 0 if the process does not exist (or /proc is unreadable).
 uint64_t ProcessStartTime(pid_t pid);
 
-// True when a process with this pid exists and started at start_time.
+// True when a process with this pid exists, started at start_time and has not exited: a
+// zombie (exited, not yet reaped by its parent) is not alive, its memory and descriptors,
+// the GPU's included, are already released.
 bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 
 // The inode number of the process's PID namespace (/proc/<pid>/ns/pid), which tells two

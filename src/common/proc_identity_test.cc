@@ -33,6 +33,21 @@ TEST(ProcIdentity, DeadChildIsNotAlive) {
   EXPECT_EQ(ProcessStartTime(child), 0u);
 }
 
+// A zombie (exited, its parent not waited yet) has let go of everything: not alive.
+TEST(ProcIdentity, AnExitedChildNotYetWaitedForIsNotAlive) {
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  uint64_t start = ProcessStartTime(child);
+  ASSERT_NE(start, 0u);
+  siginfo_t info{};
+  // Waits for the exit without reaping it (WNOWAIT): the child stays a zombie.
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_NE(ProcessStartTime(child), 0u);  // still in /proc
+  EXPECT_FALSE(ProcessIsAlive(child, start));
+  int status;
+  waitpid(child, &status, 0);
+}
+
 TEST(ProcIdentity, CommandNamesWithSpacesAndParens) {
   // /proc/PID/stat's name field can hold ") (": the parser must use the last ')'. The name
   // is that of the file exec'd (not argv[0]): a link to sleep named so.
