@@ -45,7 +45,7 @@ tidy: build
 
 # The shared-memory protocols under ThreadSanitizer: the container region, the enforcer's
 # books, the host's readers and the simulator's node and timeline, whose tests race threads.
-TSAN_TESTS := region_test turn_test allocations_test limiter_core_test host_test sim_core_test
+TSAN_TESTS := region_test shared_pieces_test turn_test allocations_test limiter_core_test host_test sim_core_test
 .PHONY: test-tsan
 test-tsan: deps
 	@cmake --preset tsan >/dev/null

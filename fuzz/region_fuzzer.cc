@@ -19,7 +19,8 @@
 // slots within the arrays, ascending, every valid slot reported; spilled <= used;
 // consistent() exactly when the sequence is even (nothing writes meanwhile). WriteHostPid
 // writes the 4 bytes of that one field and nothing else, and refuses a slot whose pid
-// changed or that does not exist.
+// changed or that does not exist. And the enforcer's side of the same bytes: the slots
+// leaving the table of shared pieces one by one (CheckLeavingPieces).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include "src/common/proc_identity.h"
 #include "src/host/region_reader.h"
 #include "src/region/region.h"
+#include "src/region/shared_pieces.h"
 
 namespace {
 
@@ -43,6 +45,7 @@ using gs::host::RegionProcess;
 constexpr size_t kSize = sizeof(rg::Region);
 constexpr size_t kDevices = offsetof(rg::Region, devices);
 constexpr size_t kSlots = offsetof(rg::Region, procs);
+constexpr size_t kPieces = offsetof(rg::Region, pieces);
 
 template <typename T>
 T At(const std::string& image, size_t offset) {
@@ -75,6 +78,9 @@ const std::string& BaseImage() {
         !rg::Reserve(r, parent, 1, 3ull << 30, true, 0) || !rg::Reserve(r, parent, 1, 1ull << 30, false, 0))
       std::abort();
     self->host_pid.store(static_cast<uint32_t>(getpid()));
+    // A pool piece this process exported and its parent imported.
+    if (!rg::RecordExportedPiece(r, self, 42, 0, 256ull << 20, 0x7000) || !rg::RecordImportedPiece(r, parent, 42))
+      std::abort();
     rg::CloseRegion(r);
     std::string bytes = gs::fuzz::ReadFile(path);
     if (bytes.size() != kSize) std::abort();
@@ -127,6 +133,29 @@ void CheckAgainst(const ContainerRegion& r, const std::string& image) {
     GS_FUZZ_CHECK(proc.start_time == At<uint64_t>(image, at + offsetof(rg::ProcessSlot, start_time)));
   }
   GS_FUZZ_CHECK(p == r.processes().size());
+}
+
+// The enforcer's side of the same bytes (src/region/shared_pieces.h): each slot freed in
+// turn, whatever the container wrote into the slots and the pieces table, moves charges
+// only between the region's own slots: every device's sum of the slots' memory stays the
+// same (modulo 2^64, as the atomics count), and every entry left is free or names a slot
+// and a device inside the arrays.
+void CheckLeavingPieces(const std::string& image) {
+  static rg::Region* r = rg::CreatePrivateRegion();
+  memcpy(static_cast<void*>(r->procs), image.data() + kSlots, sizeof(r->procs));
+  memcpy(static_cast<void*>(r->pieces), image.data() + kPieces, sizeof(r->pieces));
+  uint64_t before[rg::kMaxDevices] = {}, after[rg::kMaxDevices] = {};
+  for (const auto& s : r->procs)
+    for (int d = 0; d < rg::kMaxDevices; ++d) before[d] += s.memory[d].load();
+  for (auto& s : r->procs) {
+    rg::Lock(r);
+    rg::LeavePiecesLocked(r, &s);
+    rg::Unlock(r);
+  }
+  for (const auto& s : r->procs)
+    for (int d = 0; d < rg::kMaxDevices; ++d) after[d] += s.memory[d].load();
+  for (int d = 0; d < rg::kMaxDevices; ++d) GS_FUZZ_CHECK(before[d] == after[d]);
+  for (const auto& p : r->pieces) GS_FUZZ_CHECK(p.key == 0);  // every slot left: nothing to follow
 }
 
 // Whether the file at path holds exactly `image` (read into a buffer kept between inputs:
@@ -211,6 +240,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   GS_FUZZ_CHECK(shape <= 5 && ThisVersion(image));
   CheckAgainst(*r, image);
+  CheckLeavingPieces(image);
 
   // The one write the agent makes: a host pid, into the slot it read, and nothing else.
   GS_FUZZ_CHECK(r->WriteHostPid(-1, 1, 1).code() == gs::StatusCode::kInvalidArgument);

@@ -471,9 +471,9 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<VmmOrder>& p) { return std::string(p.param.name); });
 
 // Memory shared between processes is charged once, to its owner, and importing is not a way
-// to allocate. The simulator models the least convenient driver (not yet measured,
-// docs/measurements/shared-memory.md): an exported allocation stays on the card, counted as
-// the owner's, until the owner freed it and every importer closed it. Owner and importer
+// to allocate. The simulator models the driver as an H100 and an H200 showed it
+// (docs/measurements/shared-memory.md): an exported allocation stays on the card until the
+// owner freed it and every importer closed it. Owner and importer
 // (tests/programs/hostile_program.cc, one of its own, started by fork and exec) are in the
 // one container; their two contexts take 1036 MiB of the 2 GiB slice, leaving room for
 // three pieces of 256 MiB.
@@ -665,6 +665,31 @@ TEST(HostileIpc, APoolPieceFreedWhileImportedStaysChargedUntilItsPoolIsDestroyed
   EXPECT_EQ(Line(w.result.out, "importer-done"), "importer-done 0") << w.result.out;
   EXPECT_EQ(Field(w.result, "room", 0), kFillUnder2g - 512) << w.result.out << w.result.err;
   EXPECT_EQ(Line(w.result.out, "share-pool-destroy"), "share-pool-destroy CUDA_SUCCESS") << w.result.out;
+  EXPECT_EQ(Field(w.result, "room", 1), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
+// A pool allocation whose owner exits while another process of the container imports it
+// stays on the card, listed under no process, until the importer lets go (as on an H100 and
+// an H200: docs/measurements/shared-memory.md). Its charge moves to the importer as the owner
+// goes, so an owner that exits and is started again cannot fill its slice once more beside
+// it: the next process finds the slice as full as the card is. Once the importer let go
+// (and exited), the whole slice is back.
+TEST(HostileIpc, APoolPieceWhoseOwnerExitedStaysChargedWhileImported) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  const std::string bin = HostileBin();
+  OnCard w = Watched(node,
+                     {"/bin/sh", "-c",
+                      bin + " init pool-leak 8 256 importer-holds 1500 && " + bin +
+                          " init room sleep 100 && sleep 2 && " + bin + " init room"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "pool-leak"), "pool-leak " + std::to_string(kThreeSharedPieces) + " 3") << w.result.out;
+  // Beside the importer's context, its three pieces and its own context: 2048 - 518 - 768 -
+  // 518 = 244 MiB, three pieces of 64.
+  EXPECT_EQ(Field(w.result, "room", 0), 192) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "importer "), std::vector<std::string>{"importer 3 3"}) << w.result.out;
   EXPECT_EQ(Field(w.result, "room", 1), kFillUnder2g) << w.result.out << w.result.err;
   ExpectWithinTwoGiB(w);
 }

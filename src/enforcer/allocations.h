@@ -39,8 +39,10 @@ struct Charge {
   // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
   // Another process's pool allocation imported here (cuMemPoolImportPointer): charged
-  // nothing, its owner paid.
+  // nothing, its owner paid. `piece`: its key among the region's shared pieces, 0 if none
+  // (src/enforcer/shared_pieces.h).
   bool imported = false;
+  uint64_t piece = 0;
 };
 
 class Allocations {

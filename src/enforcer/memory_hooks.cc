@@ -14,6 +14,7 @@
 #include "src/enforcer/limiter.h"
 #include "src/enforcer/limits.h"
 #include "src/enforcer/nvml_cards.h"
+#include "src/enforcer/shared_pieces.h"
 #include "src/platform/cuda_array.h"
 
 namespace gs::enforcer {
@@ -65,19 +66,23 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 // importers, listed under no process); kept while importers may hold the memory on the card
 // (exported otherwise); held by its pool, which keeps the memory on the card (PoolBook);
 // given back otherwise. An imported pointer was charged nothing, but memory whose owner is
-// gone is this process's on the card while it holds it (the reconciliation charged it):
-// letting it go may give that back.
-void PointerFreed(const Charge& c) {
-  if (c.imported)
+// gone is this process's on the card while it holds it (the reconciliation charged it, or
+// the region moved a pool piece's charge here: shared_pieces.h): letting it go may give
+// that back.
+void PointerFreed(CUdeviceptr dptr, const Charge& c) {
+  if (c.imported) {
+    LetGoImportedPiece(c.piece);
     Reconcile(c.device, true);
-  else if (c.exported && c.pool && !c.spilled)
+  } else if (c.exported && c.pool && !c.spilled) {
+    LetGoExportedPiece(dptr);
     ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
-  else if (c.exported && !c.spilled)
+  } else if (c.exported && !c.spilled) {
     KeepWhileShared(c.device, c.bytes);
-  else if (c.pool && !c.spilled)
+  } else if (c.pool && !c.spilled) {
     ThePoolBook().Freed(c.pool, c.device, c.bytes);
-  else
+  } else {
     Unreserve(c.device, c.bytes, c.spilled);
+  }
 }
 
 CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
@@ -89,7 +94,7 @@ CUresult FreeDevicePointer(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr)) {
   else
     rc = real(dptr);
   if (known && rc == CUDA_SUCCESS)
-    PointerFreed(c);
+    PointerFreed(dptr, c);
   else if (known)
     TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still allocated
   return rc;
@@ -265,7 +270,7 @@ CUresult FreeAsync(FreeAsyncFn real, CUdeviceptr dptr, CUstream s) {
   bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc = real(dptr, s);
   if (known && rc == CUDA_SUCCESS)
-    PointerFreed(c);
+    PointerFreed(dptr, c);
   else if (known)
     TheAllocations().Add(HandleKind::kPointer, dptr, c);
   return rc;
@@ -507,7 +512,9 @@ GS_HOOK(cuMemPoolExportPointer)
 CUresult gs_hook_cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
   GS_NEED_CUDA();
   TheAllocations().MarkExported(HandleKind::kPointer, ptr);
-  return g_cuda.cuMemPoolExportPointer(shareData_out, ptr);
+  CUresult rc = g_cuda.cuMemPoolExportPointer(shareData_out, ptr);
+  if (rc == CUDA_SUCCESS && shareData_out) FollowExportedPiece(ptr, *shareData_out);
+  return rc;
 }
 
 // Recorded uncharged, so that its free (cuMemFree, cuMemFreeAsync) is known as an importer's.
@@ -518,6 +525,7 @@ CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
   if (rc == CUDA_SUCCESS && ptr_out) {
     Charge c{CurrentDevice(), 0, false, CurrentContextId()};
     c.imported = true;
+    if (shareData) c.piece = FollowImportedPiece(c.device, *shareData);
     TheAllocations().Add(HandleKind::kPointer, *ptr_out, c);
   }
   return rc;

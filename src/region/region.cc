@@ -13,6 +13,7 @@
 
 #include "src/common/proc_identity.h"
 #include "src/common/robust_mutex.h"
+#include "src/region/shared_pieces.h"
 
 namespace gs::region {
 namespace {
@@ -36,13 +37,6 @@ void Recompute(Region* r) {
     r->devices[d].memory_used.store(used);
     r->devices[d].spilled.store(spilled);
   }
-}
-
-void WriteBegin(Region* r) {
-  r->seq.fetch_add(1, std::memory_order_acq_rel);
-}
-void WriteEnd(Region* r) {
-  r->seq.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Region* Map(const char* path, bool writable, OpenError* error, char* msg, size_t msg_size) {
@@ -151,6 +145,13 @@ void Unlock(Region* r) {
   pthread_mutex_unlock(&r->mutex);
 }
 
+void WriteBegin(Region* r) {
+  r->seq.fetch_add(1, std::memory_order_acq_rel);
+}
+void WriteEnd(Region* r) {
+  r->seq.fetch_add(1, std::memory_order_acq_rel);
+}
+
 // Frees the slots of processes that are gone. `thorough` also compares start times, which
 // catches a pid already reused by another process but reads /proc once per live slot;
 // otherwise one kill(pid, 0) per slot tells the processes that are simply gone (the
@@ -179,6 +180,7 @@ int SweepDeadLocked(Region* r, uint32_t judged, bool thorough, pid_t self = 0, u
                                                      : !exists;
     if (!gone) continue;
     WriteBegin(r);
+    LeavePiecesLocked(r, &s);
     for (int d = 0; d < kMaxDevices; ++d) {
       r->devices[d].memory_used.fetch_sub(s.memory[d].exchange(0));
       r->devices[d].spilled.fetch_sub(s.spilled[d].exchange(0));
@@ -235,6 +237,7 @@ ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time, uint32_t pid_n
 void ReleaseSlot(Region* r, ProcessSlot* slot) {
   Lock(r);
   WriteBegin(r);
+  LeavePiecesLocked(r, slot);
   for (int d = 0; d < kMaxDevices; ++d) {
     r->devices[d].memory_used.fetch_sub(slot->memory[d].exchange(0));
     r->devices[d].spilled.fetch_sub(slot->spilled[d].exchange(0));

@@ -26,8 +26,8 @@
 namespace gs::region {
 
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525347ULL;  // "GSREGION"
-inline constexpr uint32_t kRegionAbiMajor = 1;
-inline constexpr uint32_t kRegionAbiMinor = 3;  // 1: priority arbitration; 2: card tenant id; 3: pid namespace
+inline constexpr uint32_t kRegionAbiMajor = 2;                   // 2: shared pieces (the region grew)
+inline constexpr uint32_t kRegionAbiMinor = 0;
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 1024;
 
@@ -75,6 +75,21 @@ struct ProcessSlot {
   std::atomic<uint32_t> pid_namespace;
 };
 
+// A pool allocation one process of the container exported (cuMemPoolExportPointer) and
+// others of it imported. The card keeps it past its owner, listed by NVML under no process,
+// until the last importer lets go (docs/measurements/shared-memory.md), so its charge follows
+// it: from the owner's slot to a live importer's when the owner goes first, and out of the
+// books with the last holder. src/region/shared_pieces.h keeps the table; all under `mutex`.
+inline constexpr int kMaxSharedPieces = 512;
+struct SharedPiece {
+  uint64_t key;  // a hash of the driver's export data; 0 = free entry
+  int32_t device;
+  int32_t charged_slot;  // index of the slot whose memory[device] holds `bytes`
+  uint64_t bytes;
+  uint64_t owner_ptr;                    // the owner's device pointer, while the owner holds it; else 0
+  uint64_t holders[kMaxProcesses / 64];  // bit i: slot i imported it
+};
+
 struct Region {
   uint64_t magic;
   uint32_t abi_major;
@@ -88,6 +103,7 @@ struct Region {
   pthread_mutex_t mutex;
   alignas(64) Device devices[kMaxDevices];
   ProcessSlot procs[kMaxProcesses];
+  SharedPiece pieces[kMaxSharedPieces];
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -113,6 +129,8 @@ static_assert(offsetof(Device, card_tenant_id) == 216);
 static_assert(sizeof(ProcessSlot) == 280);
 static_assert(offsetof(ProcessSlot, pid_namespace) == 276);
 static_assert(offsetof(Region, procs) == 128 + 16 * 256);
+static_assert(sizeof(SharedPiece) == 160);
+static_assert(offsetof(Region, pieces) == 128 + 16 * 256 + 1024 * 280);
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };
 
@@ -129,6 +147,9 @@ void CloseRegion(Region* r);
 // device total from the slots (the state is consistent under the mutex's rules).
 void Lock(Region* r);
 void Unlock(Region* r);
+// With the mutex held: brackets a change that readers' snapshots must not copy halfway.
+void WriteBegin(Region* r);
+void WriteEnd(Region* r);
 
 // Finds the caller's slot or claims a free one (sweeping dead processes first). The caller
 // names itself as its /proc shows it (OwnProcView: pid, start time, and the PID namespace

@@ -89,6 +89,9 @@
 //                this process sees), where it is pid 1
 //   importer-done  the importer closes and releases what it imported and exits:
 //                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
+//   importer-holds MS  the importer is left on its own: it keeps what it imported for MS ms
+//                more, then lets go and exits; this program does not wait for it:
+//                "importer-holds ok"
 //   share-pool-destroy  destroys the pool pool-leak made (cuMemPoolDestroy):
 //                "share-pool-destroy <result>"
 //   vmmcreatefd MIB  as vmmcreate, exportable as a POSIX descriptor: "vmmcreatefd <result>"
@@ -528,7 +531,8 @@ CUresult VmmPair(size_t bytes) {
 
 // How a piece is shared: a legacy IPC handle; a POSIX descriptor of a cuMemCreate handle;
 // a pool allocation's export data, with the pool's descriptor.
-enum class Route : uint32_t { kIpc, kFd, kPool };
+// kHold: no memory; the importer holds what it imported for `value` ms after the socket closes.
+enum class Route : uint32_t { kIpc, kFd, kPool, kHold };
 
 struct ShareMsg {
   Route route;
@@ -600,10 +604,15 @@ int Importer(int sock) {
   };
   std::vector<Held> held;
   CUmemoryPool pool = nullptr;  // imported from the first pool descriptor
+  uint32_t hold_ms = 0;         // after the socket closes
   for (;;) {
     ShareMsg m{};
     int fd = -1;
     if (!gs::ReceiveWithDescriptor(sock, &m, sizeof(m), &fd)) break;
+    if (m.route == Route::kHold) {
+      hold_ms = m.value;
+      continue;
+    }
     Held x{m.route, 0, m.size, 0};
     CUresult rc = CUDA_SUCCESS;
     if (x.route == Route::kIpc) {
@@ -633,6 +642,7 @@ int Importer(int sock) {
     }
     if (send(sock, &r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) break;
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
   long closed = 0;
   for (const Held& x : held) {
     CUresult rc;
@@ -1148,6 +1158,17 @@ int main(int argc, char** argv) {
       g_importer_pidns = true;
     } else if (strcmp(step, "importer-done") == 0) {
       printf("importer-done %d\n", ImporterDone());
+    } else if (strcmp(step, "importer-holds") == 0) {
+      ShareMsg m{};
+      m.route = Route::kHold;
+      m.value = static_cast<uint32_t>(atol(arg));
+      const bool sent = g_importer_fd >= 0 && gs::SendWithDescriptor(g_importer_fd, &m, sizeof(m), -1);
+      printf("importer-holds %s\n", sent ? "ok" : "no-importer");
+      if (sent) {  // on its own from now on: nobody waits for it
+        close(g_importer_fd);
+        g_importer_fd = -1;
+      }
+      ++i;
     } else if (strcmp(step, "share-pool-destroy") == 0) {
       CUresult rc = Get<CUresult (*)(CUmemoryPool)>("cuMemPoolDestroy")(g_share_pool);
       if (rc == CUDA_SUCCESS) g_share_pool = nullptr;

@@ -1,0 +1,51 @@
+#include "src/enforcer/shared_pieces.h"
+
+#include <unistd.h>
+
+#include "src/common/raw_log.h"
+#include "src/enforcer/allocations.h"
+#include "src/enforcer/charging.h"
+#include "src/enforcer/enforcer.h"
+#include "src/region/shared_pieces.h"
+
+namespace gs::enforcer {
+namespace {
+
+// This process's own slot, claimed first when it is a forked child; nullptr without one.
+region::ProcessSlot* OwnSlot(int dev) {
+  return CheckDevice(dev) == DeviceCheck::kCharge ? g_state.slot : nullptr;
+}
+
+}  // namespace
+
+void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
+  Charge c;
+  if (!TheAllocations().Find(HandleKind::kPointer, ptr, &c) || c.spilled || c.bytes == 0) return;
+  region::ProcessSlot* slot = OwnSlot(c.device);
+  if (slot == nullptr) return;
+  const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
+  if (!region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr))
+    GS_LOG(kInfo,
+           "device %d: the region's table of shared pieces is full: a pool allocation exported now stays charged to "
+           "this process only while it lives",
+           c.device);
+}
+
+void LetGoExportedPiece(CUdeviceptr ptr) {
+  if (g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return;
+  region::ForgetExportedPiece(g_state.region, g_state.slot, ptr);
+}
+
+uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data) {
+  region::ProcessSlot* slot = OwnSlot(dev);
+  if (slot == nullptr) return 0;
+  const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
+  return region::RecordImportedPiece(g_state.region, slot, key) ? key : 0;
+}
+
+void LetGoImportedPiece(uint64_t key) {
+  if (key == 0 || g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return;
+  region::ForgetImportedPiece(g_state.region, g_state.slot, key);
+}
+
+}  // namespace gs::enforcer

@@ -1,0 +1,27 @@
+// Pool allocations shared between processes of the container, followed in the region
+// (src/region/shared_pieces.h): the card keeps such a piece, listed by NVML under no
+// process, until its last importer lets go, also past its owner
+// (docs/measurements/shared-memory.md). The owner's slot pays while the owner lives; when
+// the owner goes first, the charge moves to a live importer's slot, and leaves with the last
+// holder. An importer of another container, or of an owner that kept no record, is not
+// followed (docs/enforcer.md, "Threat model").
+//
+// Thread-safe (the region mutex); called from the pool hooks, not on the launch path.
+#pragma once
+
+#include <cstdint>
+
+#include "src/platform/cuda_api.h"
+
+namespace gs::enforcer {
+
+// This process exported `ptr`, an allocation it charged, as `data` (cuMemPoolExportPointer).
+void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data);
+// This process freed `ptr`, an allocation it exported.
+void LetGoExportedPiece(CUdeviceptr ptr);
+// This process imported `data` on region device `dev` (cuMemPoolImportPointer). Returns
+// the key its free passes to LetGoImportedPiece; 0 when no piece of the container has it.
+uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data);
+void LetGoImportedPiece(uint64_t key);
+
+}  // namespace gs::enforcer

@@ -1,0 +1,43 @@
+// The region's table of shared pieces (SharedPiece, region.h): pool allocations one process
+// of the container exported and others imported, whose charge must outlive their owner's
+// slot while an importer keeps them on the card. The owner records a piece when it exports
+// the pointer, keyed by the driver's export data; an importer that imports the same bytes
+// marks itself a holder, and unmarks itself when it frees the pointer or its slot goes.
+//
+// What a process that writes the table (every process of the container can) gains: only
+// moving charges between the slots of its own container; the container's total is never
+// lowered by it. A full table leaves a piece unfollowed: it is then charged as before, to
+// its owner while the owner lives (logged by the caller).
+//
+// Thread- and process-safe: every function takes the region mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/region/region.h"
+
+namespace gs::region {
+
+// The key of a piece: a hash of the driver's export data (CUmemPoolPtrExportData), never 0.
+uint64_t PieceKey(const void* export_data, size_t size);
+
+// `owner` exported its pointer `ptr`, `bytes` charged in its slot on `dev`, as `key`.
+// false when the table is full.
+bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr);
+// `importer` imported `key`; false when no piece of the container has it (the owner is
+// elsewhere, or kept no record).
+bool RecordImportedPiece(Region* r, ProcessSlot* importer, uint64_t key);
+// `importer` freed what it imported as `key`. A piece charged to it passes to another live
+// holder, or, with none left, its charge is given back (the card let it go).
+void ForgetImportedPiece(Region* r, ProcessSlot* importer, uint64_t key);
+// `owner` freed `ptr`: a piece nobody imports is forgotten (its charge stays the owner's
+// business); one still imported keeps its entry, so that its charge follows it past the owner.
+void ForgetExportedPiece(Region* r, ProcessSlot* owner, uint64_t ptr);
+
+// With the mutex held, as `slot` is freed (its process exited or is gone): its holder marks
+// are cleared, and each piece charged to it passes, with its bytes, to another live holder.
+// Pieces nobody holds any more are forgotten.
+void LeavePiecesLocked(Region* r, ProcessSlot* slot);
+
+}  // namespace gs::region
