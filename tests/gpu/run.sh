@@ -8,7 +8,7 @@
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H200 (2026-11-26): 400 s with the build and the bench; on an H100
-# (2026-11-27): 440 s. Section 1 ~1 min of short probe runs, 2b ~15 s, 3 ~1.2 min, 4 ~15 s,
+# (2026-11-27): 440 s. Section 1 ~1 min of short probe runs, 2b ~15 s, 3 ~1.4 min, 4 ~15 s,
 # 5 ~4 min (12 workload runs and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch
 # start-up each), 6 ~80 s (eight watched 2 GiB slices; four of them added after the
 # H100's run).
@@ -234,6 +234,30 @@ awk -v a="$um" -v b="$uh70" 'BEGIN { exit !(a != "" && a <= 35 && b >= 65) }' &&
   ok "mixed 5 us and 50 ms kernels at 30 % beside 70 %: $um/$uh70" ||
   bad "mixed 5 us and 50 ms kernels at 30 % beside 70 %: '$um'/'$uh70' (want <= 35 / >= 65; $(tail -n 1 "$region/mix30"))"
 row "5 us and 50 ms kernels mixed (30 %), beside burn (70 %)" "30 / 70" "${um:-?} / ${uh70:-?}" "-"
+# A card file filled before any run by another program of this user (64 made-up tenants that
+# look alive and never compute: hostile_program card ... fill): two runs at 30 % and 70 %
+# (policy default) still compute in the entries `gpuslice run` hands them
+# (tests/hostile_program_test.cc, HostileCard.AFilledCardFileLeavesTwoRunsTheirShares).
+uuid=$("$G" smi 2>/dev/null | grep -o 'GPU-[0-9a-fA-F-]*' | head -n 1)
+mkdir -p "$region/runs/cards"
+"$H" card "$region/runs/cards/$uuid" 20000 fill >"$region/filler" 2>&1 &
+filler=$!
+sleep 1
+GPUSLICE_RUN_DIR=$region/runs "$G" run --cores 70 --policy default -- "$G" burn --memory 64m --util 100 --seconds 8 >"$region/fill70" 2>&1 &
+fill70=$!
+GPUSLICE_RUN_DIR=$region/runs "$G" run --cores 30 --policy default -- "$G" burn --memory 64m --util 100 --seconds 8 >"$region/fill30" 2>&1
+wait "$fill70"
+kill -9 "$filler" 2>/dev/null
+wait "$filler" 2>/dev/null
+uf30=$(burn_util <"$region/fill30") uf70=$(burn_util <"$region/fill70")
+if grep -q 'NOT enforced' "$region/fill30" "$region/fill70"; then
+  bad "a filled card file: a run's share was not enforced ($(grep -h 'NOT enforced' "$region/fill30" "$region/fill70" | head -n 1))"
+elif awk -v a="$uf30" -v b="$uf70" 'BEGIN { exit !(a >= 25 && a <= 35 && b >= 65 && b <= 75) }'; then
+  ok "a filled card file leaves two runs their shares: $uf30/$uf70"
+else
+  bad "a filled card file: two runs at 30/70 achieved '$uf30'/'$uf70' (card $uuid)"
+fi
+row "burn, competing 30/70 on a card file filled by another program" "30 / 70" "${uf30:-?} / ${uf70:-?}" "-"
 # CUDA_TASK_PRIORITY: priority 0 at 30 % against priority 1 at 60 % (policy default).
 "$G" run --cores 60 --policy default --priority 1 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/lo" &
 "$G" run --cores 30 --policy default --priority 0 -- "$G" burn --memory 64m --util 100 --seconds 10 >"$region/hi"
