@@ -169,11 +169,15 @@ uint32_t ProcPidNamespace() {
   return AncestorsPidNamespace(parent);
 }
 
-bool ProcessHasNsPid(pid_t pid, pid_t ns_pid) {
+int ProcessNsPids(pid_t pid, pid_t* pids, int max, pid_t* parent) {
   char who[16];
   snprintf(who, sizeof(who), "%d", static_cast<int>(pid));
-  pid_t pids[32], parent = 0;
-  const int levels = std::min(ReadNsPids(who, pids, 32, &parent), 32);
+  return ReadNsPids(who, pids, max, parent);
+}
+
+bool ProcessHasNsPid(pid_t pid, pid_t ns_pid) {
+  pid_t pids[kMaxPidNamespaceLevels], parent = 0;
+  const int levels = std::min(ProcessNsPids(pid, pids, kMaxPidNamespaceLevels, &parent), kMaxPidNamespaceLevels);
   for (int i = 0; i < levels; ++i)
     if (pids[i] == ns_pid) return true;
   return false;

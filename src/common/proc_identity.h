@@ -30,6 +30,14 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 uint32_t PidNamespaceOf(pid_t pid);
 uint32_t OwnPidNamespace();
 
+// PID namespaces nest at most this deep (the kernel's MAX_PID_NS_LEVEL).
+inline constexpr int kMaxPidNamespaceLevels = 32;
+
+// /proc/<pid>/status (a pid of the /proc's namespace): the pids of its NSpid line, outermost
+// first (at most `max` kept in `pids`), and its PPid in *parent. Returns how many pids the
+// line has: 0 when the file or the line is absent. Allocation-free.
+int ProcessNsPids(pid_t pid, pid_t* pids, int max, pid_t* parent);
+
 // True when /proc/<pid> (a pid of the /proc's namespace) is known as ns_pid in its own
 // namespace or in any namespace between (its NSpid line).
 bool ProcessHasNsPid(pid_t pid, pid_t ns_pid);

@@ -3,11 +3,10 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include "src/common/proc_identity.h"
@@ -22,16 +21,12 @@ struct Status {
   std::vector<uint32_t> pids;
   uint32_t parent = 0;
 };
-Status ReadStatus(const std::string& pid) {
-  std::ifstream status("/proc/" + pid + "/status");
+Status ReadStatus(pid_t pid) {
+  pid_t pids[kMaxPidNamespaceLevels], parent = 0;
+  const int levels = std::min(ProcessNsPids(pid, pids, kMaxPidNamespaceLevels, &parent), kMaxPidNamespaceLevels);
   Status out;
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("PPid:", 0) == 0) out.parent = static_cast<uint32_t>(std::strtoul(line.c_str() + 5, nullptr, 10));
-    if (line.rfind("NSpid:", 0) != 0) continue;
-    std::istringstream in(line.substr(6));
-    for (uint32_t p; in >> p;) out.pids.push_back(p);
-    break;
-  }
+  out.parent = static_cast<uint32_t>(parent);
+  for (int i = 0; i < levels; ++i) out.pids.push_back(static_cast<uint32_t>(pids[i]));
   return out;
 }
 
@@ -62,9 +57,9 @@ std::map<Identity, uint32_t> NamespacedProcesses() {
     char* end = nullptr;
     long host = strtol(e->d_name, &end, 10);
     if (*end || host <= 0) continue;
-    Seen s{ReadStatus(e->d_name), 0, 0};
-    if (s.status.pids.size() < 2) continue;  // the host's own: no identity to resolve
     auto pid = static_cast<pid_t>(host);
+    Seen s{ReadStatus(pid), 0, 0};
+    if (s.status.pids.size() < 2) continue;  // the host's own: no identity to resolve
     s.start = ProcessStartTime(pid);
     s.pid_namespace = PidNamespaceOf(pid);
     if (s.start) seen[static_cast<uint32_t>(host)] = std::move(s);
