@@ -79,7 +79,8 @@ const std::string& BaseImage() {
       std::abort();
     self->host_pid.store(static_cast<uint32_t>(getpid()));
     // A pool piece this process exported and its parent imported.
-    if (!rg::RecordExportedPiece(r, self, 42, 0, 256ull << 20, 0x7000) || !rg::RecordImportedPiece(r, parent, 42))
+    if (!rg::RecordExportedPiece(r, self, 42, 0, 256ull << 20, 0x7000, 0x5000) ||
+        !rg::RecordImportedPiece(r, parent, 42))
       std::abort();
     rg::CloseRegion(r);
     std::string bytes = gs::fuzz::ReadFile(path);

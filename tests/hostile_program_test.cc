@@ -694,6 +694,27 @@ TEST(HostileIpc, APoolPieceWhoseOwnerExitedStaysChargedWhileImported) {
   ExpectWithinTwoGiB(w);
 }
 
+// The owner frees pool pieces its importer still holds and destroys the pool: the card keeps
+// them for the importer (the simulator's model, the least convenient reading: not measured,
+// docs/measurements/shared-memory.md), so their charge moves to the importer instead of
+// coming back to the owner, who could otherwise fill its slice again beside them.
+TEST(HostileIpc, APoolDestroyedWhileItsPiecesAreImportedLeavesTheirChargeWithTheImporter) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node,
+                     {HostileBin(), "init", "pool-leak", "8", "256", "share-pool-destroy", "room", "importer-done",
+                      "room", "sleep", "100"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "pool-leak"), "pool-leak " + std::to_string(kThreeSharedPieces) + " 3") << w.result.out;
+  EXPECT_EQ(Line(w.result.out, "share-pool-destroy"), "share-pool-destroy CUDA_SUCCESS") << w.result.out;
+  // Two contexts and the three pieces: 2048 - 2 x 518 - 768 = 244 MiB, three pieces of 64.
+  EXPECT_EQ(Field(w.result, "room", 0), 192) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "importer-done"), "importer-done 0") << w.result.out;
+  EXPECT_EQ(Field(w.result, "room", 1), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 // Importing is not allocating: a container under a 2 GiB slice opens a 3 GiB buffer that a
 // program without a limit (another container: no enforcer) exported, reads it, and still
 // fills its whole slice beside it.

@@ -16,6 +16,7 @@
 #include "src/common/raw_log.h"
 #include "src/enforcer/limits.h"
 #include "src/enforcer/nvml_cards.h"
+#include "src/enforcer/shared_pieces.h"
 
 namespace gs::enforcer {
 namespace {
@@ -526,7 +527,13 @@ bool RefreshPools(int dev) {
 void PoolDestroyed(uint64_t pool) {
   int dev = -1;
   uint64_t kept = ThePoolBook().Destroyed(pool, &dev);
-  if (kept) Unreserve(dev, kept, false);
+  if (kept) {
+    // Pieces another process of the container still holds stay on the card: their charge
+    // moved to its slot with the region's books; only the rest comes back.
+    const uint64_t moved = std::min(kept, HandOverPoolPieces(pool, dev));
+    SubtractClamped(&g_own[dev], moved);
+    if (kept > moved) Unreserve(dev, kept - moved, false);
+  }
   uint64_t back = ThePoolBook().Trimmed(pool, 0, &dev);
   if (back) Unreserve(dev, back, false);
 }

@@ -24,7 +24,7 @@ void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
   region::ProcessSlot* slot = OwnSlot(c.device);
   if (slot == nullptr) return;
   const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
-  if (!region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr))
+  if (!region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr, c.pool))
     GS_LOG(kInfo,
            "device %d: the region's table of shared pieces is full: a pool allocation exported now stays charged to "
            "this process only while it lives",
@@ -34,6 +34,11 @@ void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
 void LetGoExportedPiece(CUdeviceptr ptr) {
   if (g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return;
   region::ForgetExportedPiece(g_state.region, g_state.slot, ptr);
+}
+
+uint64_t HandOverPoolPieces(uint64_t pool, int dev) {
+  if (g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return 0;
+  return region::HandOverPoolPieces(g_state.region, g_state.slot, pool, dev);
 }
 
 uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data) {

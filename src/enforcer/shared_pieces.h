@@ -19,6 +19,10 @@ namespace gs::enforcer {
 void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data);
 // This process freed `ptr`, an allocation it exported.
 void LetGoExportedPiece(CUdeviceptr ptr);
+// This process destroyed `pool`, whose freed exported pieces it kept charged on region
+// device `dev`: those another process still holds move to it. Returns the bytes that left
+// this process's slot that way (the caller gives back only the rest).
+uint64_t HandOverPoolPieces(uint64_t pool, int dev);
 // This process imported `data` on region device `dev` (cuMemPoolImportPointer). Returns
 // the key its free passes to LetGoImportedPiece; 0 when no piece of the container has it.
 uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data);

@@ -87,6 +87,7 @@ struct SharedPiece {
   int32_t charged_slot;  // index of the slot whose memory[device] holds `bytes`
   uint64_t bytes;
   uint64_t owner_ptr;                    // the owner's device pointer, while the owner holds it; else 0
+  uint64_t owner_pool;                   // the owner's pool it came from
   uint64_t holders[kMaxProcesses / 64];  // bit i: slot i imported it
 };
 
@@ -129,7 +130,7 @@ static_assert(offsetof(Device, card_tenant_id) == 216);
 static_assert(sizeof(ProcessSlot) == 280);
 static_assert(offsetof(ProcessSlot, pid_namespace) == 276);
 static_assert(offsetof(Region, procs) == 128 + 16 * 256);
-static_assert(sizeof(SharedPiece) == 160);
+static_assert(sizeof(SharedPiece) == 168);
 static_assert(offsetof(Region, pieces) == 128 + 16 * 256 + 1024 * 280);
 
 enum class OpenError { kNone, kIo, kForeign, kVersion, kTooSmall };

@@ -54,8 +54,8 @@ TEST_F(RegionTest, LayoutIsPinned) {
   EXPECT_EQ(sizeof(Device), 256u);
   EXPECT_EQ(sizeof(ProcessSlot), 280u);
   EXPECT_EQ(offsetof(Region, devices), 128u);
-  EXPECT_EQ(sizeof(SharedPiece), 160u);
-  EXPECT_EQ(sizeof(Region), 128u + 16 * 256 + 1024 * 280 + 512 * 160);
+  EXPECT_EQ(sizeof(SharedPiece), 168u);
+  EXPECT_EQ(sizeof(Region), 128u + 16 * 256 + 1024 * 280 + 512 * 168);
   EXPECT_EQ(kRegionAbiMajor, 2u);
 }
 

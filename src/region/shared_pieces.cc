@@ -62,7 +62,8 @@ uint64_t PieceKey(const void* export_data, size_t size) {
   return h == 0 ? 1 : h;
 }
 
-bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr) {
+bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr,
+                         uint64_t pool) {
   if (key == 0 || dev < 0 || dev >= kMaxDevices || bytes == 0) return false;
   Lock(r);
   SharedPiece* p = Find(r, key);
@@ -75,6 +76,7 @@ bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, u
       e.charged_slot = SlotIndex(r, owner);
       e.bytes = bytes;
       e.owner_ptr = ptr;
+      e.owner_pool = pool;
       e.key = key;
       WriteEnd(r);
       ok = true;
@@ -134,6 +136,27 @@ void ForgetExportedPiece(Region* r, ProcessSlot* owner, uint64_t ptr) {
     WriteEnd(r);
   }
   Unlock(r);
+}
+
+uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int dev) {
+  const int me = SlotIndex(r, owner);
+  uint64_t moved = 0;
+  Lock(r);
+  for (auto& p : r->pieces) {
+    if (!Valid(p) || p.charged_slot != me || p.owner_pool != pool || p.owner_ptr != 0) continue;
+    WriteBegin(r);
+    if (int next = AnotherHolder(r, p, me); next >= 0) {
+      const int device = p.device;
+      const uint64_t before = owner->memory[device].load();
+      MoveCharge(r, &p, next);
+      if (device == dev) moved += before - owner->memory[device].load();
+    } else {
+      Forget(&p);
+    }
+    WriteEnd(r);
+  }
+  Unlock(r);
+  return moved;
 }
 
 void LeavePiecesLocked(Region* r, ProcessSlot* slot) {

@@ -22,9 +22,10 @@ namespace gs::region {
 // The key of a piece: a hash of the driver's export data (CUmemPoolPtrExportData), never 0.
 uint64_t PieceKey(const void* export_data, size_t size);
 
-// `owner` exported its pointer `ptr`, `bytes` charged in its slot on `dev`, as `key`.
-// false when the table is full.
-bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr);
+// `owner` exported its pointer `ptr` of its pool `pool`, `bytes` charged in its slot on
+// `dev`, as `key`. false when the table is full.
+bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr,
+                         uint64_t pool);
 // `importer` imported `key`; false when no piece of the container has it (the owner is
 // elsewhere, or kept no record).
 bool RecordImportedPiece(Region* r, ProcessSlot* importer, uint64_t key);
@@ -34,6 +35,11 @@ void ForgetImportedPiece(Region* r, ProcessSlot* importer, uint64_t key);
 // `owner` freed `ptr`: a piece nobody imports is forgotten (its charge stays the owner's
 // business); one still imported keeps its entry, so that its charge follows it past the owner.
 void ForgetExportedPiece(Region* r, ProcessSlot* owner, uint64_t ptr);
+
+// `owner` destroyed its pool `pool`: each piece of it the owner had freed that a live slot
+// still holds moves, with its bytes, to that slot (the card keeps it for the holder); the
+// others are forgotten. Returns the bytes moved off the owner's slot on device `dev`.
+uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int dev);
 
 // With the mutex held, as `slot` is freed (its process exited or is gone): its holder marks
 // are cleared, and each piece charged to it passes, with its bytes, to another live holder.

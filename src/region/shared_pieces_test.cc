@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint64_t kPiece = 256;
 constexpr uint64_t kContext = 500;
+constexpr uint64_t kPool = 0x5000;
 
 class SharedPiecesTest : public ::testing::Test {
  protected:
@@ -31,7 +32,7 @@ class SharedPiecesTest : public ::testing::Test {
   ProcessSlot* Owner(pid_t pid, uint64_t key, uint64_t ptr = 0x1000) {
     ProcessSlot* s = Live(pid);
     EXPECT_TRUE(Reserve(r_, s, 0, kPiece, false, 0));
-    EXPECT_TRUE(RecordExportedPiece(r_, s, key, 0, kPiece, ptr));
+    EXPECT_TRUE(RecordExportedPiece(r_, s, key, 0, kPiece, ptr, kPool));
     return s;
   }
   uint64_t Used() const { return r_->devices[0].memory_used.load(); }
@@ -87,7 +88,7 @@ TEST_F(SharedPiecesTest, AnOwnerFoundDeadPassesTheChargeOnToo) {
   ProcessSlot* dead = ClaimSlot(r_, getppid(), 1, OwnPidNamespace());
   ASSERT_NE(dead, nullptr);
   ASSERT_TRUE(Reserve(r_, dead, 0, kContext + kPiece, false, 0));
-  ASSERT_TRUE(RecordExportedPiece(r_, dead, 9, 0, kPiece, 0x2000));
+  ASSERT_TRUE(RecordExportedPiece(r_, dead, 9, 0, kPiece, 0x2000, kPool));
   ProcessSlot* importer = Live(getpid());
   ASSERT_TRUE(RecordImportedPiece(r_, importer, 9));
   EXPECT_EQ(SweepDead(r_), 1);
@@ -109,12 +110,30 @@ TEST_F(SharedPiecesTest, APieceItsOwnerFreedUnimportedIsForgotten) {
   EXPECT_FALSE(RecordImportedPiece(r_, importer, 8));
 }
 
+TEST_F(SharedPiecesTest, ADestroyedPoolHandsItsFreedPiecesToTheirHolders) {
+  ProcessSlot* owner = Owner(getppid(), 7, 0x1000);
+  ASSERT_TRUE(RecordExportedPiece(r_, owner, 8, 0, kPiece, 0x2000, kPool + 1));  // another pool
+  ASSERT_TRUE(Reserve(r_, owner, 0, kPiece, false, 0));
+  ProcessSlot* importer = Live(getpid());
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 7));
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 8));
+  // A piece the owner still holds stays its own.
+  EXPECT_EQ(HandOverPoolPieces(r_, owner, kPool, 0), 0u);
+  ForgetExportedPiece(r_, owner, 0x1000);  // freed, still imported
+  EXPECT_EQ(HandOverPoolPieces(r_, owner, kPool, 0), kPiece);
+  EXPECT_EQ(importer->memory[0].load(), kContext + kPiece);
+  EXPECT_EQ(owner->memory[0].load(), kContext + kPiece);  // the other pool's piece
+  EXPECT_EQ(Used(), 2 * kContext + 2 * kPiece);
+  ForgetImportedPiece(r_, importer, 7);
+  EXPECT_EQ(Used(), 2 * kContext + kPiece);
+}
+
 TEST_F(SharedPiecesTest, AFullTableRefusesAndAForgedEntryMovesNothingOutside) {
   ProcessSlot* owner = Live(getppid());
   for (int k = 0; k < kMaxSharedPieces; ++k)
-    ASSERT_TRUE(RecordExportedPiece(r_, owner, 100 + static_cast<uint64_t>(k), 0, 1, 0x1000 + k));
-  EXPECT_FALSE(RecordExportedPiece(r_, owner, 99999, 0, 1, 0x9000));
-  EXPECT_TRUE(RecordExportedPiece(r_, owner, 100, 0, 1, 0x1000));  // already followed
+    ASSERT_TRUE(RecordExportedPiece(r_, owner, 100 + static_cast<uint64_t>(k), 0, 1, 0x1000 + k, kPool));
+  EXPECT_FALSE(RecordExportedPiece(r_, owner, 99999, 0, 1, 0x9000, kPool));
+  EXPECT_TRUE(RecordExportedPiece(r_, owner, 100, 0, 1, 0x1000, kPool));  // already followed
   // What a process of the container can write: an entry naming a slot or a device past the
   // arrays is dropped, never followed.
   r_->pieces[0].charged_slot = kMaxProcesses + 5;
