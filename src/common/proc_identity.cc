@@ -65,11 +65,19 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_time) {
   if (pid <= 0) return false;
   char buf[1024];
   if (ReadProcFile(pid, "stat", buf, sizeof(buf)) == 0) return false;
-  // Field 3, the state, follows the command name: Z (zombie) and X (dead) have exited.
-  const char* name_end = strrchr(buf, ')');
-  if (name_end != nullptr && name_end[1] == ' ' && (name_end[2] == 'Z' || name_end[2] == 'X')) return false;
   uint64_t now = StartTimeOfStat(buf);
-  return now != 0 && now == start_time;
+  if (now == 0 || now != start_time) return false;
+  // Field 3, the state, follows the command name: Z (zombie) or X/x (dead) is the thread
+  // group's leader; the process has exited only when no other thread of it is left (a
+  // leader that called pthread_exit shows Z while its threads run on).
+  const char* name_end = strrchr(buf, ')');
+  const bool leader_gone =
+      name_end != nullptr && name_end[1] == ' ' && (name_end[2] == 'Z' || name_end[2] == 'X' || name_end[2] == 'x');
+  if (!leader_gone) return true;
+  char status[4096];
+  if (ReadProcFile(pid, "status", status, sizeof(status)) == 0) return false;
+  const char* threads = strstr(status, "\nThreads:");
+  return threads != nullptr && strtol(threads + 9, nullptr, 10) > 1;
 }
 
 namespace {

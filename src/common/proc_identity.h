@@ -19,8 +19,9 @@ size_t ReadProcFile(pid_t pid, const char* name, char* buf, size_t size);
 uint64_t ProcessStartTime(pid_t pid);
 
 // True when a process with this pid exists, started at start_time and has not exited: a
-// zombie (exited, not yet reaped by its parent) is not alive, its memory and descriptors,
-// the GPU's included, are already released.
+// zombie (every thread exited, not yet reaped by its parent) is not alive, its memory and
+// descriptors, the GPU's included, are already released; a process whose main thread
+// exited while others run on is.
 bool ProcessIsAlive(pid_t pid, uint64_t start_time);
 
 // The inode number of the process's PID namespace (/proc/<pid>/ns/pid), which tells two

@@ -1,11 +1,14 @@
 #include "src/common/proc_identity.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -44,6 +47,37 @@ TEST(ProcIdentity, AnExitedChildNotYetWaitedForIsNotAlive) {
   ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
   EXPECT_NE(ProcessStartTime(child), 0u);  // still in /proc
   EXPECT_FALSE(ProcessIsAlive(child, start));
+  int status;
+  waitpid(child, &status, 0);
+}
+
+// A process whose main thread exited (pthread_exit) while another thread runs on shows the
+// zombie state in /proc/<pid>/stat: it is alive all the same.
+TEST(ProcIdentity, AProcessWhoseMainThreadExitedIsAliveWhileAnotherRuns) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void* fd) -> void* {
+          sleep(1);  // the leader has exited by then
+          (void)!write(static_cast<int>(reinterpret_cast<intptr_t>(fd)), "x", 1);
+          sleep(30);
+          return nullptr;
+        },
+        reinterpret_cast<void*>(static_cast<intptr_t>(ready[1])));
+    syscall(SYS_exit, 0);  // this thread only, as pthread_exit ends it, without unwinding
+  }
+  close(ready[1]);
+  uint64_t start = ProcessStartTime(child);
+  char b;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  close(ready[0]);
+  EXPECT_TRUE(ProcessIsAlive(child, start));
+  kill(child, SIGKILL);
   int status;
   waitpid(child, &status, 0);
 }

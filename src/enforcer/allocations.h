@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace gs::enforcer {
@@ -61,9 +62,9 @@ class Allocations {
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] / kept[device] (arrays
   // of `devices`; kept: exported entries), but appends exported pool allocations, whose
-  // charge follows their pool, to *pool_exported.
+  // charge follows their pool, and imported pointers, each with its handle, to *pool_shared.
   void TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
-                   std::vector<Charge>* pool_exported);
+                   std::vector<std::pair<uint64_t, Charge>>* pool_shared);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
   // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "src/common/clock.h"
@@ -17,6 +18,7 @@
 #include "src/enforcer/limits.h"
 #include "src/enforcer/nvml_cards.h"
 #include "src/enforcer/shared_pieces.h"
+#include "src/region/shared_pieces.h"
 
 namespace gs::enforcer {
 namespace {
@@ -427,7 +429,10 @@ uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev) {
     if (p.pid == me || p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL) continue;
     const region::ProcessSlot* slot = SlotOfListed(p.pid);
     if (slot == nullptr) continue;  // not of this container: its memory is not this container's to pay
-    const uint64_t charged = slot->memory[dev].load() - std::min(slot->memory[dev].load(), slot->spilled[dev].load());
+    // What the slot pays for that NVML lists under it: not its host-backed bytes, nor the
+    // shared pool pieces it pays for, which NVML lists under no process.
+    const uint64_t unlisted = slot->spilled[dev].load() + region::PiecesChargedTo(g_state.region, slot, dev);
+    const uint64_t charged = slot->memory[dev].load() - std::min(slot->memory[dev].load(), unlisted);
     if (p.usedGpuMemory > charged) held += p.usedGpuMemory - charged;
   }
   return held;
@@ -570,11 +575,19 @@ void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
-  std::vector<Charge> pool_exported;
-  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &pool_exported);
+  std::vector<std::pair<uint64_t, Charge>> pool_shared;
+  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &pool_shared);
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
-  // pool is destroyed, other exported memory while importers may hold it.
-  for (const Charge& c : pool_exported) ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+  // pool is destroyed, other exported memory while importers may hold it; an imported
+  // pointer is let go.
+  for (const auto& [ptr, c] : pool_shared) {
+    if (c.imported) {
+      LetGoImportedPiece(c.piece);
+    } else {
+      LetGoExportedPiece(ptr);
+      ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+    }
+  }
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);

@@ -226,6 +226,7 @@ ProcessSlot* ClaimSlot(Region* r, pid_t pid, uint64_t start_time, uint32_t pid_n
       free_slot->spilled[d].store(0);
     }
     free_slot->host_pid.store(0);
+    ClearSlotPiecesLocked(r, free_slot);
     free_slot->pid_namespace.store(pid_namespace);
     free_slot->pid.store(static_cast<uint32_t>(pid));
     WriteEnd(r);

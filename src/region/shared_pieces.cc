@@ -30,19 +30,24 @@ bool Valid(const SharedPiece& p) {
   return p.key != 0 && p.device >= 0 && p.device < kMaxDevices && p.charged_slot >= 0 && p.charged_slot < kMaxProcesses;
 }
 
-// Moves the piece's charge from its slot to slot `to`; what the slot holds at most, so the
-// device total, the sum of the slots, does not change.
-void MoveCharge(Region* r, SharedPiece* p, int to) {
+void Forget(SharedPiece* p) {
+  memset(static_cast<void*>(p), 0, sizeof(*p));
+}
+
+// Moves the piece's charge from its slot to slot `to`: what the slot holds at most, so the
+// device total, the sum of the slots, does not change, and the piece is worth what moved
+// (its owner may have been given part of it back already). A piece worth nothing is
+// forgotten. Returns the bytes moved.
+uint64_t MoveCharge(Region* r, SharedPiece* p, int to) {
   ProcessSlot& from = r->procs[p->charged_slot];
   const uint64_t held = from.memory[p->device].load();
   const uint64_t n = p->bytes < held ? p->bytes : held;
   from.memory[p->device].fetch_sub(n);
   r->procs[to].memory[p->device].fetch_add(n);
   p->charged_slot = to;
-}
-
-void Forget(SharedPiece* p) {
-  memset(static_cast<void*>(p), 0, sizeof(*p));
+  p->bytes = n;
+  if (n == 0) Forget(p);
+  return n;
 }
 
 SharedPiece* Find(Region* r, uint64_t key) {
@@ -147,9 +152,8 @@ uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int de
     WriteBegin(r);
     if (int next = AnotherHolder(r, p, me); next >= 0) {
       const int device = p.device;
-      const uint64_t before = owner->memory[device].load();
-      MoveCharge(r, &p, next);
-      if (device == dev) moved += before - owner->memory[device].load();
+      const uint64_t n = MoveCharge(r, &p, next);
+      if (device == dev) moved += n;
     } else {
       Forget(&p);
     }
@@ -157,6 +161,23 @@ uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int de
   }
   Unlock(r);
   return moved;
+}
+
+uint64_t PiecesChargedTo(const Region* r, const ProcessSlot* slot, int dev) {
+  const int me = SlotIndex(r, slot);
+  uint64_t sum = 0;
+  for (const auto& p : r->pieces)
+    if (p.key != 0 && p.charged_slot == me && p.device == dev && p.owner_ptr == 0) sum += p.bytes;
+  return sum;
+}
+
+void ClearSlotPiecesLocked(Region* r, const ProcessSlot* slot) {
+  const int me = SlotIndex(r, slot);
+  for (auto& p : r->pieces) {
+    if (p.key == 0) continue;
+    SetHolder(&p, me, false);
+    if (p.charged_slot == me) Forget(&p);
+  }
 }
 
 void LeavePiecesLocked(Region* r, ProcessSlot* slot) {
@@ -170,8 +191,8 @@ void LeavePiecesLocked(Region* r, ProcessSlot* slot) {
     SetHolder(&p, me, false);
     if (p.charged_slot != me) continue;
     if (int next = AnotherHolder(r, p, me); next >= 0) {
-      MoveCharge(r, &p, next);
       p.owner_ptr = 0;
+      MoveCharge(r, &p, next);
     } else {
       Forget(&p);  // its charge goes with the slot
     }

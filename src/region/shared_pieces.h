@@ -4,10 +4,11 @@
 // the pointer, keyed by the driver's export data; an importer that imports the same bytes
 // marks itself a holder, and unmarks itself when it frees the pointer or its slot goes.
 //
-// What a process that writes the table (every process of the container can) gains: only
-// moving charges between the slots of its own container; the container's total is never
-// lowered by it. A full table leaves a piece unfollowed: it is then charged as before, to
-// its owner while the owner lives (logged by the caller).
+// What a process that writes the table (every process of the container can) gains: moving
+// charges between the slots of its own container, or dropping a piece so that its charge
+// leaves with a slot (or a forged size makes an importer's free give back more): all of it
+// within its own container. A full table leaves a piece unfollowed: it is then charged as
+// before, to its owner while the owner lives (logged by the caller).
 //
 // Thread- and process-safe: every function takes the region mutex.
 #pragma once
@@ -40,6 +41,14 @@ void ForgetExportedPiece(Region* r, ProcessSlot* owner, uint64_t ptr);
 // still holds moves, with its bytes, to that slot (the card keeps it for the holder); the
 // others are forgotten. Returns the bytes moved off the owner's slot on device `dev`.
 uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int dev);
+
+// What pieces moved to `slot` hold of its memory on `dev`: memory NVML lists under no
+// process (a plain read, no lock).
+uint64_t PiecesChargedTo(const Region* r, const ProcessSlot* slot, int dev);
+
+// With the mutex held, as `slot` is claimed afresh: nothing of an earlier process's is
+// followed through it (no holder mark, no piece charged to it).
+void ClearSlotPiecesLocked(Region* r, const ProcessSlot* slot);
 
 // With the mutex held, as `slot` is freed (its process exited or is gone): its holder marks
 // are cleared, and each piece charged to it passes, with its bytes, to another live holder.

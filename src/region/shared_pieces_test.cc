@@ -128,6 +128,33 @@ TEST_F(SharedPiecesTest, ADestroyedPoolHandsItsFreedPiecesToTheirHolders) {
   EXPECT_EQ(Used(), 2 * kContext + kPiece);
 }
 
+// The owner was given its piece's charge back (its pool destroyed) and then exits: what
+// moves is what its slot still held, and the importer's free gives back no more than that.
+TEST_F(SharedPiecesTest, AnImportersFreeGivesBackOnlyWhatMovedToIt) {
+  ProcessSlot* owner = Owner(getppid(), 7);
+  Unreserve(r_, owner, 0, kPiece + kContext - 100, false);  // 100 bytes of it left
+  ProcessSlot* importer = Live(getpid());
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 7));
+  ReleaseSlot(r_, owner);
+  EXPECT_EQ(importer->memory[0].load(), kContext + 100);
+  ForgetImportedPiece(r_, importer, 7);
+  EXPECT_EQ(importer->memory[0].load(), kContext);
+  EXPECT_EQ(Used(), kContext);
+}
+
+// A slot claimed afresh carries nothing of an earlier process's marks.
+TEST_F(SharedPiecesTest, AFreshSlotHoldsNoEarlierImport) {
+  ProcessSlot* owner = Owner(getppid(), 7);
+  ProcessSlot* slot = Live(getpid());
+  const int index = static_cast<int>(slot - r_->procs);
+  ReleaseSlot(r_, slot);
+  r_->pieces[0].holders[index / 64] |= uint64_t{1} << (index % 64);  // left behind by a crash
+  ProcessSlot* again = Live(getpid());
+  ASSERT_EQ(again, slot);
+  ReleaseSlot(r_, owner);  // nothing moves to the new process
+  EXPECT_EQ(again->memory[0].load(), kContext);
+}
+
 TEST_F(SharedPiecesTest, AFullTableRefusesAndAForgedEntryMovesNothingOutside) {
   ProcessSlot* owner = Live(getppid());
   for (int k = 0; k < kMaxSharedPieces; ++k)
