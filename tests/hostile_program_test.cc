@@ -486,6 +486,13 @@ constexpr int kThreeSharedPieces = 3 * 256;
 // exported (cuMemPoolExportPointer) and freed with cuMemFreeAsync ("pool-leak").
 class HostileIpcLeak : public ::testing::TestWithParam<const char*> {};
 
+// The three ways of sharing, as hostile_program's steps, each test named after its way.
+const auto kSharingRoutes = ::testing::Values("ipc-leak", "fd-leak", "pool-leak");
+std::string RouteName(const ::testing::TestParamInfo<const char*>& info) {
+  const std::string step = info.param;
+  return step.substr(0, step.find('-'));
+}
+
 TEST_P(HostileIpcLeak, MemoryAnImporterHoldsStaysChargedToItsOwner) {
   const std::string route = GetParam();
   SimNode node(kH100);
@@ -500,11 +507,51 @@ TEST_P(HostileIpcLeak, MemoryAnImporterHoldsStaysChargedToItsOwner) {
   ExpectWithinTwoGiB(w);
 }
 
-INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcLeak, ::testing::Values("ipc-leak", "fd-leak", "pool-leak"),
-                         [](const auto& info) {
-                           std::string p = info.param;
-                           return p.substr(0, p.find('-'));
-                         });
+INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcLeak, kSharingRoutes, RouteName);
+
+// The importer belongs to another container, with a 2 GiB slice of its own, and keeps what
+// it imported after the owner has exited: the card keeps that memory for it (listed under the
+// importer for legacy IPC and descriptors, under no process for a pool's pieces), so it counts
+// against the importer's slice. The next process of the importer's container gets only what
+// is left beside it.
+class HostileIpcAcrossContainers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostileIpcAcrossContainers, WhatAnImporterHoldsPastItsOwnerCountsAgainstTheImportersSlice) {
+  const std::string route = GetParam();
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  const std::string bin = HostileBin(), other = node.root() + "/region-importer";
+  OnCard w = Watched(node,
+                     {"/bin/sh", "-c",
+                      bin + " init importer-container " + other + " 2g " + route + " 3 256 importer-holds 1500 && " +
+                          "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + other + " " + bin + " init room && sleep 2"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, route), route + " " + std::to_string(kThreeSharedPieces) + " 3") << w.result.out;
+  // The importer's context, the three pieces and this process's context: 2048 - 518 - 768 -
+  // 518 = 244 MiB, three pieces of 64.
+  EXPECT_EQ(Field(w.result, "room"), 192) << w.result.out << w.result.err;
+  EXPECT_EQ(Lines(w.result.out, "importer "), std::vector<std::string>{"importer 3 3"}) << w.result.out;
+  ExpectWithinTwoGiB(w);
+}
+
+INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcAcrossContainers, kSharingRoutes, RouteName);
+
+// A pool's piece from another container is charged to its importer at import (nothing would
+// see it once its owner exited: the card lists it under no process): an importer under a
+// 1 GiB slice (518 MiB of it its context) takes one piece of 256 MiB, and the second is
+// refused and undone; the owner under its 2 GiB slice had room for both.
+TEST(HostileIpc, APoolPieceFromAnotherContainerPastTheImportersSliceIsRefused) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "init", "importer-container", node.root() + "/region-importer", "1g",
+                         "pool-leak", "3", "256", "importer-done"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Line(r.out, "pool-leak"), "pool-leak 256 1") << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "importer "), std::vector<std::string>{"importer 1 1"}) << r.out;
+  EXPECT_NE(r.err.find("cuMemPoolImportPointer of 256.0 MiB refused"), std::string::npos) << r.err;
+}
 
 // The importer pid 1 of a PID namespace of its own (started by the owner, one container,
 // one region): legacy IPC from an owner in the container's namespace (an H100 lets that

@@ -39,9 +39,9 @@ struct Charge {
   // allocation of a pool exported or by cuMemPoolExportPointer): the memory may stay on the
   // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
-  // Another process's pool allocation imported here (cuMemPoolImportPointer): charged
-  // nothing, its owner paid. `piece`: its key among the region's shared pieces, 0 if none
-  // (src/enforcer/shared_pieces.h).
+  // Another process's pool allocation imported here (cuMemPoolImportPointer). `piece`: its
+  // key among the region's shared pieces (src/enforcer/shared_pieces.h), charged nothing
+  // here: its owner pays. 0: no record of it in the region, `bytes` charged here.
   bool imported = false;
   uint64_t piece = 0;
 };

@@ -34,6 +34,13 @@ std::atomic<uint64_t> g_unseen[kMaxDevices];
 // beyond their charge under other processes of the container (written under
 // g_reconcile_mu).
 std::atomic<uint64_t> g_kept[kMaxDevices];
+// What other processes of the container hold on the card beyond their charges, as this
+// process's last reconciliation found it in NVML's list: memory an importer holds past its
+// owner (legacy IPC and descriptors are listed under the importer then, which pays only from
+// its own next reconciliation; an importer that no longer calls the driver never does), and
+// memory a process spent without a call to count. Not a charge: this process's own charges
+// must leave room for it (written under g_reconcile_mu).
+std::atomic<uint64_t> g_held_elsewhere[kMaxDevices];
 
 std::mutex g_reconcile_mu;
 std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconcile_mu
@@ -204,10 +211,17 @@ bool TakeOwn(int dev, uint64_t bytes, uint64_t limit) {
   return true;
 }
 
+// The container's charges may reach the limit less what its other processes hold beyond
+// their charges (g_held_elsewhere); 1 byte when they hold it all, which no charge fits.
+uint64_t RegionLimit(int dev, uint64_t limit) {
+  const uint64_t held = g_held_elsewhere[dev].load(std::memory_order_relaxed);
+  return limit == 0 ? 0 : held < limit ? limit - held : 1;
+}
+
 bool TryReserve(int dev, uint64_t bytes, bool spilled, uint64_t limit, bool* own_fits) {
   *own_fits = TakeOwn(dev, bytes, limit);
   if (!*own_fits) return false;
-  if (!region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, limit)) {
+  if (!region::Reserve(g_state.region, g_state.slot, dev, bytes, spilled, RegionLimit(dev, limit))) {
     SubtractClamped(&g_own[dev], bytes);
     return false;
   }
@@ -223,9 +237,9 @@ bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool
   if (reconcile) Reconcile(dev, TakeCodePending(dev));
   bool own_fits = false;
   if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
-  // What reconciliation charged may be stale (memory given back since): ask NVML once
-  // more before refusing.
-  if (reconcile && g_unseen[dev].load() > 0) {
+  // What reconciliation charged or found held elsewhere may be stale (memory given back
+  // since): ask NVML once more before refusing.
+  if (reconcile && (g_unseen[dev].load() > 0 || g_held_elsewhere[dev].load() > 0)) {
     Reconcile(dev, true);
     if (TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   }
@@ -233,12 +247,14 @@ bool ReserveChecked(int dev, uint64_t bytes, bool spilled, const char* api, bool
   // looked at.
   if (RefreshPools(dev) && TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
   if (RefreshGraphMemory(dev) && TryReserve(dev, bytes, spilled, limit, &own_fits)) return true;
-  char want[32], used[32], lim[32];
+  char want[32], used[32], lim[32], held[32];
+  const uint64_t held_elsewhere = own_fits ? g_held_elsewhere[dev].load() : 0;
   GS_LOG(
-      kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s)", api,
+      kInfo, "%s of %s refused: device %d would exceed its limit (%s used of %s%s%s)", api,
       FormatBytes(bytes, want, sizeof(want)), dev,
       FormatBytes(own_fits ? g_state.region->devices[dev].memory_used.load() : g_own[dev].load(), used, sizeof(used)),
-      FormatBytes(limit, lim, sizeof(lim)));
+      FormatBytes(limit, lim, sizeof(lim)), held_elsewhere ? "; other processes of the container hold " : "",
+      held_elsewhere ? FormatBytes(held_elsewhere, held, sizeof(held)) : "");
   return false;
 }
 
@@ -291,17 +307,20 @@ int Reconcile(int dev, bool force) {
   uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev);
   uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), unlisted);
   uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
+  uint64_t held_elsewhere = internal::HeldUnchargedElsewhereIn(listing, dev);
   if (uint64_t kept = g_kept[dev].load(); kept > 0) {
     // Memory this process freed while shared: the card may list it under a process that
     // still holds it (an H100 moves legacy IPC memory to its importer), which pays for it
     // only from its own next reconciliation. Until then it stays charged here. Kept bytes
     // still listed here are the part of `want` beyond the unseen memory that is not kept.
-    uint64_t elsewhere = std::min(kept, internal::HeldUnchargedElsewhereIn(listing, dev));
+    uint64_t elsewhere = std::min(kept, held_elsewhere);
     uint64_t not_kept = unseen - std::min(unseen, kept);
     uint64_t here = want > not_kept ? want - not_kept : 0;
     g_kept[dev].store(std::min(kept, here + elsewhere));
     want += elsewhere;
+    held_elsewhere -= elsewhere;
   }
+  g_held_elsewhere[dev].store(held_elsewhere);
   if (want > unseen) {
     // Already spent on the card: charged even past the limit (limit 0 = unconditional),
     // so every later allocation is refused until memory comes back.
@@ -583,6 +602,7 @@ void ContextGone(int dev, uint64_t ctx) {
   for (const auto& [ptr, c] : pool_shared) {
     if (c.imported) {
       LetGoImportedPiece(c.piece);
+      if (c.bytes) Unreserve(c.device, c.bytes, false);
     } else {
       LetGoExportedPiece(ptr);
       ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);

@@ -65,13 +65,14 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 // is destroyed (a pool allocation exported: the pool may keep it on the card past its
 // importers, listed under no process); kept while importers may hold the memory on the card
 // (exported otherwise); held by its pool, which keeps the memory on the card (PoolBook);
-// given back otherwise. An imported pointer was charged nothing, but memory whose owner is
-// gone is this process's on the card while it holds it (the reconciliation charged it, or
-// the region moved a pool piece's charge here: shared_pieces.h): letting it go may give
-// that back.
+// given back otherwise. An imported pointer gives back what its import charged (a piece of
+// no record in the region), and memory whose owner is gone is this process's on the card
+// while it holds it (the reconciliation charged it, or the region moved a pool piece's
+// charge here: shared_pieces.h): letting it go may give that back.
 void PointerFreed(CUdeviceptr dptr, const Charge& c) {
   if (c.imported) {
     LetGoImportedPiece(c.piece);
+    if (c.bytes) Unreserve(c.device, c.bytes, false);
     Reconcile(c.device, true);
   } else if (c.exported && c.pool && !c.spilled) {
     LetGoExportedPiece(dptr);
@@ -517,17 +518,33 @@ CUresult gs_hook_cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, C
   return rc;
 }
 
-// Recorded uncharged, so that its free (cuMemFree, cuMemFreeAsync) is known as an importer's.
+// A piece another process of the container exported is recorded uncharged (its owner pays,
+// and the charge follows the piece past the owner: shared_pieces.h), so that its free
+// (cuMemFree, cuMemFreeAsync) is known as an importer's. A piece of no record here (an owner
+// in another container, or one that kept no record) is charged to this process while it
+// holds it: once its owner is gone the card keeps it for the importer listed under no
+// process, where nothing else would see it. Past the slice, the import is undone and refused.
 GS_HOOK(cuMemPoolImportPointer)
 CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData) {
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuMemPoolImportPointer(ptr_out, pool, shareData);
-  if (rc == CUDA_SUCCESS && ptr_out) {
-    Charge c{CurrentDevice(), 0, false, CurrentContextId()};
-    c.imported = true;
-    if (shareData) c.piece = FollowImportedPiece(c.device, *shareData);
-    TheAllocations().Add(HandleKind::kPointer, *ptr_out, c);
+  if (rc != CUDA_SUCCESS || ptr_out == nullptr) return rc;
+  Charge c{CurrentDevice(), 0, false, CurrentContextId()};
+  c.imported = true;
+  if (shareData) c.piece = FollowImportedPiece(c.device, *shareData);
+  if (c.piece == 0 && CheckDevice(c.device) != DeviceCheck::kPass) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    const bool sized = g_cuda.cuMemGetAddressRange_v2(&base, &size, *ptr_out) == CUDA_SUCCESS;
+    c.bytes = Footprint(size);
+    if (!sized || CheckDevice(c.device) != DeviceCheck::kCharge ||
+        !Reserve(c.device, c.bytes, false, "cuMemPoolImportPointer")) {
+      g_cuda.cuMemFree_v2(*ptr_out);
+      *ptr_out = 0;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
+  TheAllocations().Add(HandleKind::kPointer, *ptr_out, c);
   return rc;
 }
 

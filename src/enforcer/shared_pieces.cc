@@ -16,6 +16,12 @@ region::ProcessSlot* OwnSlot(int dev) {
   return CheckDevice(dev) == DeviceCheck::kCharge ? g_state.slot : nullptr;
 }
 
+// This process's slot if it has claimed one (a forked child has not until it charges).
+region::ProcessSlot* ClaimedSlot() {
+  if (g_state.region == nullptr || g_state.slot_pid.load() != getpid()) return nullptr;
+  return g_state.slot;
+}
+
 }  // namespace
 
 void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
@@ -32,13 +38,12 @@ void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
 }
 
 void LetGoExportedPiece(CUdeviceptr ptr) {
-  if (g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return;
-  region::ForgetExportedPiece(g_state.region, g_state.slot, ptr);
+  if (region::ProcessSlot* slot = ClaimedSlot()) region::ForgetExportedPiece(g_state.region, slot, ptr);
 }
 
 uint64_t HandOverPoolPieces(uint64_t pool, int dev) {
-  if (g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return 0;
-  return region::HandOverPoolPieces(g_state.region, g_state.slot, pool, dev);
+  region::ProcessSlot* slot = ClaimedSlot();
+  return slot ? region::HandOverPoolPieces(g_state.region, slot, pool, dev) : 0;
 }
 
 uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data) {
@@ -49,8 +54,8 @@ uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data) {
 }
 
 void LetGoImportedPiece(uint64_t key) {
-  if (key == 0 || g_state.region == nullptr || g_state.slot == nullptr || g_state.slot_pid.load() != getpid()) return;
-  region::ForgetImportedPiece(g_state.region, g_state.slot, key);
+  region::ProcessSlot* slot = ClaimedSlot();
+  if (key != 0 && slot != nullptr) region::ForgetImportedPiece(g_state.region, slot, key);
 }
 
 }  // namespace gs::enforcer

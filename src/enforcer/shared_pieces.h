@@ -3,8 +3,9 @@
 // process, until its last importer lets go, also past its owner
 // (docs/measurements/shared-memory.md). The owner's slot pays while the owner lives; when
 // the owner goes first, the charge moves to a live importer's slot, and leaves with the last
-// holder. An importer of another container, or of an owner that kept no record, is not
-// followed (docs/enforcer.md, "Threat model").
+// holder. A piece of no record here (an owner of another container, or one that kept no
+// record) is not followed: its importer pays for it (cuMemPoolImportPointer's hook,
+// docs/enforcer.md, "Threat model").
 //
 // Thread-safe (the region mutex); called from the pool hooks, not on the launch path.
 #pragma once

@@ -87,6 +87,9 @@
 //   importer-pidns  the importer (started by the next ipc-leak, fd-leak or pool-leak) runs
 //                in a PID namespace of its own (unshare --pid --fork; /proc stays the one
 //                this process sees), where it is pid 1
+//   importer-container PATH LIMIT  the importer (started by the next ipc-leak, fd-leak or
+//                pool-leak) belongs to another container: its region is PATH
+//                (CUDA_DEVICE_MEMORY_SHARED_CACHE), its slice LIMIT (CUDA_DEVICE_MEMORY_LIMIT)
 //   importer-done  the importer closes and releases what it imported and exits:
 //                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
 //   importer-holds MS  the importer is left on its own: it keeps what it imported for MS ms
@@ -551,6 +554,9 @@ struct ShareReply {
 int g_importer_fd = -1;
 pid_t g_importer_pid = 0;
 bool g_importer_pidns = false;
+// The importer's container when it is another one: its region and its slice.
+const char* g_importer_region = nullptr;
+const char* g_importer_limit = nullptr;
 CUmemoryPool g_share_pool = nullptr;
 
 // Written and on the card before it returns: a copy from pageable memory may return once
@@ -574,6 +580,10 @@ bool SpawnImporter() {
   if (pid < 0) return false;
   if (pid == 0) {
     fcntl(sv[1], F_SETFD, 0);  // the importer's end survives exec
+    if (g_importer_region != nullptr) {
+      setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", g_importer_region, 1);
+      setenv("CUDA_DEVICE_MEMORY_LIMIT", g_importer_limit, 1);
+    }
     std::string fd = std::to_string(sv[1]);
     char self[PATH_MAX] = {};
     if (g_importer_pidns && readlink("/proc/self/exe", self, sizeof(self) - 1) > 0)
@@ -1156,6 +1166,11 @@ int main(int argc, char** argv) {
       printf("pool-noexport %s %s\n", Name(pool_rc), Name(ptr_rc));
     } else if (strcmp(step, "importer-pidns") == 0) {
       g_importer_pidns = true;
+    } else if (strcmp(step, "importer-container") == 0) {
+      if (i + 2 >= argc) return 2;
+      g_importer_region = argv[i + 1];
+      g_importer_limit = argv[i + 2];
+      i += 2;
     } else if (strcmp(step, "importer-done") == 0) {
       printf("importer-done %d\n", ImporterDone());
     } else if (strcmp(step, "importer-holds") == 0) {
