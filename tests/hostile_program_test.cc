@@ -762,6 +762,28 @@ TEST(HostileIpc, APoolDestroyedWhileItsPiecesAreImportedLeavesTheirChargeWithThe
   ExpectWithinTwoGiB(w);
 }
 
+// The owner's pieces go with its context (cuDevicePrimaryCtxReset, no free) while the importer
+// holds them, and the owner destroys their pool and starts again: their charge stays in the
+// container (the card keeps them for the importer) until the importer lets go.
+TEST(HostileIpc, APoolPieceItsOwnersContextEndedWithStaysChargedWhileImported) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  OnCard w = Watched(node,
+                     {HostileBin(), "init", "pool-share", "3", "256", "reset", "share-pool-destroy", "init", "room",
+                      "importer-done", "room"},
+                     env);
+  ASSERT_EQ(w.result.code, 0) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "pool-share"), "pool-share " + std::to_string(kThreeSharedPieces) + " 3")
+      << w.result.out;
+  EXPECT_EQ(Line(w.result.out, "reset"), "reset CUDA_SUCCESS") << w.result.out;
+  EXPECT_EQ(Line(w.result.out, "share-pool-destroy"), "share-pool-destroy CUDA_SUCCESS") << w.result.out;
+  // Two contexts and the three pieces: 2048 - 2 x 518 - 768 = 244 MiB, three pieces of 64.
+  EXPECT_EQ(Field(w.result, "room", 0), 192) << w.result.out << w.result.err;
+  EXPECT_EQ(Line(w.result.out, "importer-done"), "importer-done 0") << w.result.out;
+  EXPECT_EQ(Field(w.result, "room", 1), kFillUnder2g) << w.result.out << w.result.err;
+  ExpectWithinTwoGiB(w);
+}
+
 // Importing is not allocating: a container under a 2 GiB slice opens a 3 GiB buffer that a
 // program without a limit (another container: no enforcer) exported, reads it, and still
 // fills its whole slice beside it.

@@ -32,8 +32,8 @@ void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
   const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
   if (!region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr, c.pool))
     GS_LOG(kInfo,
-           "device %d: the region's table of shared pieces is full: a pool allocation exported now stays charged to "
-           "this process only while it lives",
+           "device %d: the region's table of shared pieces is full: a pool allocation exported now is charged to "
+           "its importers too",
            c.device);
 }
 

@@ -82,6 +82,8 @@
 //                importer imports the pool once and each pointer (cuMemPoolImportPointer),
 //                and frees them with cuMemFree: "pool-leak <MiB> <pieces whose data both
 //                sides saw>"
+//   pool-share N MIB  as pool-leak, but the pieces stay allocated here: "pool-share <MiB
+//                shared> <pieces whose data both sides saw>"
 //   pool-noexport  a pool made without a handle type, exported as a descriptor, and one
 //                allocation of it exported: "pool-noexport <result> <result>"
 //   importer-pidns  the importer (started by the next ipc-leak, fd-leak or pool-leak) runs
@@ -711,9 +713,9 @@ CUresult PoolExportPointer(CUdeviceptr p, CUmemPoolPtrExportData* data) {
   return Get<CUresult (*)(CUmemPoolPtrExportData*, CUdeviceptr)>("cuMemPoolExportPointer")(data, p);
 }
 
-// `pieces` times: `mib` MiB made here, shared with the importer, freed here at once, the
-// next one made. Prints "<step> <MiB freed while held> <pieces whose data both sides saw>".
-void ShareLeak(const char* step, long pieces, long mib, Route route) {
+// `pieces` times: `mib` MiB made here, shared with the importer, freed here at once (unless
+// `keep`), the next one made. Prints "<step> <MiB shared> <pieces whose data both sides saw>".
+void ShareLeak(const char* step, long pieces, long mib, Route route, bool keep = false) {
   auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
   auto free_fn = Get<CUresult (*)(CUdeviceptr)>("cuMemFree_v2");
   auto get_handle = Get<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>("cuIpcGetMemHandle");
@@ -757,7 +759,7 @@ void ShareLeak(const char* step, long pieces, long mib, Route route) {
     if (shared && r.seen_ok && FromDevice(p) == m.value + 1) ++seen;
     // Freed at once, while the importer holds it.
     if (route == Route::kIpc && p) free_fn(p);
-    if (route == Route::kPool && p) Get<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync")(p, nullptr);
+    if (route == Route::kPool && p && !keep) Get<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync")(p, nullptr);
     if (vmm && p) {
       VmmUnmap(p, bytes);
       Get<CUresult (*)(CUdeviceptr, size_t)>("cuMemAddressFree")(p, bytes);
@@ -1153,6 +1155,10 @@ int main(int argc, char** argv) {
       if (i + 2 >= argc) return 2;
       Route route = step[0] == 'i' ? Route::kIpc : step[0] == 'f' ? Route::kFd : Route::kPool;
       ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), route);
+      i += 2;
+    } else if (strcmp(step, "pool-share") == 0) {
+      if (i + 2 >= argc) return 2;
+      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), Route::kPool, /*keep=*/true);
       i += 2;
     } else if (strcmp(step, "pool-noexport") == 0) {
       CUmemoryPool pool = nullptr;
