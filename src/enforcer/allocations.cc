@@ -90,6 +90,15 @@ bool Allocations::MarkExported(HandleKind kind, uint64_t handle) {
   return true;
 }
 
+bool Allocations::MarkFollowed(HandleKind kind, uint64_t handle, uint64_t piece) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = maps_[static_cast<int>(kind)];
+  auto it = m.find(handle);
+  if (it == m.end()) return false;
+  it->second.piece = piece;
+  return true;
+}
+
 void Allocations::MarkPoolExported(uint64_t pool) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [ptr, c] : maps_[static_cast<int>(HandleKind::kPointer)])

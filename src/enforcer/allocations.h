@@ -39,10 +39,12 @@ struct Charge {
   // allocation of a pool exported or by cuMemPoolExportPointer): the memory may stay on the
   // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
-  // Another process's pool allocation imported here (cuMemPoolImportPointer). `piece`: its
-  // key among the region's shared pieces (src/enforcer/shared_pieces.h), charged nothing
-  // here: its owner pays. 0: no record of it in the region, `bytes` charged here.
+  // Another process's pool allocation imported here (cuMemPoolImportPointer).
   bool imported = false;
+  // Its key among the region's shared pieces (src/enforcer/shared_pieces.h), 0 if none: for
+  // an exported pool allocation, the record its free takes back; for an imported one, the
+  // record its owner made (nothing charged here: its owner pays), or 0 with `bytes` charged
+  // here.
   uint64_t piece = 0;
 };
 
@@ -57,6 +59,8 @@ class Allocations {
   bool Find(HandleKind kind, uint64_t handle, Charge* out);
   // The entry is shared with other processes from now on; false if unknown.
   bool MarkExported(HandleKind kind, uint64_t handle);
+  // The entry was recorded among the region's shared pieces under `piece`; false if unknown.
+  bool MarkFollowed(HandleKind kind, uint64_t handle, uint64_t piece);
   // Every device pointer allocated from `pool` is shared with other processes from now on.
   void MarkPoolExported(uint64_t pool);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and

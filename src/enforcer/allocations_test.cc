@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace gs::enforcer {
 namespace {
 
@@ -231,6 +234,25 @@ TEST(PoolBook, MemoryKeptForImportersGoesOnlyWithThePool) {
   EXPECT_EQ(b.Destroyed(7, &dev), 96 * kMiB);
   EXPECT_EQ(dev, 1);
   EXPECT_EQ(b.Destroyed(7, &dev), 0u);  // once
+}
+
+TEST(Allocations, AnExportedPoolPiecesRecordGoesWithItsChargeToTheContextsEnd) {
+  Allocations a;
+  Charge c{0, 64 << 20, false, /*context=*/7};
+  c.pool = 9;
+  c.exported = true;
+  a.Add(HandleKind::kPointer, 0x1000, c);
+  a.Add(HandleKind::kPointer, 0x2000, c);
+  EXPECT_TRUE(a.MarkFollowed(HandleKind::kPointer, 0x1000, 42));
+  EXPECT_FALSE(a.MarkFollowed(HandleKind::kPointer, 0x3000, 43));  // not allocated here
+  uint64_t bytes[2] = {}, spilled[2] = {}, kept[2] = {};
+  std::vector<std::pair<uint64_t, Charge>> pool_shared;
+  a.TakeContext(7, 2, bytes, spilled, kept, &pool_shared);
+  ASSERT_EQ(pool_shared.size(), 2u);
+  std::sort(pool_shared.begin(), pool_shared.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  EXPECT_EQ(pool_shared[0].second.piece, 42u);
+  EXPECT_EQ(pool_shared[1].second.piece, 0u);  // exported with its pool, never on its own
+  EXPECT_EQ(bytes[0] + kept[0], 0u);           // their charge follows their pool
 }
 
 }  // namespace

@@ -604,7 +604,7 @@ void ContextGone(int dev, uint64_t ctx) {
       LetGoImportedPiece(c.piece);
       if (c.bytes) Unreserve(c.device, c.bytes, false);
     } else {
-      LetGoExportedPiece(ptr);
+      if (c.piece) LetGoExportedPiece(ptr);
       ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
     }
   }

@@ -75,7 +75,7 @@ void PointerFreed(CUdeviceptr dptr, const Charge& c) {
     if (c.bytes) Unreserve(c.device, c.bytes, false);
     Reconcile(c.device, true);
   } else if (c.exported && c.pool && !c.spilled) {
-    LetGoExportedPiece(dptr);
+    if (c.piece) LetGoExportedPiece(dptr);
     ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
   } else if (c.exported && !c.spilled) {
     KeepWhileShared(c.device, c.bytes);

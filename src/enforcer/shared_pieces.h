@@ -18,7 +18,7 @@ namespace gs::enforcer {
 
 // This process exported `ptr`, an allocation it charged, as `data` (cuMemPoolExportPointer).
 void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data);
-// This process freed `ptr`, an allocation it exported.
+// This process freed `ptr`, an allocation it exported that FollowExportedPiece recorded.
 void LetGoExportedPiece(CUdeviceptr ptr);
 // This process destroyed `pool`, whose freed exported pieces it kept charged on region
 // device `dev`: those another process still holds move to it. Returns the bytes that left
