@@ -762,6 +762,40 @@ TEST(HostileIpc, APoolDestroyedWhileItsPiecesAreImportedLeavesTheirChargeWithThe
   ExpectWithinTwoGiB(w);
 }
 
+// What an importer pays for pool pieces of another container is memory NVML never lists under
+// it: it must not hide what NVML does list there and no call accounts for. The importer (a
+// 2 GiB slice, 518 MiB of it its context) holds 768 MiB of pieces and loads a module whose
+// variables take 1 GiB: that does not fit and is refused.
+TEST(HostileIpc, PoolPiecesImportedFromAnotherContainerHideNoMemoryOfTheImporter) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "init", "importer-container", node.root() + "/region-importer", "2g",
+                         "pool-share", "3", "256", "importer-modglobal", "1024", "importer-done"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "pool-share"), std::vector<std::string>{"pool-share 768 3"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "importer-modglobal"), std::vector<std::string>{"importer-modglobal CUDA_ERROR_OUT_OF_MEMORY"})
+      << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "importer-done"), std::vector<std::string>{"importer-done 0"}) << r.out;
+}
+
+// A process of the importer's container that starts while the importer holds what another
+// container's owner shared and left gets no context where one would not fit beside it: the
+// importer's context and 1,280 MiB leave 250 MiB of the 2 GiB slice.
+TEST(HostileIpc, AContextThatWouldNotFitBesideWhatAnImporterHoldsIsRefused) {
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  const std::string bin = HostileBin(), other = node.root() + "/region-importer";
+  Result r = RunProcess({"/bin/sh", "-c",
+                         bin + " init importer-container " + other + " 2g ipc-leak 5 256 importer-holds 1500 && " +
+                             "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + other + " " + bin + " init alloc 2m; sleep 2"},
+                        env);
+  EXPECT_EQ(Line(r.out, "ipc-leak"), "ipc-leak 1280 5") << r.out;
+  EXPECT_EQ(Lines(r.out, "init "),
+            (std::vector<std::string>{"init CUDA_SUCCESS", "init CUDA_SUCCESS", "init CUDA_ERROR_OUT_OF_MEMORY"}))
+      << r.out << r.err;
+}
+
 // The owner's pieces go with its context (cuDevicePrimaryCtxReset, no free) while the importer
 // holds them, and the owner destroys their pool and starts again: their charge stays in the
 // container (the card keeps them for the importer) until the importer lets go.

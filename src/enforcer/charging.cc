@@ -41,6 +41,10 @@ std::atomic<uint64_t> g_kept[kMaxDevices];
 // memory a process spent without a call to count. Not a charge: this process's own charges
 // must leave room for it (written under g_reconcile_mu).
 std::atomic<uint64_t> g_held_elsewhere[kMaxDevices];
+// Of g_own, pool pieces imported from processes that recorded them nowhere this process can
+// see (another container): charged here, listed by NVML under their owner or under no
+// process, never under this one.
+std::atomic<uint64_t> g_imported[kMaxDevices];
 
 std::mutex g_reconcile_mu;
 std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconcile_mu
@@ -171,7 +175,7 @@ void AfterForkInChild() {
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   NvmlCardsAfterForkInChild();
-  for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept})
+  for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept, g_held_elsewhere, g_imported})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
   g_code_pending.store(0);
@@ -271,6 +275,18 @@ void Unreserve(int dev, uint64_t bytes, bool spilled) {
   if (spilled) SubtractClamped(&g_own_spilled[dev], bytes);
 }
 
+bool ReserveImported(int dev, uint64_t bytes) {
+  if (!Reserve(dev, bytes, false, "cuMemPoolImportPointer")) return false;
+  g_imported[dev].fetch_add(bytes);
+  return true;
+}
+
+void UnreserveImported(int dev, uint64_t bytes) {
+  if (dev < 0 || dev >= kMaxDevices) return;
+  Unreserve(dev, bytes, false);
+  SubtractClamped(&g_imported[dev], bytes);
+}
+
 namespace internal {
 // One answer of NVML's process list for a card, pids in the caller's PID namespace
 // (docs/measurements/h200-driver.md, "Pids").
@@ -296,18 +312,24 @@ int Reconcile(int dev, bool force) {
   g_reconciled_at_ns[dev].store(now);
   uint64_t measured = 0;
   internal::CardListing listing;
-  // Not measurable here: no NVML, or a PID namespace without the host pid.
-  if (!internal::ListCard(dev, &listing) || !internal::OwnUseIn(listing, dev, &measured)) return 0;
+  if (!internal::ListCard(dev, &listing)) return 0;  // no NVML
+  uint64_t held_elsewhere = internal::HeldUnchargedElsewhereIn(listing, dev);
+  if (!internal::OwnUseIn(listing, dev, &measured)) {
+    // Not listed (yet): no context here, or a PID namespace without the host pid. What the
+    // others hold still counts, less what this process keeps charged for them.
+    g_held_elsewhere[dev].store(held_elsewhere - std::min(held_elsewhere, g_kept[dev].load()));
+    return 0;
+  }
   // Charges are reserved before the driver is called and given back after it freed, so
   // memory in flight is in the books before NVML sees it: a race can only make `unseen`
   // too small for a moment, never charge the same bytes twice for long. What NVML lists
-  // under no process is not in `measured`: spilled bytes (host memory) and pool pieces kept
-  // for importers (on the card, listed under no one).
+  // under no process, or under another, is not in `measured`: spilled bytes (host memory),
+  // pool pieces kept for importers (on the card, listed under no one) and pool pieces
+  // imported from another container.
   uint64_t unseen = g_unseen[dev].load();
-  uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev);
+  uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev) + g_imported[dev].load();
   uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), unlisted);
   uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
-  uint64_t held_elsewhere = internal::HeldUnchargedElsewhereIn(listing, dev);
   if (uint64_t kept = g_kept[dev].load(); kept > 0) {
     // Memory this process freed while shared: the card may list it under a process that
     // still holds it (an H100 moves legacy IPC memory to its importer), which pays for it
@@ -602,7 +624,7 @@ void ContextGone(int dev, uint64_t ctx) {
   for (const auto& [ptr, c] : pool_shared) {
     if (c.imported) {
       LetGoImportedPiece(c.piece);
-      if (c.bytes) Unreserve(c.device, c.bytes, false);
+      if (c.bytes) UnreserveImported(c.device, c.bytes);
     } else {
       if (c.piece) LetGoExportedPiece(ptr);
       ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);

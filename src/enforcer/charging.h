@@ -45,6 +45,11 @@ DeviceCheck CheckDevice(int dev);
 // fit. Unreserve gives them back.
 bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api);
 void Unreserve(int dev, uint64_t bytes, bool spilled);
+// A pool piece imported from a process that recorded it nowhere this process can see (another
+// container): charged here as Reserve does, and known to the reconciliation as memory NVML
+// never lists under this process.
+bool ReserveImported(int dev, uint64_t bytes);
+void UnreserveImported(int dev, uint64_t bytes);
 
 // Reconciliation with the card (docs/enforcer.md, "Memory"): NVML's figure for this
 // process on dev is the truth on hardware, and part of it comes from no call the enforcer
@@ -105,7 +110,8 @@ int Release(HandleKind kind, uint64_t handle);
 // which the reconciliation lowers only once NVML lists them neither under this process nor,
 // beyond what those are charged, under other processes of the container (the importer pays
 // from its own next reconciliation) — asked at once here, and again before any allocation
-// is refused. Without NVML they stay charged. Importing charges nothing: the owner pays.
+// is refused. Without NVML they stay charged. Importing charges nothing (the owner pays),
+// but for a pool piece of no record in the region (ReserveImported).
 void KeepWhileShared(int dev, uint64_t bytes);
 
 // ---- stream-ordered pools (PoolBook, allocations.h) ------------------------------------------

@@ -72,7 +72,7 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 void PointerFreed(CUdeviceptr dptr, const Charge& c) {
   if (c.imported) {
     LetGoImportedPiece(c.piece);
-    if (c.bytes) Unreserve(c.device, c.bytes, false);
+    if (c.bytes) UnreserveImported(c.device, c.bytes);
     Reconcile(c.device, true);
   } else if (c.exported && c.pool && !c.spilled) {
     if (c.piece) LetGoExportedPiece(dptr);
@@ -457,7 +457,8 @@ CUresult gs_hook_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
 // is marked before the driver exports it, so that no free racing the export gives its
 // charge back unmarked, and once freed its charge stays while NVML shows this process still
 // holding it (KeepWhileShared, charging.h). Importing allocates nothing on the card and is
-// never refused for lack of room: the owner paid.
+// never refused for lack of room: the owner paid. Except a pool piece of no record in the
+// region, which the importer pays for (cuMemPoolImportPointer below).
 
 GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   GS_NEED_CUDA();
@@ -537,8 +538,7 @@ CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
     size_t size = 0;
     const bool sized = g_cuda.cuMemGetAddressRange_v2(&base, &size, *ptr_out) == CUDA_SUCCESS;
     c.bytes = Footprint(size);
-    if (!sized || CheckDevice(c.device) != DeviceCheck::kCharge ||
-        !Reserve(c.device, c.bytes, false, "cuMemPoolImportPointer")) {
+    if (!sized || CheckDevice(c.device) != DeviceCheck::kCharge || !ReserveImported(c.device, c.bytes)) {
       g_cuda.cuMemFree_v2(*ptr_out);
       *ptr_out = 0;
       return CUDA_ERROR_OUT_OF_MEMORY;

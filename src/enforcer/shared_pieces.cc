@@ -30,13 +30,16 @@ void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
   region::ProcessSlot* slot = OwnSlot(c.device);
   if (slot == nullptr) return;
   const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
-  if (region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr, c.pool))
-    TheAllocations().MarkFollowed(HandleKind::kPointer, ptr, key);
-  else
+  if (region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr, c.pool)) {
+    // Freed by another thread meanwhile: its free did not know the record, so take it back.
+    if (!TheAllocations().MarkFollowed(HandleKind::kPointer, ptr, key))
+      region::ForgetExportedPiece(g_state.region, slot, ptr);
+  } else {
     GS_LOG(kInfo,
            "device %d: the region's table of shared pieces is full: a pool allocation exported now is charged to "
            "its importers too",
            c.device);
+  }
 }
 
 void LetGoExportedPiece(CUdeviceptr ptr) {

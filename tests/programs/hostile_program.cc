@@ -92,6 +92,8 @@
 //   importer-container PATH LIMIT  the importer (started by the next ipc-leak, fd-leak or
 //                pool-leak) belongs to another container: its region is PATH
 //                (CUDA_DEVICE_MEMORY_SHARED_CACHE), its slice LIMIT (CUDA_DEVICE_MEMORY_LIMIT)
+//   importer-modglobal MIB  the importer loads a module with MIB MiB of .global variables:
+//                "importer-modglobal <result>"
 //   importer-done  the importer closes and releases what it imported and exits:
 //                "importer-done <its exit status>" (it prints "importer <pieces> <closed>")
 //   importer-holds MS  the importer is left on its own: it keeps what it imported for MS ms
@@ -537,7 +539,8 @@ CUresult VmmPair(size_t bytes) {
 // How a piece is shared: a legacy IPC handle; a POSIX descriptor of a cuMemCreate handle;
 // a pool allocation's export data, with the pool's descriptor.
 // kHold: no memory; the importer holds what it imported for `value` ms after the socket closes.
-enum class Route : uint32_t { kIpc, kFd, kPool, kHold };
+// kModule: no memory; the importer loads a module with `value` MiB of .global variables.
+enum class Route : uint32_t { kIpc, kFd, kPool, kHold, kModule };
 
 struct ShareMsg {
   Route route;
@@ -571,6 +574,16 @@ uint32_t FromDevice(CUdeviceptr p) {
   uint32_t v = 0;
   if (Get<CUresult (*)(void*, CUdeviceptr, size_t)>("cuMemcpyDtoH_v2")(&v, p, sizeof(v)) != CUDA_SUCCESS) return 0;
   return v;
+}
+
+// A module whose .global variables take `mib` MiB (cuModuleLoadData).
+CUresult LoadModuleWithGlobals(long mib) {
+  std::string ptx =
+      ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gs_nothing()\n{\n ret;\n}\n"
+      ".visible .global .align 1 .b8 gs_globals[" +
+      std::to_string(mib << 20) + "];\n";
+  CUmodule m = nullptr;
+  return Get<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData")(&m, ptx.c_str());
 }
 
 // Starts the importer: this program, `init importer FD`.
@@ -623,6 +636,11 @@ int Importer(int sock) {
     if (!gs::ReceiveWithDescriptor(sock, &m, sizeof(m), &fd)) break;
     if (m.route == Route::kHold) {
       hold_ms = m.value;
+      continue;
+    }
+    if (m.route == Route::kModule) {
+      ShareReply r{static_cast<int32_t>(LoadModuleWithGlobals(m.value)), 0};
+      if (send(sock, &r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) break;
       continue;
     }
     Held x{m.route, 0, m.size, 0};
@@ -1117,12 +1135,15 @@ int main(int argc, char** argv) {
       printf("uuid %s\n", ok ? "ok" : strerror(errno));
       ++i;
     } else if (strcmp(step, "modglobal") == 0) {
-      std::string ptx =
-          ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry gs_nothing()\n{\n ret;\n}\n"
-          ".visible .global .align 1 .b8 gs_globals[" +
-          std::to_string(atol(arg) << 20) + "];\n";
-      CUmodule m = nullptr;
-      printf("modglobal %s\n", Name(Get<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData")(&m, ptx.c_str())));
+      printf("modglobal %s\n", Name(LoadModuleWithGlobals(atol(arg))));
+      ++i;
+    } else if (strcmp(step, "importer-modglobal") == 0) {
+      ShareMsg m{};
+      m.route = Route::kModule;
+      m.value = static_cast<uint32_t>(atol(arg));
+      ShareReply r{-1, 0};
+      const bool sent = g_importer_fd >= 0 && SendShare(m, -1, &r);
+      printf("importer-modglobal %s\n", sent ? Name(static_cast<CUresult>(r.rc)) : "no-importer");
       ++i;
     } else if (strcmp(step, "race-zeroed") == 0) {
       if (i + 3 >= argc) return 2;
