@@ -446,16 +446,20 @@ bool OwnUseIn(const CardListing& listing, int dev, uint64_t* bytes) {
 namespace {
 // The live slot of the region that stands for listed process `pid`: the same start time,
 // and the pid the slot names it by (its /proc's, the node's, or that of a namespace
-// nested below the caller's).
+// nested below the caller's). The process's start time is read only once a slot could
+// be it: most listed processes are other containers' and cost no system call.
 const region::ProcessSlot* SlotOfListed(uint32_t pid) {
-  const uint64_t start = ProcessStartTime(static_cast<pid_t>(pid));
-  if (start == 0) return nullptr;
+  const uint32_t my_namespace = g_state.slot->pid_namespace.load(std::memory_order_relaxed);
+  uint64_t start = 0;
   for (const auto& slot : g_state.region->procs) {
     const uint32_t p = slot.pid.load(std::memory_order_relaxed);
-    if (p == 0 || &slot == g_state.slot || slot.start_time != start) continue;
-    if (p == pid || slot.host_pid.load(std::memory_order_relaxed) == pid ||
-        ProcessHasNsPid(static_cast<pid_t>(pid), static_cast<pid_t>(p)))
-      return &slot;
+    if (p == 0 || &slot == g_state.slot) continue;
+    const bool named = p == pid || slot.host_pid.load(std::memory_order_relaxed) == pid;
+    const uint32_t ns = slot.pid_namespace.load(std::memory_order_relaxed);
+    if (!named && ns != 0 && ns == my_namespace) continue;  // not nested: named by one of those pids
+    if (start == 0 && (start = ProcessStartTime(static_cast<pid_t>(pid))) == 0) return nullptr;
+    if (slot.start_time != start) continue;
+    if (named || ProcessHasNsPid(static_cast<pid_t>(pid), static_cast<pid_t>(p))) return &slot;
   }
   return nullptr;
 }
