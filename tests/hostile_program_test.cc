@@ -537,6 +537,31 @@ TEST_P(HostileIpcAcrossContainers, WhatAnImporterHoldsPastItsOwnerCountsAgainstT
 
 INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcAcrossContainers, kSharingRoutes, RouteName);
 
+// The owner exports, frees and allocates again, 20 times 256 MiB, to an importer of another
+// container that holds every piece: the importer's container fills its own 2 GiB slice once
+// and then imports no more. Legacy IPC and descriptors are imported uncharged, so the seventh
+// finds its context and six pieces (2,054 MiB) on the card and is refused; a pool's pieces
+// are charged at import, and the sixth would not fit.
+class HostileIpcImportLoop : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostileIpcImportLoop, AnImporterPastItsSliceGetsNoMoreImports) {
+  const std::string route = GetParam();
+  SimNode node(kH100);
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  Result r = RunProcess({HostileBin(), "init", "importer-container", node.root() + "/region-importer", "2g", route,
+                         "20", "256", "importer-done"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const int pieces = route == "pool-leak" ? 5 : 6;
+  EXPECT_EQ(Line(r.out, route), route + " " + std::to_string(pieces * 256) + " " + std::to_string(pieces))
+      << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "importer "),
+            std::vector<std::string>{"importer " + std::to_string(pieces) + " " + std::to_string(pieces)})
+      << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Routes, HostileIpcImportLoop, kSharingRoutes, RouteName);
+
 // A pool's piece from another container is charged to its importer at import (nothing would
 // see it once its owner exited: the card lists it under no process): an importer under a
 // 1 GiB slice (518 MiB of it its context) takes one piece of 256 MiB, and the second is

@@ -298,7 +298,25 @@ struct CardListing {
 bool ListCard(int dev, CardListing* out);
 bool OwnUseIn(const CardListing& listing, int dev, uint64_t* bytes);
 uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev);
+uint64_t ListedUnderContainerIn(const CardListing& listing);
 }  // namespace internal
+
+bool ImportRefused(int dev, const char* api) {
+  if (dev < 0 || dev >= kMaxDevices || CheckDevice(dev) != DeviceCheck::kCharge) return false;
+  const uint64_t limit = MemoryLimit(dev);
+  internal::CardListing listing;
+  if (limit == 0 || !internal::ListCard(dev, &listing)) return false;
+  // What NVML lists under the container's processes: each byte once, whoever pays for it
+  // (the region's totals may count a piece twice while its owner and its importer both do).
+  const uint64_t held = internal::ListedUnderContainerIn(listing);
+  if (held <= limit) return false;
+  char h[32], lim[32];
+  GS_LOG(kInfo,
+         "%s refused: device %d: the container's processes already hold %s on the card, past its limit of %s (memory "
+         "they imported that its owners let go)",
+         api, dev, FormatBytes(held, h, sizeof(h)), FormatBytes(limit, lim, sizeof(lim)));
+  return true;
+}
 
 int Reconcile(int dev, bool force) {
   if (dev < 0 || dev >= kMaxDevices || g_state.region == nullptr || g_state.slot == nullptr ||
@@ -358,7 +376,8 @@ int Reconcile(int dev, bool force) {
   char b[32], m[32];
   if (want > unseen && over)
     GS_LOG(kInfo,
-           "device %d: %s spent without a call to count (libraries, lazily loaded kernels; NVML: this process holds "
+           "device %d: %s spent without a call to count (libraries, lazily loaded kernels, memory imported that its "
+           "owner let go; NVML: this process holds "
            "%s) puts it over its limit: further allocations are refused",
            dev, FormatBytes(want, b, sizeof(b)), FormatBytes(measured, m, sizeof(m)));
   else if (want != unseen)
@@ -481,6 +500,17 @@ uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev) {
     if (p.usedGpuMemory > charged) held += p.usedGpuMemory - charged;
   }
   return held;
+}
+
+uint64_t ListedUnderContainerIn(const CardListing& listing) {
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  uint64_t listed = 0;
+  for (unsigned i = 0; i < listing.n; ++i) {
+    const nvmlProcessInfo_t& p = listing.procs[i];
+    if (p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL) continue;
+    if (p.pid == me || SlotOfListed(p.pid) != nullptr) listed += p.usedGpuMemory;
+  }
+  return listed;
 }
 
 bool MeasureOwnDeviceUse(int dev, uint64_t* bytes) {

@@ -457,7 +457,8 @@ CUresult gs_hook_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
 // is marked before the driver exports it, so that no free racing the export gives its
 // charge back unmarked, and once freed its charge stays while NVML shows this process still
 // holding it (KeepWhileShared, charging.h). Importing allocates nothing on the card and is
-// never refused for lack of room: the owner paid. Except a pool piece of no record in the
+// not refused for lack of room: the owner paid. Except into a container that already holds
+// more than its limit (ImportRefused, charging.h), and a pool piece of no record in the
 // region, which the importer pays for (cuMemPoolImportPointer below).
 
 GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
@@ -471,12 +472,14 @@ GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pH
 GS_HOOK(cuIpcOpenMemHandle_v2)
 CUresult gs_hook_cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
+  if (ImportRefused(CurrentDevice(), "cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   return g_cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
 }
 
 GS_HOOK(cuIpcOpenMemHandle)
 CUresult gs_hook_cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
+  if (ImportRefused(CurrentDevice(), "cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   return g_cuda.cuIpcOpenMemHandle(pdptr, handle, Flags);
 }
 
@@ -552,6 +555,7 @@ GS_HOOK(cuMemImportFromShareableHandle)
 CUresult gs_hook_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
                                                 CUmemAllocationHandleType shHandleType) {
   GS_NEED_CUDA();
+  if (ImportRefused(CurrentDevice(), "cuMemImportFromShareableHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   VmmBook& book = TheVmmBook();
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
