@@ -301,21 +301,27 @@ uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev);
 uint64_t ListedUnderContainerIn(const CardListing& listing);
 }  // namespace internal
 
-bool ImportRefused(int dev, const char* api) {
-  if (dev < 0 || dev >= kMaxDevices || CheckDevice(dev) != DeviceCheck::kCharge) return false;
-  const uint64_t limit = MemoryLimit(dev);
-  internal::CardListing listing;
-  if (limit == 0 || !internal::ListCard(dev, &listing)) return false;
-  // What NVML lists under the container's processes: each byte once, whoever pays for it
-  // (the region's totals may count a piece twice while its owner and its importer both do).
-  const uint64_t held = internal::ListedUnderContainerIn(listing);
-  if (held <= limit) return false;
-  char h[32], lim[32];
-  GS_LOG(kInfo,
-         "%s refused: device %d: the container's processes already hold %s on the card, past its limit of %s (memory "
-         "they imported that its owners let go)",
-         api, dev, FormatBytes(held, h, sizeof(h)), FormatBytes(limit, lim, sizeof(lim)));
-  return true;
+bool ImportRefused(const char* api) {
+  // Every card this process has bound (not the region's count: the container's to write):
+  // an import needs no current context, and what it brings lives on its exporter's card,
+  // which the importer cannot tell before the driver is called.
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (g_state.device_uuid[dev][0] == 0) continue;
+    const uint64_t limit = MemoryLimit(dev);
+    internal::CardListing listing;
+    if (limit == 0 || CheckDevice(dev) != DeviceCheck::kCharge || !internal::ListCard(dev, &listing)) continue;
+    // What NVML lists under the container's processes: each byte once, whoever pays for it
+    // (the region's totals may count a piece twice while its owner and its importer both do).
+    const uint64_t held = internal::ListedUnderContainerIn(listing);
+    if (held <= limit) continue;
+    char h[32], lim[32];
+    GS_LOG(kInfo,
+           "%s refused: device %d: the container's processes already hold %s on the card, past its limit of %s "
+           "(memory they imported that its owners let go)",
+           api, dev, FormatBytes(held, h, sizeof(h)), FormatBytes(limit, lim, sizeof(lim)));
+    return true;
+  }
+  return false;
 }
 
 int Reconcile(int dev, bool force) {

@@ -48,10 +48,10 @@ void Unreserve(int dev, uint64_t bytes, bool spilled);
 // Importing memory shared by another process (cuIpcOpenMemHandle,
 // cuMemImportFromShareableHandle) charges nothing, its owner pays; but what the card keeps for
 // an importer once the owner let go is the importer's container's, so a container that holds
-// more than its limit on `dev` already (NVML asked now) gets no more imports: an owner that
-// exports, frees and allocates again in a loop fills the importer's slice once, not without
-// end. Logs the refusal.
-bool ImportRefused(int dev, const char* api);
+// more than its limit on any of its devices already (NVML asked now) gets no more imports:
+// an owner that exports, frees and allocates again in a loop fills the importer's slice
+// once, not without end. Logs the refusal.
+bool ImportRefused(const char* api);
 // A pool piece imported from a process that recorded it nowhere this process can see (another
 // container): charged here as Reserve does, and known to the reconciliation as memory NVML
 // never lists under this process.

@@ -472,14 +472,14 @@ GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pH
 GS_HOOK(cuIpcOpenMemHandle_v2)
 CUresult gs_hook_cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
-  if (ImportRefused(CurrentDevice(), "cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   return g_cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
 }
 
 GS_HOOK(cuIpcOpenMemHandle)
 CUresult gs_hook_cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
-  if (ImportRefused(CurrentDevice(), "cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   return g_cuda.cuIpcOpenMemHandle(pdptr, handle, Flags);
 }
 
@@ -555,7 +555,7 @@ GS_HOOK(cuMemImportFromShareableHandle)
 CUresult gs_hook_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
                                                 CUmemAllocationHandleType shHandleType) {
   GS_NEED_CUDA();
-  if (ImportRefused(CurrentDevice(), "cuMemImportFromShareableHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ImportRefused("cuMemImportFromShareableHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   VmmBook& book = TheVmmBook();
   std::lock_guard<std::mutex> lock(book.mu());
   CUresult rc = g_cuda.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
