@@ -82,21 +82,11 @@ void Allocations::GraphMoved(uint64_t child, uint64_t parent) {
 }
 
 bool Allocations::MarkExported(HandleKind kind, uint64_t handle) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& m = maps_[static_cast<int>(kind)];
-  auto it = m.find(handle);
-  if (it == m.end()) return false;
-  it->second.exported = true;
-  return true;
+  return Update(kind, handle, [](Charge& c) { c.exported = true; });
 }
 
 bool Allocations::MarkFollowed(HandleKind kind, uint64_t handle, uint64_t piece) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& m = maps_[static_cast<int>(kind)];
-  auto it = m.find(handle);
-  if (it == m.end()) return false;
-  it->second.piece = piece;
-  return true;
+  return Update(kind, handle, [piece](Charge& c) { c.piece = piece; });
 }
 
 void Allocations::MarkPoolExported(uint64_t pool) {

@@ -94,6 +94,16 @@ class Allocations {
 
  private:
   bool TakeLocked(HandleKind kind, uint64_t handle, Charge* out);
+  // Applies `change` to the entry under the lock; false if unknown.
+  template <typename Change>
+  bool Update(HandleKind kind, uint64_t handle, Change change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& m = maps_[static_cast<int>(kind)];
+    auto it = m.find(handle);
+    if (it == m.end()) return false;
+    change(it->second);
+    return true;
+  }
 
   std::mutex mu_;
   std::unordered_map<uint64_t, Charge> maps_[static_cast<int>(HandleKind::kCount)];

@@ -661,15 +661,7 @@ void ContextGone(int dev, uint64_t ctx) {
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
   // pool is destroyed, other exported memory while importers may hold it; an imported
   // pointer is let go.
-  for (const auto& [ptr, c] : pool_shared) {
-    if (c.imported) {
-      LetGoImportedPiece(c.piece);
-      if (c.bytes) UnreserveImported(c.device, c.bytes);
-    } else {
-      if (c.piece) LetGoExportedPiece(ptr);
-      ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
-    }
-  }
+  for (const auto& [ptr, c] : pool_shared) LetGoSharedPoolPointer(ptr, c);
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);

@@ -71,12 +71,10 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 // charge here: shared_pieces.h): letting it go may give that back.
 void PointerFreed(CUdeviceptr dptr, const Charge& c) {
   if (c.imported) {
-    LetGoImportedPiece(c.piece);
-    if (c.bytes) UnreserveImported(c.device, c.bytes);
+    LetGoSharedPoolPointer(dptr, c);
     Reconcile(c.device, true);
   } else if (c.exported && c.pool && !c.spilled) {
-    if (c.piece) LetGoExportedPiece(dptr);
-    ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+    LetGoSharedPoolPointer(dptr, c);
   } else if (c.exported && !c.spilled) {
     KeepWhileShared(c.device, c.bytes);
   } else if (c.pool && !c.spilled) {

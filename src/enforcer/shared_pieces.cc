@@ -63,4 +63,14 @@ void LetGoImportedPiece(uint64_t key) {
   if (key != 0 && slot != nullptr) region::ForgetImportedPiece(g_state.region, slot, key);
 }
 
+void LetGoSharedPoolPointer(CUdeviceptr ptr, const Charge& c) {
+  if (c.imported) {
+    LetGoImportedPiece(c.piece);
+    if (c.bytes) UnreserveImported(c.device, c.bytes);
+    return;
+  }
+  if (c.piece) LetGoExportedPiece(ptr);
+  ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+}
+
 }  // namespace gs::enforcer

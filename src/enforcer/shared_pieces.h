@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "src/enforcer/allocations.h"
 #include "src/platform/cuda_api.h"
 
 namespace gs::enforcer {
@@ -28,5 +29,10 @@ uint64_t HandOverPoolPieces(uint64_t pool, int dev);
 // the key its free passes to LetGoImportedPiece; 0 when no piece of the container has it.
 uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data);
 void LetGoImportedPiece(uint64_t key);
+// This process let `ptr` go (freed it, or its context ended), a pool pointer shared with
+// other processes (`c.imported`, or `c.exported` with `c.pool`): an imported one gives back
+// what its import charged; an exported one stays charged until its pool is destroyed (the
+// pool may keep it on the card past its importers, listed under no process).
+void LetGoSharedPoolPointer(CUdeviceptr ptr, const Charge& c);
 
 }  // namespace gs::enforcer
