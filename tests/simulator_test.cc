@@ -769,6 +769,41 @@ TEST(SimulatorMemory, AContextTakesItsAllocationsWithIt) {
   EXPECT_EQ(Line(out, "reset "), "reset 0") << out;
 }
 
+// cuPointerGetAttribute names the device a pointer was allocated on, whichever context is
+// current, as the CUDA driver API documents it; a pointer CUDA did not give is
+// CUDA_ERROR_INVALID_VALUE.
+TEST(SimulatorMemory, APointerNamesTheDeviceItWasAllocatedOn) {
+  SimNode node("gpus: [H100-80GB, H100-80GB]\n");
+  std::string out = InSimChild(node, [](const SimLibs& cu, FILE* out) {
+    auto alloc = cu.Cuda<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    auto managed = cu.Cuda<CUresult (*)(CUdeviceptr*, size_t, unsigned)>("cuMemAllocManaged");
+    auto attr = cu.Cuda<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>("cuPointerGetAttribute");
+    auto retain = cu.Cuda<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+    auto set_current = cu.Cuda<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+    if (cu.Init() != CUDA_SUCCESS) return;
+    CUdeviceptr on0 = 0, on1 = 0, m = 0;
+    CUcontext ctx1 = nullptr;
+    alloc(&on0, 1 << 20);
+    retain(&ctx1, 1);
+    set_current(ctx1);
+    alloc(&on1, 1 << 20);
+    managed(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL);
+    int ord0 = -1, ord1 = -1, is_managed = -1, plain = -1, stack_word = 0;
+    CUresult rc0 = attr(&ord0, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on0 + 4096);
+    CUresult rc1 = attr(&ord1, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, on1);
+    fprintf(out, "ordinals %d %d %d %d\n", rc0, ord0, rc1, ord1);
+    attr(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m);
+    attr(&plain, CU_POINTER_ATTRIBUTE_IS_MANAGED, on1);
+    fprintf(out, "managed %d %d\n", is_managed, plain);
+    int unused = -1;
+    fprintf(out, "stack %d\n",
+            attr(&unused, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, reinterpret_cast<CUdeviceptr>(&stack_word)));
+  });
+  EXPECT_EQ(Line(out, "ordinals"), "ordinals 0 0 0 1") << out;
+  EXPECT_EQ(Line(out, "managed"), "managed 1 0") << out;
+  EXPECT_EQ(Line(out, "stack"), "stack " + std::to_string(CUDA_ERROR_INVALID_VALUE)) << out;
+}
+
 // The probe's own device memory at each of its "nvml" lines, in MiB beyond its context's
 // 518 (the H100 preset's).
 std::vector<uint64_t> MibBeyondContext(const Result& r) {

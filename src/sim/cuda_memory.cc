@@ -113,6 +113,37 @@ GS_SIM_CUDA(cuMemGetAddressRange_v2)(CUdeviceptr* pbase, size_t* psize, CUdevice
   return CUDA_SUCCESS;
 }
 
+// What a program may ask of a pointer: the device it is on (the enforcer charges an
+// imported pool piece there) and whether it is managed. Other attributes are not simulated
+// (CUDA_ERROR_NOT_SUPPORTED, as for a function not simulated).
+GS_SIM_CUDA(cuPointerGetAttribute)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  GS_REQUIRE_INIT();
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_driver->mu);
+  auto it = g_driver->allocations.upper_bound(static_cast<uintptr_t>(ptr));
+  if (it == g_driver->allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  const Allocation& a = it->second;
+  if (ptr >= it->first + a.size) return CUDA_ERROR_INVALID_VALUE;
+  const bool host = a.kind == AllocKind::kHost || a.kind == AllocKind::kHostRegistered;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      // The device it was allocated on (an imported piece: its owner's).
+      if (host) return CUDA_ERROR_NOT_SUPPORTED;  // host memory's device: not simulated
+      for (int ord = 0; ord < g_driver->rt->cuda_count; ++ord) {
+        if (StateIndex(ord) != a.device) continue;
+        *static_cast<int*>(data) = ord;
+        return CUDA_SUCCESS;
+      }
+      return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<int*>(data) = a.kind == AllocKind::kManaged;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
 // Copies. Device pointers are host addresses; device sides are checked against the
 // registry so a bad pointer is an error, not a crash.
 GS_SIM_CUDA(cuMemcpyHtoD_v2)(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
