@@ -578,6 +578,28 @@ TEST(HostileIpc, APoolPieceFromAnotherContainerPastTheImportersSliceIsRefused) {
   EXPECT_NE(r.err.find("cuMemPoolImportPointer of 256.0 MiB refused"), std::string::npos) << r.err;
 }
 
+// A pool's piece lives on its pool's card, whichever card the importer's current context is
+// on: an owner on card 1 shares 3 x 256 MiB with an importer of another container whose
+// context is on card 0, and exits. The pieces count against the importer's slice on card 1
+// (where the card keeps them, listed under no process), not on card 0: the next process of
+// the importer's container finds 2048 - 518 (the importer's context) - 518 (its own) = 1012
+// MiB on card 0, fifteen pieces of 64, and 2048 - 768 - 518 = 762 MiB on card 1, eleven.
+TEST(HostileIpc, APoolPieceIsChargedOnTheCardItLivesOn) {
+  SimNode node("context_memory: 518Mi\ngpus: [H100-80GB, H100-80GB]\n");
+  Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  const std::string bin = HostileBin(), other = node.root() + "/region-importer";
+  Result r = RunProcess({"/bin/sh", "-c",
+                         bin + " init device 1 importer-container " + other +
+                             " 2g pool-leak 3 256 importer-holds 1500 && CUDA_DEVICE_MEMORY_SHARED_CACHE=" + other +
+                             " " + bin + " init room device 1 room && sleep 2"},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Line(r.out, "pool-leak"), "pool-leak " + std::to_string(kThreeSharedPieces) + " 3") << r.out << r.err;
+  EXPECT_EQ(Field(r, "room", 0), 960) << "card 0: " << r.out << r.err;
+  EXPECT_EQ(Field(r, "room", 1), 704) << "card 1: " << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "importer "), std::vector<std::string>{"importer 3 3"}) << r.out;
+}
+
 // The importer pid 1 of a PID namespace of its own (started by the owner, one container,
 // one region): legacy IPC from an owner in the container's namespace (an H100 lets that
 // through), and a pool's pointers from an owner that is pid 1 of another namespace (not

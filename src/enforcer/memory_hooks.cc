@@ -205,6 +205,15 @@ int DeviceOfPool(CUmemoryPool pool) {
   return -1;
 }
 
+// The device `p` lives on (an imported pool piece: its pool's, whatever context is current).
+int DeviceOfPointer(CUdeviceptr p) {
+  int ord = 0;
+  if (g_cuda.cuPointerGetAttribute != nullptr &&
+      g_cuda.cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS)
+    return DeviceOfOrdinal(ord);
+  return CurrentDevice();
+}
+
 using AllocAsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUstream);
 using AllocFromPoolFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 using FreeAsyncFn = CUresult (*)(CUdeviceptr, CUstream);
@@ -531,7 +540,7 @@ CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
   GS_NEED_CUDA();
   CUresult rc = g_cuda.cuMemPoolImportPointer(ptr_out, pool, shareData);
   if (rc != CUDA_SUCCESS || ptr_out == nullptr) return rc;
-  Charge c{CurrentDevice(), 0, false, CurrentContextId()};
+  Charge c{DeviceOfPointer(*ptr_out), 0, false, CurrentContextId()};
   c.imported = true;
   if (shareData) c.piece = FollowImportedPiece(c.device, *shareData);
   if (c.piece == 0 && CheckDevice(c.device) != DeviceCheck::kPass) {

@@ -4,6 +4,8 @@
 //   dlvsym       resolve every later driver function through glibc's dlsym, obtained with
 //                dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34") (or the base version)
 //   init         cuInit, retain and make current the primary context of device 0
+//   device ORD   retain and make current the primary context of device ORD (after init):
+//                "device <result>"
 //   ctxv1        create a context with the v1 cuCtxCreate and make it current
 //   fill N       allocate 64 MiB pieces with cuMemAlloc_v2 until refused or N pieces;
 //                prints "fill <MiB allocated>"
@@ -75,8 +77,9 @@
 //   fd-leak N MIB  the same with cuMemCreate handles made exportable as POSIX descriptors,
 //                mapped here, exported (cuMemExportToShareableHandle), then unmapped and
 //                released: "fd-leak <MiB> <pieces whose data both sides saw>"
-//   pool-leak N MIB  the same with allocations of a pool of device 0 made exportable as a
-//                POSIX descriptor (cuMemPoolCreate; the first pool-leak makes it):
+//   pool-leak N MIB  the same with allocations of a pool of the current device made
+//                exportable as a POSIX descriptor (cuMemPoolCreate; the first pool-leak
+//                makes it):
 //                cuMemAllocFromPoolAsync, the pool exported (cuMemPoolExportToShareableHandle)
 //                and the pointer (cuMemPoolExportPointer), freed here by cuMemFreeAsync; the
 //                importer imports the pool once and each pointer (cuMemPoolImportPointer),
@@ -713,7 +716,9 @@ CUresult PoolCreate(CUmemAllocationHandleType types, CUmemoryPool* pool) {
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = types;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = 0;
+  CUdevice current = 0;
+  Get<CUresult (*)(CUdevice*)>("cuCtxGetDevice")(&current);
+  props.location.id = current;
   return Get<CUresult (*)(CUmemoryPool*, const CUmemPoolProps*)>("cuMemPoolCreate")(pool, &props);
 }
 
@@ -1005,6 +1010,12 @@ int main(int argc, char** argv) {
       if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&ctx, 0);
       if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
       printf("init %s\n", Name(rc));
+    } else if (strcmp(step, "device") == 0) {
+      CUcontext ctx = nullptr;
+      CUresult rc = Get<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&ctx, atoi(arg));
+      if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+      printf("device %s\n", Name(rc));
+      ++i;
     } else if (strcmp(step, "ctxv1") == 0) {
       CUresult rc = Get<CUresult (*)(unsigned)>("cuInit")(0);
       CUcontext ctx = nullptr;
