@@ -129,7 +129,7 @@ GS_SIM_CUDA(cuPointerGetAttribute)(void* data, CUpointer_attribute attribute, CU
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       // The device it was allocated on (an imported piece: its owner's).
-      if (host) return CUDA_ERROR_NOT_SUPPORTED;  // host memory's device: not simulated
+      if (host || a.device < 0) return CUDA_ERROR_NOT_SUPPORTED;  // host memory's device: not simulated
       for (int ord = 0; ord < g_driver->rt->cuda_count; ++ord) {
         if (StateIndex(ord) != a.device) continue;
         *static_cast<int*>(data) = ord;
