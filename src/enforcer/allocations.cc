@@ -96,7 +96,7 @@ void Allocations::MarkPoolExported(uint64_t pool) {
 }
 
 void Allocations::TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
-                              std::vector<std::pair<uint64_t, Charge>>* pool_shared) {
+                              std::vector<std::pair<uint64_t, Charge>>* shared) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : maps_) {
     for (auto it = m.begin(); it != m.end();) {
@@ -105,8 +105,8 @@ void Allocations::TakeContext(uint64_t context, int devices, uint64_t* bytes, ui
         ++it;
         continue;
       }
-      if ((c.exported && c.pool && !c.spilled) || c.imported)
-        pool_shared->emplace_back(it->first, c);
+      if ((c.exported && c.pool && !c.spilled) || c.imported || c.piece)
+        shared->emplace_back(it->first, c);
       else
         (c.spilled ? spilled : c.exported ? kept : bytes)[c.device] += c.bytes;
       it = m.erase(it);

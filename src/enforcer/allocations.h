@@ -39,12 +39,13 @@ struct Charge {
   // allocation of a pool exported or by cuMemPoolExportPointer): the memory may stay on the
   // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
-  // Another process's pool allocation imported here (cuMemPoolImportPointer).
+  // Another process's allocation imported here: a pool's (cuMemPoolImportPointer), or a
+  // legacy IPC handle opened (cuIpcOpenMemHandle, `ipc`).
   bool imported = false;
+  bool ipc = false;
   // Its key among the region's shared pieces (src/enforcer/shared_pieces.h), 0 if none: for
-  // an exported pool allocation, the record its free takes back; for an imported one, the
-  // record its owner made (nothing charged here: its owner pays), or 0 with `bytes` charged
-  // here.
+  // an exported allocation, the record its free takes back; for an imported one, the record
+  // its owner made (nothing charged here: its owner pays), or 0 with `bytes` charged here.
   uint64_t piece = 0;
 };
 
@@ -66,9 +67,10 @@ class Allocations {
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] / kept[device] (arrays
   // of `devices`; kept: exported entries), but appends exported pool allocations, whose
-  // charge follows their pool, and imported pointers, each with its handle, to *pool_shared.
+  // charge follows their pool, imported pointers and entries with a shared-piece record,
+  // each with its handle, to *shared (for LetGoSharedPointer, shared_pieces.h).
   void TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
-                   std::vector<std::pair<uint64_t, Charge>>* pool_shared);
+                   std::vector<std::pair<uint64_t, Charge>>* shared);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an
   // executable made from it exists, so the graph's charge (kGraph) stays until the last of
   // them is gone: cuGraphDestroy of an instantiated graph returns nothing yet. The charge

@@ -255,5 +255,28 @@ TEST(Allocations, AnExportedPoolPiecesRecordGoesWithItsChargeToTheContextsEnd) {
   EXPECT_EQ(bytes[0] + kept[0], 0u);           // their charge follows their pool
 }
 
+// A legacy IPC export with a record, and a handle opened here, leave a context's end with
+// their records (to let go); an export with no record is kept as before.
+TEST(Allocations, SharedPointersWithARecordGoToTheContextsEndOneByOne) {
+  Allocations a;
+  Charge exported{0, 64 << 20, false, /*context=*/7};
+  exported.exported = true;
+  a.Add(HandleKind::kPointer, 0x1000, exported);
+  a.Add(HandleKind::kPointer, 0x2000, exported);
+  EXPECT_TRUE(a.MarkFollowed(HandleKind::kPointer, 0x1000, 42));
+  Charge opened{1, 32 << 20, false, 7};
+  opened.imported = opened.ipc = true;
+  a.Add(HandleKind::kPointer, 0x3000, opened);
+  uint64_t bytes[2] = {}, spilled[2] = {}, kept[2] = {};
+  std::vector<std::pair<uint64_t, Charge>> shared;
+  a.TakeContext(7, 2, bytes, spilled, kept, &shared);
+  ASSERT_EQ(shared.size(), 2u);
+  std::sort(shared.begin(), shared.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  EXPECT_EQ(shared[0].second.piece, 42u);
+  EXPECT_TRUE(shared[1].second.ipc);
+  EXPECT_EQ(kept[0], uint64_t{64} << 20);  // the export with no record
+  EXPECT_EQ(bytes[0] + bytes[1], 0u);
+}
+
 }  // namespace
 }  // namespace gs::enforcer

@@ -656,12 +656,12 @@ void ContextGone(int dev, uint64_t ctx) {
   if (ctx == 0) return;
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
-  std::vector<std::pair<uint64_t, Charge>> pool_shared;
-  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &pool_shared);
+  std::vector<std::pair<uint64_t, Charge>> shared;
+  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &shared);
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
   // pool is destroyed, other exported memory while importers may hold it; an imported
   // pointer is let go.
-  for (const auto& [ptr, c] : pool_shared) LetGoSharedPoolPointer(ptr, c);
+  for (const auto& [ptr, c] : shared) LetGoSharedPointer(ptr, c);
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);

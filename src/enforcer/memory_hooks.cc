@@ -61,22 +61,12 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
   return rc;
 }
 
-// What becomes of a device pointer's charge once the driver freed it: kept until its pool
-// is destroyed (a pool allocation exported: the pool may keep it on the card past its
-// importers, listed under no process); kept while importers may hold the memory on the card
-// (exported otherwise); held by its pool, which keeps the memory on the card (PoolBook);
-// given back otherwise. An imported pointer gives back what its import charged (a piece of
-// no record in the region), and memory whose owner is gone is this process's on the card
-// while it holds it (the reconciliation charged it, or the region moved a pool piece's
-// charge here: shared_pieces.h): letting it go may give that back.
+// What becomes of a device pointer's charge once the driver freed it: a pointer shared with
+// other processes is let go as LetGoSharedPointer says (shared_pieces.h); one of a pool is
+// held by its pool, which keeps the memory on the card (PoolBook); given back otherwise.
 void PointerFreed(CUdeviceptr dptr, const Charge& c) {
-  if (c.imported) {
-    LetGoSharedPoolPointer(dptr, c);
-    Reconcile(c.device, true);
-  } else if (c.exported && c.pool && !c.spilled) {
-    LetGoSharedPoolPointer(dptr, c);
-  } else if (c.exported && !c.spilled) {
-    KeepWhileShared(c.device, c.bytes);
+  if (c.imported || (c.exported && !c.spilled)) {
+    LetGoSharedPointer(dptr, c);
   } else if (c.pool && !c.spilled) {
     ThePoolBook().Freed(c.pool, c.device, c.bytes);
   } else {
@@ -465,37 +455,86 @@ CUresult gs_hook_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
 // charge back unmarked, and once freed its charge stays while NVML shows this process still
 // holding it (KeepWhileShared, charging.h). Importing allocates nothing on the card and is
 // not refused for lack of room: the owner paid. Except into a container that already holds
-// more than its limit (ImportRefused, charging.h), and a pool piece of no record in the
-// region, which the importer pays for (cuMemPoolImportPointer below).
+// more than its limit (ImportRefused, charging.h), and a pool piece or legacy IPC allocation
+// of no record in the region (an owner in another container), which the importer pays for
+// (ChargedImport below). Descriptors (cuMemImportFromShareableHandle) keep no record: their
+// importers are held by ImportRefused and the reconciliation only.
 
 GS_HOOK(cuIpcGetMemHandle) CUresult gs_hook_cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   GS_NEED_CUDA();
   // A mark left on a pointer the driver refused to export only delays its charge's return
   // until NVML shows it gone, which the free asks at once.
   TheAllocations().MarkExported(HandleKind::kPointer, dptr);
-  return g_cuda.cuIpcGetMemHandle(pHandle, dptr);
+  CUresult rc = g_cuda.cuIpcGetMemHandle(pHandle, dptr);
+  if (rc == CUDA_SUCCESS && pHandle) FollowExportedPiece(dptr, *pHandle);
+  return rc;
 }
+
+namespace {
+
+// An imported pointer of the container (a record in the region) is recorded uncharged: its
+// owner pays. One of no record (an owner in another container) is charged to this process
+// while it holds it, and undone and refused past the slice: importing from elsewhere is not a
+// way around the slice, and a container holding such memory pays for it once, whether the
+// card lists it under the owner or, once the owner let go, under the importer (legacy IPC)
+// or no one (a pool's piece, unlisted: ReserveImported).
+CUresult ChargedImport(CUdeviceptr* ptr, Charge c, const char* api, CUresult (*undo)(CUdeviceptr)) {
+  if (c.piece == 0 && CheckDevice(c.device) != DeviceCheck::kPass) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    const bool sized = g_cuda.cuMemGetAddressRange_v2(&base, &size, *ptr) == CUDA_SUCCESS;
+    c.bytes = Footprint(size);
+    const bool charged = sized && CheckDevice(c.device) == DeviceCheck::kCharge &&
+                         (c.ipc ? Reserve(c.device, c.bytes, false, api) : ReserveImported(c.device, c.bytes));
+    if (!charged) {
+      undo(*ptr);
+      *ptr = 0;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  TheAllocations().Add(HandleKind::kPointer, *ptr, c);
+  return CUDA_SUCCESS;
+}
+
+template <typename Open>
+CUresult OpenIpcHandle(CUdeviceptr* pdptr, const CUipcMemHandle& handle, Open open) {
+  if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = open();
+  if (rc != CUDA_SUCCESS || pdptr == nullptr) return rc;
+  Charge c{DeviceOfPointer(*pdptr), 0, false, CurrentContextId()};
+  c.imported = true;
+  c.ipc = true;
+  c.piece = FollowImportedPiece(c.device, handle);
+  return ChargedImport(pdptr, c, "cuIpcOpenMemHandle", g_cuda.cuIpcCloseMemHandle);
+}
+
+}  // namespace
 
 GS_HOOK(cuIpcOpenMemHandle_v2)
 CUresult gs_hook_cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
-  if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
-  return g_cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+  return OpenIpcHandle(pdptr, handle, [&] { return g_cuda.cuIpcOpenMemHandle_v2(pdptr, handle, Flags); });
 }
 
 GS_HOOK(cuIpcOpenMemHandle)
 CUresult gs_hook_cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   GS_NEED_CUDA();
-  if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
-  return g_cuda.cuIpcOpenMemHandle(pdptr, handle, Flags);
+  return OpenIpcHandle(pdptr, handle, [&] { return g_cuda.cuIpcOpenMemHandle(pdptr, handle, Flags); });
 }
 
 GS_HOOK(cuIpcCloseMemHandle) CUresult gs_hook_cuIpcCloseMemHandle(CUdeviceptr dptr) {
   GS_NEED_CUDA();
+  Charge c;
+  const bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
   CUresult rc = g_cuda.cuIpcCloseMemHandle(dptr);
-  // Memory whose owner is gone is this process's on the card while it holds it (the
-  // reconciliation charged it): closing it may give that back.
-  if (rc == CUDA_SUCCESS) Reconcile(CurrentDevice(), true);
+  if (rc != CUDA_SUCCESS) {
+    if (known) TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still open
+    return rc;
+  }
+  if (known)
+    LetGoSharedPointer(dptr, c);
+  else
+    Reconcile(CurrentDevice(), true);  // opened before the enforcer saw it: the card says what went
   return rc;
 }
 
@@ -543,19 +582,7 @@ CUresult gs_hook_cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
   Charge c{DeviceOfPointer(*ptr_out), 0, false, CurrentContextId()};
   c.imported = true;
   if (shareData) c.piece = FollowImportedPiece(c.device, *shareData);
-  if (c.piece == 0 && CheckDevice(c.device) != DeviceCheck::kPass) {
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    const bool sized = g_cuda.cuMemGetAddressRange_v2(&base, &size, *ptr_out) == CUDA_SUCCESS;
-    c.bytes = Footprint(size);
-    if (!sized || CheckDevice(c.device) != DeviceCheck::kCharge || !ReserveImported(c.device, c.bytes)) {
-      g_cuda.cuMemFree_v2(*ptr_out);
-      *ptr_out = 0;
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-  }
-  TheAllocations().Add(HandleKind::kPointer, *ptr_out, c);
-  return rc;
+  return ChargedImport(ptr_out, c, "cuMemPoolImportPointer", g_cuda.cuMemFree_v2);
 }
 
 GS_HOOK(cuMemImportFromShareableHandle)

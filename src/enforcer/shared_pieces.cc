@@ -22,24 +22,39 @@ region::ProcessSlot* ClaimedSlot() {
   return g_state.slot;
 }
 
-}  // namespace
-
-void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
+// Records `ptr`, exported as `key`: with its charge for a pool's allocation (the charge
+// follows the piece past its owner), with none for a legacy IPC allocation.
+void FollowExported(CUdeviceptr ptr, uint64_t key, bool pool) {
   Charge c;
   if (!TheAllocations().Find(HandleKind::kPointer, ptr, &c) || c.spilled || c.bytes == 0) return;
   region::ProcessSlot* slot = OwnSlot(c.device);
   if (slot == nullptr) return;
-  const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
-  if (region::RecordExportedPiece(g_state.region, slot, key, c.device, c.bytes, ptr, c.pool)) {
+  if (region::RecordExportedPiece(g_state.region, slot, key, c.device, pool ? c.bytes : 0, ptr, pool ? c.pool : 0)) {
     // Freed by another thread meanwhile: its free did not know the record, so take it back.
     if (!TheAllocations().MarkFollowed(HandleKind::kPointer, ptr, key))
       region::ForgetExportedPiece(g_state.region, slot, ptr);
   } else {
     GS_LOG(kInfo,
-           "device %d: the region's table of shared pieces is full: a pool allocation exported now is charged to "
-           "its importers too",
+           "device %d: the region's table of shared pieces is full: an allocation exported now is charged to its "
+           "importers too",
            c.device);
   }
+}
+
+uint64_t FollowImported(int dev, uint64_t key) {
+  region::ProcessSlot* slot = OwnSlot(dev);
+  if (slot == nullptr) return 0;
+  return region::RecordImportedPiece(g_state.region, slot, key) ? key : 0;
+}
+
+}  // namespace
+
+void FollowExportedPiece(CUdeviceptr ptr, const CUmemPoolPtrExportData& data) {
+  FollowExported(ptr, region::PieceKey(data.reserved, sizeof(data.reserved)), /*pool=*/true);
+}
+
+void FollowExportedPiece(CUdeviceptr ptr, const CUipcMemHandle& handle) {
+  FollowExported(ptr, region::PieceKey(handle.reserved, sizeof(handle.reserved)), /*pool=*/false);
 }
 
 void LetGoExportedPiece(CUdeviceptr ptr) {
@@ -52,10 +67,11 @@ uint64_t HandOverPoolPieces(uint64_t pool, int dev) {
 }
 
 uint64_t FollowImportedPiece(int dev, const CUmemPoolPtrExportData& data) {
-  region::ProcessSlot* slot = OwnSlot(dev);
-  if (slot == nullptr) return 0;
-  const uint64_t key = region::PieceKey(data.reserved, sizeof(data.reserved));
-  return region::RecordImportedPiece(g_state.region, slot, key) ? key : 0;
+  return FollowImported(dev, region::PieceKey(data.reserved, sizeof(data.reserved)));
+}
+
+uint64_t FollowImportedPiece(int dev, const CUipcMemHandle& handle) {
+  return FollowImported(dev, region::PieceKey(handle.reserved, sizeof(handle.reserved)));
 }
 
 void LetGoImportedPiece(uint64_t key) {
@@ -63,14 +79,24 @@ void LetGoImportedPiece(uint64_t key) {
   if (key != 0 && slot != nullptr) region::ForgetImportedPiece(g_state.region, slot, key);
 }
 
-void LetGoSharedPoolPointer(CUdeviceptr ptr, const Charge& c) {
+void LetGoSharedPointer(CUdeviceptr ptr, const Charge& c) {
   if (c.imported) {
     LetGoImportedPiece(c.piece);
-    if (c.bytes) UnreserveImported(c.device, c.bytes);
+    if (c.bytes && c.ipc)
+      Unreserve(c.device, c.bytes, false);
+    else if (c.bytes)
+      UnreserveImported(c.device, c.bytes);
+    // Memory whose owner is gone is this process's on the card while it holds it (the
+    // reconciliation charged it, or the region moved a pool piece's charge here): letting
+    // it go may give that back, on the card it lives on.
+    Reconcile(c.device, true);
     return;
   }
   if (c.piece) LetGoExportedPiece(ptr);
-  ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+  if (c.pool)
+    ThePoolBook().KeptForImporters(c.pool, c.device, c.bytes);
+  else
+    KeepWhileShared(c.device, c.bytes);
 }
 
 }  // namespace gs::enforcer

@@ -69,7 +69,7 @@ uint64_t PieceKey(const void* export_data, size_t size) {
 
 bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr,
                          uint64_t pool) {
-  if (key == 0 || dev < 0 || dev >= kMaxDevices || bytes == 0) return false;
+  if (key == 0 || dev < 0 || dev >= kMaxDevices) return false;
   Lock(r);
   SharedPiece* p = Find(r, key);
   bool ok = p != nullptr;  // exported again: already followed

@@ -1,8 +1,11 @@
-// The region's table of shared pieces (SharedPiece, region.h): pool allocations one process
-// of the container exported and others imported, whose charge must outlive their owner's
-// slot while an importer keeps them on the card. The owner records a piece when it exports
-// the pointer, keyed by the driver's export data; an importer that imports the same bytes
-// marks itself a holder, and unmarks itself when it frees the pointer or its slot goes.
+// The region's table of shared pieces (SharedPiece, region.h): allocations one process of
+// the container exported and others imported. A pool allocation's charge must outlive its
+// owner's slot while an importer keeps it on the card (the card lists it under no process);
+// a legacy IPC allocation is recorded with no bytes, only so that an importer knows it comes
+// from its own container (the card lists it under its holder once the owner let go, and the
+// holder's reconciliation charges it). The owner records a piece when it exports it, keyed
+// by the driver's export data or handle; an importer that imports the same bytes marks itself
+// a holder, and unmarks itself when it lets the piece go or its slot goes.
 //
 // What a process that writes the table (every process of the container can) gains: moving
 // charges between the slots of its own container, or dropping a piece so that its charge
@@ -20,11 +23,13 @@
 
 namespace gs::region {
 
-// The key of a piece: a hash of the driver's export data (CUmemPoolPtrExportData), never 0.
+// The key of a piece: a hash of the driver's export data (CUmemPoolPtrExportData) or IPC
+// handle (CUipcMemHandle), never 0.
 uint64_t PieceKey(const void* export_data, size_t size);
 
 // `owner` exported its pointer `ptr` of its pool `pool`, `bytes` charged in its slot on
-// `dev`, as `key`. false when the table is full.
+// `dev`, as `key` (a legacy IPC handle: no pool, 0 bytes: no charge follows it). false when
+// the table is full.
 bool RecordExportedPiece(Region* r, ProcessSlot* owner, uint64_t key, int dev, uint64_t bytes, uint64_t ptr,
                          uint64_t pool);
 // `importer` imported `key`; false when no piece of the container has it (the owner is

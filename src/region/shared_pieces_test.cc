@@ -53,6 +53,22 @@ TEST_F(SharedPiecesTest, TheOwnersChargeMovesToItsImporterWhenTheOwnerGoesFirst)
   EXPECT_FALSE(RecordImportedPiece(r_, importer, 7));  // forgotten
 }
 
+// A legacy IPC handle is recorded with no bytes: an importer finds it (its owner is of the
+// container) and no charge moves when the owner goes first (the card lists the memory under
+// the importer, whose own reconciliation pays for it).
+TEST_F(SharedPiecesTest, ALegacyIpcHandleIsFoundAndMovesNoCharge) {
+  ProcessSlot* owner = Live(getppid());
+  ASSERT_TRUE(Reserve(r_, owner, 0, kPiece, false, 0));
+  ASSERT_TRUE(RecordExportedPiece(r_, owner, 9, 0, 0, 0x2000, 0));
+  ProcessSlot* importer = Live(getpid());
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 9));
+  ReleaseSlot(r_, owner);
+  EXPECT_EQ(importer->memory[0].load(), kContext);
+  EXPECT_EQ(Used(), kContext);
+  EXPECT_EQ(PiecesChargedTo(r_, importer, 0), 0u);
+  EXPECT_FALSE(RecordImportedPiece(r_, importer, 9));  // nothing left to follow
+}
+
 TEST_F(SharedPiecesTest, AnImporterThatLetGoBeforeTheOwnerLeavesTheChargeWithTheOwner) {
   ProcessSlot* owner = Owner(getppid(), 7);
   ProcessSlot* importer = Live(getpid());
