@@ -117,6 +117,7 @@ CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Cont
   Allocation a{p.size, p.map_size, info.device, kind, nullptr, ctx};
   a.share = p.index;
   a.share_id = p.id;
+  a.opens = 1;
   std::lock_guard<std::mutex> lock(g_driver->mu);
   g_driver->allocations[reinterpret_cast<uintptr_t>(m)] = a;
   *out = reinterpret_cast<CUdeviceptr>(m);
@@ -175,6 +176,16 @@ GS_SIM_CUDA(cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle, un
   if ((info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time()) ||
       p.exporter_pid == static_cast<uint32_t>(getpid()))
     return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    // Opened in this context already: the same pointer, one more open.
+    std::lock_guard<std::mutex> lock(g_driver->mu);
+    for (auto& [addr, a] : g_driver->allocations) {
+      if (a.kind != AllocKind::kIpc || a.ctx != ctx || a.share != p.share.index || a.share_id != p.share.id) continue;
+      ++a.opens;
+      *pdptr = addr;
+      return CUDA_SUCCESS;
+    }
+  }
   return OpenSharedAllocation(p.share, info, ctx, AllocKind::kIpc, pdptr);
 }
 GS_SIM_CUDA_SAME(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)
@@ -186,6 +197,7 @@ GS_SIM_CUDA(cuIpcCloseMemHandle)(CUdeviceptr dptr) {
     std::lock_guard<std::mutex> lock(g_driver->mu);
     auto it = g_driver->allocations.find(static_cast<uintptr_t>(dptr));
     if (it == g_driver->allocations.end() || it->second.kind != AllocKind::kIpc) return CUDA_ERROR_INVALID_VALUE;
+    if (--it->second.opens > 0) return CUDA_SUCCESS;  // opened again in its context: still mapped
     a = it->second;
     g_driver->allocations.erase(it);
   }

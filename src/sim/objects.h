@@ -246,6 +246,9 @@ struct Allocation {
   int share = -1;
   uint64_t share_id = 0;
   int share_fd = -1;
+  // kIpc: how many times its context opened the handle (CUDA documents that a second open in
+  // the same context returns the same pointer and counts; each cuIpcCloseMemHandle uncounts).
+  int opens = 0;
 };
 
 }  // namespace gs::sim
