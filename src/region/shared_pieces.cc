@@ -25,6 +25,12 @@ int AnotherHolder(const Region* r, const SharedPiece& p, int except) {
   return -1;
 }
 
+// A piece its owner freed (or a forged one) that no live slot holds any more: nothing left
+// to follow.
+bool Orphaned(const Region* r, const SharedPiece& p) {
+  return p.owner_ptr == 0 && AnotherHolder(r, p, -1) < 0;
+}
+
 // Entries hold indexes a process of the container wrote: only those inside the arrays count.
 bool Valid(const SharedPiece& p) {
   return p.key != 0 && p.device >= 0 && p.device < kMaxDevices && p.charged_slot >= 0 && p.charged_slot < kMaxProcesses;
@@ -176,7 +182,7 @@ void ClearSlotPiecesLocked(Region* r, const ProcessSlot* slot) {
   for (auto& p : r->pieces) {
     if (p.key == 0) continue;
     SetHolder(&p, me, false);
-    if (p.charged_slot == me) Forget(&p);
+    if (p.charged_slot == me || Orphaned(r, p)) Forget(&p);
   }
 }
 
@@ -189,7 +195,10 @@ void LeavePiecesLocked(Region* r, ProcessSlot* slot) {
       continue;
     }
     SetHolder(&p, me, false);
-    if (p.charged_slot != me) continue;
+    if (p.charged_slot != me) {
+      if (Orphaned(r, p)) Forget(&p);  // its last holder went without letting go
+      continue;
+    }
     if (int next = AnotherHolder(r, p, me); next >= 0) {
       p.owner_ptr = 0;
       MoveCharge(r, &p, next);

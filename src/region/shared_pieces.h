@@ -10,8 +10,9 @@
 // What a process that writes the table (every process of the container can) gains: moving
 // charges between the slots of its own container, or dropping a piece so that its charge
 // leaves with a slot (or a forged size makes an importer's free give back more): all of it
-// within its own container. A full table leaves a piece unfollowed: it is then charged as
-// before, to its owner while the owner lives (logged by the caller).
+// within its own container. A full table leaves a piece unfollowed (logged by the caller):
+// its importers then find no record and pay for it themselves, as for a piece of another
+// container.
 //
 // Thread- and process-safe: every function takes the region mutex.
 #pragma once
@@ -52,12 +53,14 @@ uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int de
 uint64_t PiecesChargedTo(const Region* r, const ProcessSlot* slot, int dev);
 
 // With the mutex held, as `slot` is claimed afresh: nothing of an earlier process's is
-// followed through it (no holder mark, no piece charged to it).
+// followed through it (no holder mark, no piece charged to it), and pieces their owner freed
+// that no live slot holds any more are forgotten.
 void ClearSlotPiecesLocked(Region* r, const ProcessSlot* slot);
 
 // With the mutex held, as `slot` is freed (its process exited or is gone): its holder marks
 // are cleared, and each piece charged to it passes, with its bytes, to another live holder.
-// Pieces nobody holds any more are forgotten.
+// Pieces charged to it that nobody holds, and pieces their owner freed that no live slot
+// holds any more, are forgotten.
 void LeavePiecesLocked(Region* r, ProcessSlot* slot);
 
 }  // namespace gs::region

@@ -69,6 +69,20 @@ TEST_F(SharedPiecesTest, ALegacyIpcHandleIsFoundAndMovesNoCharge) {
   EXPECT_FALSE(RecordImportedPiece(r_, importer, 9));  // nothing left to follow
 }
 
+// An importer that exits holding a piece its owner already freed, without letting it go,
+// leaves nothing in the table: the entries are not used up by workers that come and go.
+TEST_F(SharedPiecesTest, APieceItsOwnerFreedLeavesWithItsLastHolderEvenUnreleased) {
+  ProcessSlot* owner = Live(getppid());
+  ASSERT_TRUE(RecordExportedPiece(r_, owner, 9, 0, 0, 0x2000, 0));
+  ProcessSlot* importer = Live(getpid());
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 9));
+  ForgetExportedPiece(r_, owner, 0x2000);             // the owner frees it
+  ASSERT_TRUE(RecordImportedPiece(r_, importer, 9));  // still followed: imported
+  ReleaseSlot(r_, importer);                          // exits without letting go
+  EXPECT_FALSE(RecordImportedPiece(r_, owner, 9));
+  EXPECT_EQ(owner->memory[0].load(), kContext);
+}
+
 TEST_F(SharedPiecesTest, AnImporterThatLetGoBeforeTheOwnerLeavesTheChargeWithTheOwner) {
   ProcessSlot* owner = Owner(getppid(), 7);
   ProcessSlot* importer = Live(getpid());
