@@ -810,22 +810,28 @@ TEST(HostileIpc, APoolDestroyedWhileItsPiecesAreImportedLeavesTheirChargeWithThe
   ExpectWithinTwoGiB(w);
 }
 
-// What an importer pays for pool pieces of another container is memory NVML never lists under
-// it: it must not hide what NVML does list there and no call accounts for. The importer (a
-// 2 GiB slice, 518 MiB of it its context) holds 768 MiB of pieces and loads a module whose
-// variables take 1 GiB: that does not fit and is refused.
-TEST(HostileIpc, PoolPiecesImportedFromAnotherContainerHideNoMemoryOfTheImporter) {
+// What an importer pays for pieces of another container is memory NVML does not list under
+// it (a pool's pieces never; legacy IPC while its owner holds it): it must not hide what NVML
+// does list there and no call accounts for. The importer (a 2 GiB slice, 518 MiB of it its
+// context) holds 768 MiB of pieces and loads a module whose variables take 1 GiB: that does
+// not fit and is refused.
+class HostileImportedPieces : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HostileImportedPieces, HideNoMemoryOfTheImporter) {
+  const std::string share = GetParam();
   SimNode node(kH100);
   Env env = node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
-  Result r = RunProcess({HostileBin(), "init", "importer-container", node.root() + "/region-importer", "2g",
-                         "pool-share", "3", "256", "importer-modglobal", "1024", "importer-done"},
+  Result r = RunProcess({HostileBin(), "init", "importer-container", node.root() + "/region-importer", "2g", share, "3",
+                         "256", "importer-modglobal", "1024", "importer-done"},
                         env);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(Lines(r.out, "pool-share"), std::vector<std::string>{"pool-share 768 3"}) << r.out;
+  EXPECT_EQ(Lines(r.out, share), std::vector<std::string>{share + " 768 3"}) << r.out;
   EXPECT_EQ(Lines(r.out, "importer-modglobal"), std::vector<std::string>{"importer-modglobal CUDA_ERROR_OUT_OF_MEMORY"})
       << r.out << r.err;
   EXPECT_EQ(Lines(r.out, "importer-done"), std::vector<std::string>{"importer-done 0"}) << r.out;
 }
+
+INSTANTIATE_TEST_SUITE_P(Routes, HostileImportedPieces, ::testing::Values("ipc-share", "pool-share"), RouteName);
 
 // A process of the importer's container that starts while the importer holds what another
 // container's owner shared and left gets no context where one would not fit beside it: the
@@ -892,6 +898,36 @@ TEST(HostileIpc, AnImporterPaysForWhatItOpensFromAnotherContainer) {
       << r.out << r.err;
   EXPECT_NE(r.err.find("cuIpcOpenMemHandle of 3.0 GiB refused"), std::string::npos) << r.err;
   EXPECT_EQ(Filled(r), 448) << r.out << r.err;
+}
+
+// CUDA documents that a handle opened again in the same context returns the same pointer and
+// counts the opens, each cuIpcCloseMemHandle one of them: the simulated driver does so, and an
+// importer of another container pays for the memory once, until its last close.
+TEST(HostileIpc, AHandleOpenedTwiceIsPaidOnceUntilItsLastClose) {
+  SimNode node(kH100);
+  const std::string handle = node.root() + "/ipc-handle";
+  Process owner({HostileBin(), "init", "ipc-save", "1024", handle, "sleep", "20000"}, node.env());
+  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
+  const std::vector<std::string> steps{HostileBin(), "init",      "ipc-open-file", handle,      "ipc-open-file",
+                                       handle,       "ipc-close", "ipc-close",     "ipc-close", "fill",
+                                       "64"};
+  Result plain = RunProcess(steps, node.env());
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  Result r = RunProcess(steps, env);
+  owner.Signal(SIGTERM);
+  owner.Wait();
+  for (const Result* run : {&plain, &r}) {
+    ASSERT_EQ(run->code, 0) << run->out << run->err;
+    EXPECT_EQ(Lines(run->out, "ipc-open-file"),
+              (std::vector<std::string>{"ipc-open-file CUDA_SUCCESS ok", "ipc-open-file CUDA_SUCCESS ok"}))
+        << run->out << run->err;
+    EXPECT_EQ(Lines(run->out, "ipc-close"),
+              (std::vector<std::string>{"ipc-close CUDA_SUCCESS ok", "ipc-close CUDA_SUCCESS gone",
+                                        "ipc-close CUDA_ERROR_INVALID_VALUE gone"}))
+        << run->out << run->err;
+  }
+  EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;  // the whole slice back
 }
 
 // The region, its mutex included, is writable by every process of the container. One

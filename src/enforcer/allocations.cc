@@ -89,6 +89,29 @@ bool Allocations::MarkFollowed(HandleKind kind, uint64_t handle, uint64_t piece)
   return Update(kind, handle, [piece](Charge& c) { c.piece = piece; });
 }
 
+bool Allocations::ReopenedIpc(uint64_t ptr) {
+  bool ipc = false;
+  Update(HandleKind::kPointer, ptr, [&ipc](Charge& c) {
+    ipc = c.ipc_opens > 0;
+    if (ipc) ++c.ipc_opens;
+  });
+  return ipc;
+}
+
+bool Allocations::ClosedIpc(uint64_t ptr, Charge* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = maps_[static_cast<int>(HandleKind::kPointer)];
+  auto it = m.find(ptr);
+  if (it == m.end()) return false;
+  if (it->second.ipc_opens > 1) {
+    --it->second.ipc_opens;
+    return false;
+  }
+  *out = it->second;
+  m.erase(it);
+  return true;
+}
+
 void Allocations::MarkPoolExported(uint64_t pool) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [ptr, c] : maps_[static_cast<int>(HandleKind::kPointer)])
@@ -105,10 +128,16 @@ void Allocations::TakeContext(uint64_t context, int devices, uint64_t* bytes, ui
         ++it;
         continue;
       }
-      if ((c.exported && c.pool && !c.spilled) || c.imported || c.piece)
+      if ((c.exported && c.pool && !c.spilled) || c.imported) {
         shared->emplace_back(it->first, c);
-      else
+      } else {
         (c.spilled ? spilled : c.exported ? kept : bytes)[c.device] += c.bytes;
+        if (c.exported && c.piece) {
+          Charge record = c;
+          record.bytes = 0;
+          shared->emplace_back(it->first, record);
+        }
+      }
       it = m.erase(it);
     }
   }

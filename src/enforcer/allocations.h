@@ -40,9 +40,10 @@ struct Charge {
   // card for them after this process frees it (KeepWhileShared, charging.h).
   bool exported = false;
   // Another process's allocation imported here: a pool's (cuMemPoolImportPointer), or a
-  // legacy IPC handle opened (cuIpcOpenMemHandle, `ipc`).
+  // legacy IPC handle opened (cuIpcOpenMemHandle), `ipc_opens` times in its context (the
+  // driver hands out one pointer per handle and context and counts its opens).
   bool imported = false;
-  bool ipc = false;
+  uint32_t ipc_opens = 0;
   // Its key among the region's shared pieces (src/enforcer/shared_pieces.h), 0 if none: for
   // an exported allocation, the record its free takes back; for an imported one, the record
   // its owner made (nothing charged here: its owner pays), or 0 with `bytes` charged here.
@@ -62,13 +63,21 @@ class Allocations {
   bool MarkExported(HandleKind kind, uint64_t handle);
   // The entry was recorded among the region's shared pieces under `piece`; false if unknown.
   bool MarkFollowed(HandleKind kind, uint64_t handle, uint64_t piece);
+  // A legacy IPC handle opened again in its context (the driver returned the pointer it
+  // already had): counts the open; false if `ptr` is not an opened handle here.
+  bool ReopenedIpc(uint64_t ptr);
+  // Counts a close of `ptr` (cuIpcCloseMemHandle): true, with its entry taken, when it is the
+  // last open (or `ptr` is known but not an opened handle); false when opens remain or it is
+  // unknown.
+  bool ClosedIpc(uint64_t ptr, Charge* out);
   // Every device pointer allocated from `pool` is shared with other processes from now on.
   void MarkPoolExported(uint64_t pool);
   // Removes every entry of a context (destroyed or reset: the driver freed them all) and
   // adds their bytes per device into bytes[device] / spilled[device] / kept[device] (arrays
   // of `devices`; kept: exported entries), but appends exported pool allocations, whose
-  // charge follows their pool, imported pointers and entries with a shared-piece record,
-  // each with its handle, to *shared (for LetGoSharedPointer, shared_pieces.h).
+  // charge follows their pool, and imported pointers, each with its handle, to *shared (for
+  // LetGoSharedPointer, shared_pieces.h); other exported entries with a shared-piece record
+  // go there too, with no bytes (those are added to kept), for their record to be let go.
   void TakeContext(uint64_t context, int devices, uint64_t* bytes, uint64_t* spilled, uint64_t* kept,
                    std::vector<std::pair<uint64_t, Charge>>* shared);
   // Executable graphs. A graph's memory nodes can take their memory while the graph or an

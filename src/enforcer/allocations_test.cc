@@ -255,8 +255,8 @@ TEST(Allocations, AnExportedPoolPiecesRecordGoesWithItsChargeToTheContextsEnd) {
   EXPECT_EQ(bytes[0] + kept[0], 0u);           // their charge follows their pool
 }
 
-// A legacy IPC export with a record, and a handle opened here, leave a context's end with
-// their records (to let go); an export with no record is kept as before.
+// A legacy IPC export with a record leaves a context's end kept like any export, and named
+// with no bytes for its record to be let go; a handle opened here leaves with its charge.
 TEST(Allocations, SharedPointersWithARecordGoToTheContextsEndOneByOne) {
   Allocations a;
   Charge exported{0, 64 << 20, false, /*context=*/7};
@@ -265,7 +265,8 @@ TEST(Allocations, SharedPointersWithARecordGoToTheContextsEndOneByOne) {
   a.Add(HandleKind::kPointer, 0x2000, exported);
   EXPECT_TRUE(a.MarkFollowed(HandleKind::kPointer, 0x1000, 42));
   Charge opened{1, 32 << 20, false, 7};
-  opened.imported = opened.ipc = true;
+  opened.imported = true;
+  opened.ipc_opens = 1;
   a.Add(HandleKind::kPointer, 0x3000, opened);
   uint64_t bytes[2] = {}, spilled[2] = {}, kept[2] = {};
   std::vector<std::pair<uint64_t, Charge>> shared;
@@ -273,9 +274,31 @@ TEST(Allocations, SharedPointersWithARecordGoToTheContextsEndOneByOne) {
   ASSERT_EQ(shared.size(), 2u);
   std::sort(shared.begin(), shared.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   EXPECT_EQ(shared[0].second.piece, 42u);
-  EXPECT_TRUE(shared[1].second.ipc);
-  EXPECT_EQ(kept[0], uint64_t{64} << 20);  // the export with no record
+  EXPECT_EQ(shared[1].second.bytes, uint64_t{32} << 20);
+  EXPECT_EQ(shared[1].second.ipc_opens, 1u);
+  EXPECT_EQ(kept[0], uint64_t{128} << 20);  // both exports: the one with a record goes with no bytes
+  EXPECT_EQ(shared[0].second.bytes, 0u);
   EXPECT_EQ(bytes[0] + bytes[1], 0u);
+}
+
+// The driver hands out one pointer per handle and context and counts its opens: the charge
+// stays until the last close.
+TEST(Allocations, AnIpcHandleOpenedTwiceIsLetGoAtItsSecondClose) {
+  Allocations a;
+  Charge opened{0, 32 << 20, false, 7};
+  opened.imported = true;
+  opened.ipc_opens = 1;
+  a.Add(HandleKind::kPointer, 0x3000, opened);
+  EXPECT_TRUE(a.ReopenedIpc(0x3000));
+  EXPECT_FALSE(a.ReopenedIpc(0x4000));  // not opened here
+  Charge c;
+  EXPECT_FALSE(a.ClosedIpc(0x3000, &c));  // one open left
+  ASSERT_TRUE(a.ClosedIpc(0x3000, &c));
+  EXPECT_EQ(c.bytes, uint64_t{32} << 20);
+  EXPECT_FALSE(a.ClosedIpc(0x3000, &c));  // gone
+  Charge plain{0, 64 << 20, false, 7};
+  a.Add(HandleKind::kPointer, 0x5000, plain);
+  EXPECT_FALSE(a.ReopenedIpc(0x5000));  // an allocation of this process is no opened handle
 }
 
 }  // namespace

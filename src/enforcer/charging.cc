@@ -275,8 +275,8 @@ void Unreserve(int dev, uint64_t bytes, bool spilled) {
   if (spilled) SubtractClamped(&g_own_spilled[dev], bytes);
 }
 
-bool ReserveImported(int dev, uint64_t bytes) {
-  if (!Reserve(dev, bytes, false, "cuMemPoolImportPointer")) return false;
+bool ReserveImported(int dev, uint64_t bytes, const char* api) {
+  if (!Reserve(dev, bytes, false, api)) return false;
   g_imported[dev].fetch_add(bytes);
   return true;
 }
@@ -661,7 +661,11 @@ void ContextGone(int dev, uint64_t ctx) {
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
   // pool is destroyed, other exported memory while importers may hold it; an imported
   // pointer is let go.
-  for (const auto& [ptr, c] : shared) LetGoSharedPointer(ptr, c);
+  bool imported_on[kMaxDevices] = {};
+  for (const auto& [ptr, c] : shared) {
+    LetGoSharedPointer(ptr, c);
+    if (c.imported && c.device >= 0 && c.device < kMaxDevices) imported_on[c.device] = true;
+  }
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);
@@ -676,6 +680,10 @@ void ContextGone(int dev, uint64_t ctx) {
     RefreshPools(dev);        // and what the device's pools held free
     RefreshGraphMemory(dev);  // and its graph memory
   }
+  // Memory it imported lives on its owner's card: whatever the importer held there past its
+  // owner may be gone with it.
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (imported_on[d] && d != dev) Reconcile(d, true);
 }
 
 void PrimaryReleased(int dev, uint64_t ctx) {

@@ -45,17 +45,19 @@ DeviceCheck CheckDevice(int dev);
 // fit. Unreserve gives them back.
 bool Reserve(int dev, uint64_t bytes, bool spilled, const char* api);
 void Unreserve(int dev, uint64_t bytes, bool spilled);
-// Importing memory shared by another process (cuIpcOpenMemHandle,
+// Importing memory shared by another process of the container (cuIpcOpenMemHandle,
 // cuMemImportFromShareableHandle) charges nothing, its owner pays; but what the card keeps for
 // an importer once the owner let go is the importer's container's, so a container that holds
 // more than its limit on any of its devices already (NVML asked now) gets no more imports:
 // an owner that exports, frees and allocates again in a loop fills the importer's slice
 // once, not without end. Logs the refusal.
 bool ImportRefused(const char* api);
-// A pool piece imported from a process that recorded it nowhere this process can see (another
-// container): charged here as Reserve does, and known to the reconciliation as memory NVML
-// never lists under this process.
-bool ReserveImported(int dev, uint64_t bytes);
+// A pool piece or legacy IPC allocation imported from a process that recorded it nowhere this
+// process can see (another container): charged here as Reserve does (`api` names the call),
+// and known to the reconciliation as memory NVML does not list under this process (a pool's
+// piece never is; IPC memory is listed under its owner until the owner lets go, then under
+// this process, and counted twice until it is closed: strict, never loose).
+bool ReserveImported(int dev, uint64_t bytes, const char* api);
 void UnreserveImported(int dev, uint64_t bytes);
 
 // Reconciliation with the card (docs/enforcer.md, "Memory"): NVML's figure for this
@@ -118,7 +120,7 @@ int Release(HandleKind kind, uint64_t handle);
 // beyond what those are charged, under other processes of the container (the importer pays
 // from its own next reconciliation) — asked at once here, and again before any allocation
 // is refused. Without NVML they stay charged. Importing charges nothing (the owner pays),
-// but for a pool piece of no record in the region (ReserveImported).
+// but for what has no record in the region (ReserveImported).
 void KeepWhileShared(int dev, uint64_t bytes);
 
 // ---- stream-ordered pools (PoolBook, allocations.h) ------------------------------------------

@@ -65,7 +65,10 @@ CUresult AllocDevice(CUdeviceptr* dptr, uint64_t bytes, const char* api, CUresul
 // other processes is let go as LetGoSharedPointer says (shared_pieces.h); one of a pool is
 // held by its pool, which keeps the memory on the card (PoolBook); given back otherwise.
 void PointerFreed(CUdeviceptr dptr, const Charge& c) {
-  if (c.imported || (c.exported && !c.spilled)) {
+  if (c.imported) {
+    LetGoSharedPointer(dptr, c);
+    Reconcile(c.device, true);  // as cuIpcCloseMemHandle
+  } else if (c.exported && !c.spilled) {
     LetGoSharedPointer(dptr, c);
   } else if (c.pool && !c.spilled) {
     ThePoolBook().Freed(c.pool, c.device, c.bytes);
@@ -475,17 +478,15 @@ namespace {
 // An imported pointer of the container (a record in the region) is recorded uncharged: its
 // owner pays. One of no record (an owner in another container) is charged to this process
 // while it holds it, and undone and refused past the slice: importing from elsewhere is not a
-// way around the slice, and a container holding such memory pays for it once, whether the
-// card lists it under the owner or, once the owner let go, under the importer (legacy IPC)
-// or no one (a pool's piece, unlisted: ReserveImported).
+// way around the slice (ReserveImported).
 CUresult ChargedImport(CUdeviceptr* ptr, Charge c, const char* api, CUresult (*undo)(CUdeviceptr)) {
   if (c.piece == 0 && CheckDevice(c.device) != DeviceCheck::kPass) {
     CUdeviceptr base = 0;
     size_t size = 0;
     const bool sized = g_cuda.cuMemGetAddressRange_v2(&base, &size, *ptr) == CUDA_SUCCESS;
     c.bytes = Footprint(size);
-    const bool charged = sized && CheckDevice(c.device) == DeviceCheck::kCharge &&
-                         (c.ipc ? Reserve(c.device, c.bytes, false, api) : ReserveImported(c.device, c.bytes));
+    const bool charged =
+        sized && CheckDevice(c.device) == DeviceCheck::kCharge && ReserveImported(c.device, c.bytes, api);
     if (!charged) {
       undo(*ptr);
       *ptr = 0;
@@ -500,10 +501,10 @@ template <typename Open>
 CUresult OpenIpcHandle(CUdeviceptr* pdptr, const CUipcMemHandle& handle, Open open) {
   if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = open();
-  if (rc != CUDA_SUCCESS || pdptr == nullptr) return rc;
+  if (rc != CUDA_SUCCESS || pdptr == nullptr || TheAllocations().ReopenedIpc(*pdptr)) return rc;
   Charge c{DeviceOfPointer(*pdptr), 0, false, CurrentContextId()};
   c.imported = true;
-  c.ipc = true;
+  c.ipc_opens = 1;
   c.piece = FollowImportedPiece(c.device, handle);
   return ChargedImport(pdptr, c, "cuIpcOpenMemHandle", g_cuda.cuIpcCloseMemHandle);
 }
@@ -524,17 +525,22 @@ CUresult gs_hook_cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, u
 
 GS_HOOK(cuIpcCloseMemHandle) CUresult gs_hook_cuIpcCloseMemHandle(CUdeviceptr dptr) {
   GS_NEED_CUDA();
+  // The driver counts opens of a handle in a context: the last close lets it go. Counted
+  // before the driver is called, which may hand the address to another thread's allocation.
   Charge c;
-  const bool known = TheAllocations().Take(HandleKind::kPointer, dptr, &c);
+  const bool last = TheAllocations().ClosedIpc(dptr, &c);
   CUresult rc = g_cuda.cuIpcCloseMemHandle(dptr);
-  if (rc != CUDA_SUCCESS) {
-    if (known) TheAllocations().Add(HandleKind::kPointer, dptr, c);  // still open
+  if (rc != CUDA_SUCCESS) {  // still open
+    if (last)
+      TheAllocations().Add(HandleKind::kPointer, dptr, c);
+    else
+      TheAllocations().ReopenedIpc(dptr);
     return rc;
   }
-  if (known)
-    LetGoSharedPointer(dptr, c);
-  else
-    Reconcile(CurrentDevice(), true);  // opened before the enforcer saw it: the card says what went
+  if (last) LetGoSharedPointer(dptr, c);
+  // Memory whose owner is gone is this process's on the card while it holds it (the
+  // reconciliation charged it): closing it may give that back.
+  Reconcile(last ? c.device : CurrentDevice(), true);
   return rc;
 }
 

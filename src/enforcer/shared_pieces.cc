@@ -82,14 +82,7 @@ void LetGoImportedPiece(uint64_t key) {
 void LetGoSharedPointer(CUdeviceptr ptr, const Charge& c) {
   if (c.imported) {
     LetGoImportedPiece(c.piece);
-    if (c.bytes && c.ipc)
-      Unreserve(c.device, c.bytes, false);
-    else if (c.bytes)
-      UnreserveImported(c.device, c.bytes);
-    // Memory whose owner is gone is this process's on the card while it holds it (the
-    // reconciliation charged it, or the region moved a pool piece's charge here): letting
-    // it go may give that back, on the card it lives on.
-    Reconcile(c.device, true);
+    if (c.bytes) UnreserveImported(c.device, c.bytes);
     return;
   }
   if (c.piece) LetGoExportedPiece(ptr);

@@ -37,7 +37,8 @@ uint64_t FollowImportedPiece(int dev, const CUipcMemHandle& handle);
 void LetGoImportedPiece(uint64_t key);
 // This process let `ptr` go (freed or closed it, or its context ended), a pointer shared
 // with other processes (`c.imported`, or `c.exported` and not spilled): an imported one
-// gives back what its import charged and reconciles its card; an exported pool allocation stays charged until its
+// gives back what its import charged (the caller then reconciles its card: memory whose
+// owner is gone is this process's on the card while it holds it); an exported pool allocation stays charged until its
 // pool is destroyed (the pool may keep it on the card past its importers, listed under no
 // process), other exported memory while importers may hold it (KeepWhileShared).
 void LetGoSharedPointer(CUdeviceptr ptr, const Charge& c);

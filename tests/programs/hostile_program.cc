@@ -87,6 +87,8 @@
 //                sides saw>"
 //   pool-share N MIB  as pool-leak, but the pieces stay allocated here: "pool-share <MiB
 //                shared> <pieces whose data both sides saw>"
+//   ipc-share N MIB  as ipc-leak, but the pieces stay allocated here: "ipc-share <MiB
+//                shared> <pieces whose data both sides saw>"
 //   pool-noexport  a pool made without a handle type, exported as a descriptor, and one
 //                allocation of it exported: "pool-noexport <result> <result>"
 //   importer-pidns  the importer (started by the next ipc-leak, fd-leak or pool-leak) runs
@@ -113,6 +115,8 @@
 //                handle's bytes written to PATH: "ipc-save <result>"
 //   ipc-open-file PATH  opens the handle saved in PATH and reads its first word:
 //                "ipc-open-file <result> <ok|bad>"
+//   ipc-close    closes the pointer the newest ipc-open-file opened (cuIpcCloseMemHandle),
+//                then reads its first word again: "ipc-close <result> <ok|gone>"
 //   ipc-self     cuIpcOpenMemHandle of a handle this process exported (1 MiB):
 //                "ipc-self <result>"
 // Against the region the container may write (the region's path as argument):
@@ -566,6 +570,7 @@ bool g_importer_pidns = false;
 const char* g_importer_region = nullptr;
 const char* g_importer_limit = nullptr;
 CUmemoryPool g_share_pool = nullptr;
+std::vector<CUdeviceptr> g_ipc_opened;  // by ipc-open-file, newest last
 
 // Written and on the card before it returns: a copy from pageable memory may return once
 // the bytes are staged, before they reach the device, and another process reads them next.
@@ -781,7 +786,7 @@ void ShareLeak(const char* step, long pieces, long mib, Route route, bool keep =
     if (fd >= 0) close(fd);
     if (shared && r.seen_ok && FromDevice(p) == m.value + 1) ++seen;
     // Freed at once, while the importer holds it.
-    if (route == Route::kIpc && p) free_fn(p);
+    if (route == Route::kIpc && p && !keep) free_fn(p);
     if (route == Route::kPool && p && !keep) Get<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync")(p, nullptr);
     if (vmm && p) {
       VmmUnmap(p, bytes);
@@ -1188,9 +1193,10 @@ int main(int argc, char** argv) {
       Route route = step[0] == 'i' ? Route::kIpc : step[0] == 'f' ? Route::kFd : Route::kPool;
       ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), route);
       i += 2;
-    } else if (strcmp(step, "pool-share") == 0) {
+    } else if (strcmp(step, "pool-share") == 0 || strcmp(step, "ipc-share") == 0) {
       if (i + 2 >= argc) return 2;
-      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), Route::kPool, /*keep=*/true);
+      ShareLeak(step, atol(argv[i + 1]), atol(argv[i + 2]), step[0] == 'p' ? Route::kPool : Route::kIpc,
+                /*keep=*/true);
       i += 2;
     } else if (strcmp(step, "pool-noexport") == 0) {
       CUmemoryPool pool = nullptr;
@@ -1269,7 +1275,13 @@ int main(int argc, char** argv) {
                                   &p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
                             : CUDA_ERROR_INVALID_VALUE;
       printf("ipc-open-file %s %s\n", Name(rc), rc == CUDA_SUCCESS && FromDevice(p) == 0x5a5a5a5a ? "ok" : "bad");
+      if (rc == CUDA_SUCCESS) g_ipc_opened.push_back(p);
       ++i;
+    } else if (strcmp(step, "ipc-close") == 0) {
+      CUdeviceptr p = g_ipc_opened.empty() ? 0 : g_ipc_opened.back();
+      if (!g_ipc_opened.empty()) g_ipc_opened.pop_back();
+      CUresult rc = Get<CUresult (*)(CUdeviceptr)>("cuIpcCloseMemHandle")(p);
+      printf("ipc-close %s %s\n", Name(rc), FromDevice(p) == 0x5a5a5a5a ? "ok" : "gone");
     } else if (strcmp(step, "ipc-self") == 0) {
       CUdeviceptr p = 0, q = 0;
       CUipcMemHandle h{};
