@@ -166,18 +166,13 @@ GS_SIM_CUDA(cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle, un
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   IpcPayload p;
   memcpy(&p, handle.reserved, sizeof(p));
-  ShareInfo info;
-  if (p.magic != kIpcMagic || !node()->ShareOf(p.share.index, p.share.id, &info) || info.owner_pid == 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  // CUDA documents that a process cannot open its own handles. The driver tells by the pids
-  // the two processes see as their own, so an importer whose pid in its namespace is the
-  // exporter's in its own (two containers' pid 1s) is refused the same way, as measured on
-  // an H100 (docs/measurements/shared-memory.md, "Across PID namespaces").
-  if ((info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time()) ||
-      p.exporter_pid == static_cast<uint32_t>(getpid()))
-    return CUDA_ERROR_INVALID_CONTEXT;
+  if (p.magic != kIpcMagic) return CUDA_ERROR_INVALID_VALUE;
+  // One open at a time, so that two threads opening the same handle get one mapping.
+  static std::mutex open_mu;
+  std::lock_guard<std::mutex> opening(open_mu);
   {
-    // Opened in this context already: the same pointer, one more open.
+    // Opened in this context already: the same pointer, one more open (whether its owner
+    // still holds it or not).
     std::lock_guard<std::mutex> lock(g_driver->mu);
     for (auto& [addr, a] : g_driver->allocations) {
       if (a.kind != AllocKind::kIpc || a.ctx != ctx || a.share != p.share.index || a.share_id != p.share.id) continue;
@@ -186,6 +181,15 @@ GS_SIM_CUDA(cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle, un
       return CUDA_SUCCESS;
     }
   }
+  ShareInfo info;
+  if (!node()->ShareOf(p.share.index, p.share.id, &info) || info.owner_pid == 0) return CUDA_ERROR_INVALID_VALUE;
+  // CUDA documents that a process cannot open its own handles. The driver tells by the pids
+  // the two processes see as their own, so an importer whose pid in its namespace is the
+  // exporter's in its own (two containers' pid 1s) is refused the same way, as measured on
+  // an H100 (docs/measurements/shared-memory.md, "Across PID namespaces").
+  if ((info.owner_pid == static_cast<uint32_t>(node()->pid()) && info.owner_start == node()->start_time()) ||
+      p.exporter_pid == static_cast<uint32_t>(getpid()))
+    return CUDA_ERROR_INVALID_CONTEXT;
   return OpenSharedAllocation(p.share, info, ctx, AllocKind::kIpc, pdptr);
 }
 GS_SIM_CUDA_SAME(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)
