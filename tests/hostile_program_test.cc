@@ -930,6 +930,23 @@ TEST(HostileIpc, AHandleOpenedTwiceIsPaidOnceUntilItsLastClose) {
   EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;  // the whole slice back
 }
 
+// Two threads that open one handle at the same moment get the same pointer, opened twice:
+// paid once and given back at the second close, round after round.
+TEST(HostileIpc, TwoThreadsOpeningOneHandleAtOnceArePaidOnce) {
+  SimNode node(kH100);
+  const std::string handle = node.root() + "/ipc-handle";
+  Process owner({HostileBin(), "init", "ipc-save", "512", handle, "sleep", "20000"}, node.env());
+  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  Result r = RunProcess({HostileBin(), "init", "ipc-open-race", handle, "200", "fill", "64"}, env);
+  owner.Signal(SIGTERM);
+  owner.Wait();
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Line(r.out, "ipc-open-race"), "ipc-open-race 200 0") << r.out << r.err;
+  EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;  // nothing left charged
+}
+
 // The region, its mutex included, is writable by every process of the container. One
 // thread of a process holds the region's mutex until 32 others, allocating 512 MiB pieces
 // at once, all wait for it, then keeps zeroing the region's total for the device and its

@@ -497,9 +497,15 @@ CUresult ChargedImport(CUdeviceptr* ptr, Charge c, const char* api, CUresult (*u
   return CUDA_SUCCESS;
 }
 
+// Opens and closes of legacy IPC handles, one at a time: the driver hands two threads that
+// open one handle the same pointer, and its entry must count both opens, not be charged
+// twice; a close must not undo over an open made meanwhile.
+std::mutex g_ipc_mu;
+
 template <typename Open>
 CUresult OpenIpcHandle(CUdeviceptr* pdptr, const CUipcMemHandle& handle, Open open) {
   if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(g_ipc_mu);
   CUresult rc = open();
   if (rc != CUDA_SUCCESS || pdptr == nullptr || TheAllocations().ReopenedIpc(*pdptr)) return rc;
   Charge c{DeviceOfPointer(*pdptr), 0, false, CurrentContextId()};
@@ -528,14 +534,19 @@ GS_HOOK(cuIpcCloseMemHandle) CUresult gs_hook_cuIpcCloseMemHandle(CUdeviceptr dp
   // The driver counts opens of a handle in a context: the last close lets it go. Counted
   // before the driver is called, which may hand the address to another thread's allocation.
   Charge c;
-  const bool last = TheAllocations().ClosedIpc(dptr, &c);
-  CUresult rc = g_cuda.cuIpcCloseMemHandle(dptr);
-  if (rc != CUDA_SUCCESS) {  // still open
-    if (last)
-      TheAllocations().Add(HandleKind::kPointer, dptr, c);
-    else
-      TheAllocations().ReopenedIpc(dptr);
-    return rc;
+  bool last = false;
+  CUresult rc;
+  {
+    std::lock_guard<std::mutex> lock(g_ipc_mu);
+    last = TheAllocations().ClosedIpc(dptr, &c);
+    rc = g_cuda.cuIpcCloseMemHandle(dptr);
+    if (rc != CUDA_SUCCESS) {  // still open
+      if (last)
+        TheAllocations().Add(HandleKind::kPointer, dptr, c);
+      else
+        TheAllocations().ReopenedIpc(dptr);
+      return rc;
+    }
   }
   if (last) LetGoSharedPointer(dptr, c);
   // Memory whose owner is gone is this process's on the card while it holds it (the

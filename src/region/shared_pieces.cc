@@ -25,10 +25,10 @@ int AnotherHolder(const Region* r, const SharedPiece& p, int except) {
   return -1;
 }
 
-// A piece its owner freed (or a forged one) that no live slot holds any more: nothing left
-// to follow.
+// A legacy IPC handle (no bytes) its owner freed that no live slot holds any more: nothing
+// left to follow. (A pool's piece stays until its pool is destroyed: HandOverPoolPieces.)
 bool Orphaned(const Region* r, const SharedPiece& p) {
-  return p.owner_ptr == 0 && AnotherHolder(r, p, -1) < 0;
+  return p.bytes == 0 && p.owner_ptr == 0 && AnotherHolder(r, p, -1) < 0;
 }
 
 // Entries hold indexes a process of the container wrote: only those inside the arrays count.

@@ -53,14 +53,14 @@ uint64_t HandOverPoolPieces(Region* r, ProcessSlot* owner, uint64_t pool, int de
 uint64_t PiecesChargedTo(const Region* r, const ProcessSlot* slot, int dev);
 
 // With the mutex held, as `slot` is claimed afresh: nothing of an earlier process's is
-// followed through it (no holder mark, no piece charged to it), and pieces their owner freed
-// that no live slot holds any more are forgotten.
+// followed through it (no holder mark, no piece charged to it), and legacy IPC handles their
+// owner freed that no live slot holds any more are forgotten.
 void ClearSlotPiecesLocked(Region* r, const ProcessSlot* slot);
 
 // With the mutex held, as `slot` is freed (its process exited or is gone): its holder marks
 // are cleared, and each piece charged to it passes, with its bytes, to another live holder.
-// Pieces charged to it that nobody holds, and pieces their owner freed that no live slot
-// holds any more, are forgotten.
+// Pieces charged to it that nobody holds, and legacy IPC handles their owner freed that no
+// live slot holds any more, are forgotten.
 void LeavePiecesLocked(Region* r, ProcessSlot* slot);
 
 }  // namespace gs::region

@@ -69,9 +69,10 @@ TEST_F(SharedPiecesTest, ALegacyIpcHandleIsFoundAndMovesNoCharge) {
   EXPECT_FALSE(RecordImportedPiece(r_, importer, 9));  // nothing left to follow
 }
 
-// An importer that exits holding a piece its owner already freed, without letting it go,
-// leaves nothing in the table: the entries are not used up by workers that come and go.
-TEST_F(SharedPiecesTest, APieceItsOwnerFreedLeavesWithItsLastHolderEvenUnreleased) {
+// An importer that exits holding a legacy IPC handle its owner already freed, without
+// letting it go, leaves nothing in the table: the entries are not used up by workers that
+// come and go.
+TEST_F(SharedPiecesTest, AnIpcHandleItsOwnerFreedLeavesWithItsLastHolderEvenUnreleased) {
   ProcessSlot* owner = Live(getppid());
   ASSERT_TRUE(RecordExportedPiece(r_, owner, 9, 0, 0, 0x2000, 0));
   ProcessSlot* importer = Live(getpid());

@@ -117,6 +117,9 @@
 //                "ipc-open-file <result> <ok|bad>"
 //   ipc-close    closes the pointer the newest ipc-open-file opened (cuIpcCloseMemHandle),
 //                then reads its first word again: "ipc-close <result> <ok|gone>"
+//   ipc-open-race PATH N  N rounds: two threads open the handle saved in PATH at once, then
+//                each closes what it opened: "ipc-open-race <rounds both opened> <closes
+//                that failed>"
 //   ipc-self     cuIpcOpenMemHandle of a handle this process exported (1 MiB):
 //                "ipc-self <result>"
 // Against the region the container may write (the region's path as argument):
@@ -699,6 +702,40 @@ int Importer(int sock) {
   return 0;
 }
 
+// Two threads of this process open one saved legacy IPC handle at the same moment, `rounds`
+// times, each closing what it opened: "<rounds both opened> <closes that failed>".
+std::string IpcOpenRace(const char* path, long rounds) {
+  CUipcMemHandle h{};
+  FILE* f = fopen(path, "rb");
+  const bool read_ok = f != nullptr && fread(&h, sizeof(h), 1, f) == 1;
+  if (f != nullptr) fclose(f);
+  if (!read_ok) return "no-handle";
+  auto open = Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2");
+  auto close = Get<CUresult (*)(CUdeviceptr)>("cuIpcCloseMemHandle");
+  CUcontext ctx = nullptr;
+  Get<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&ctx);
+  long both = 0, failed = 0;
+  for (long round = 0; round < rounds; ++round) {
+    std::atomic<int> ready{0};
+    CUdeviceptr p[2] = {};
+    CUresult rc[2] = {};
+    auto opener = [&](int k) {
+      Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      rc[k] = open(&p[k], h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    };
+    std::thread a(opener, 0), b(opener, 1);
+    a.join();
+    b.join();
+    both += rc[0] == CUDA_SUCCESS && rc[1] == CUDA_SUCCESS;
+    for (int k = 0; k < 2; ++k)
+      if (rc[k] == CUDA_SUCCESS) failed += close(p[k]) != CUDA_SUCCESS;
+  }
+  return std::to_string(both) + " " + std::to_string(failed);
+}
+
 CUresult VmmCreateExportable(size_t bytes, CUmemGenericAllocationHandle* handle) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -1277,6 +1314,10 @@ int main(int argc, char** argv) {
       printf("ipc-open-file %s %s\n", Name(rc), rc == CUDA_SUCCESS && FromDevice(p) == 0x5a5a5a5a ? "ok" : "bad");
       if (rc == CUDA_SUCCESS) g_ipc_opened.push_back(p);
       ++i;
+    } else if (strcmp(step, "ipc-open-race") == 0) {
+      if (i + 2 >= argc) return 2;
+      printf("ipc-open-race %s\n", IpcOpenRace(argv[i + 1], atol(argv[i + 2])).c_str());
+      i += 2;
     } else if (strcmp(step, "ipc-close") == 0) {
       CUdeviceptr p = g_ipc_opened.empty() ? 0 : g_ipc_opened.back();
       if (!g_ipc_opened.empty()) g_ipc_opened.pop_back();
