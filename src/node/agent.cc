@@ -292,7 +292,8 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
   std::string cdi_health;  // the healthy set the spec was last written for
   while (!stop) {
     progress.Beat(main_loop, MonotonicNowNs());
-    server.Keep();
+    // The spec first: once registered, the kubelet may allocate a device at once, and a
+    // runtime resolving its CDI name needs the spec by then.
     std::string health;
     for (const auto& g : book.Gpus()) health += g.healthy ? '1' : '0';
     if (health != cdi_health) {
@@ -300,6 +301,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
       if (scheduler_link && !cdi_health.empty()) scheduler_link->registrar->Poke();
       cdi_health = health;
     }
+    server.Keep();
     SleepUntilNs(MonotonicNowNs() + 200'000'000);
   }
   containers_thread.join();
