@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -945,6 +946,39 @@ TEST(HostileIpc, TwoThreadsOpeningOneHandleAtOnceArePaidOnce) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(Line(r.out, "ipc-open-race"), "ipc-open-race 200 0") << r.out << r.err;
   EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;  // nothing left charged
+}
+
+// Runs `hostile init fork-while WHAT 100`: every child answered, none hung, and the busy
+// thread made its call meanwhile (the line is "fork-while <answered> <hung> <its calls>").
+void ExpectEveryForkedChildAnswered(const std::string& what, const Env& env) {
+  Result r = RunProcess({HostileBin(), "init", "fork-while", what, "100"}, env);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  long answered = -1, hung = -1, calls = -1;
+  sscanf(Line(r.out, "fork-while").c_str(), "fork-while %ld %ld %ld", &answered, &hung, &calls);
+  EXPECT_EQ(answered, 100) << r.out << r.err;
+  EXPECT_EQ(hung, 0) << r.out << r.err;
+  EXPECT_GT(calls, 0) << r.out;
+}
+
+// A process forked while another of its threads is inside a hooked call that holds an
+// enforcer lock (an IPC open; a context being made and charged, NVML asked meanwhile): the
+// child's own call gets CUDA's answer for a forked child at once instead of waiting
+// forever on a lock a thread of its parent held at the fork.
+TEST(HostileFork, AChildForkedDuringAnIpcOpenIsAnsweredNotHung) {
+  SimNode node(kH100);
+  const std::string handle = node.root() + "/ipc-handle";
+  Process owner({HostileBin(), "init", "ipc-save", "64", handle, "sleep", "60000"}, node.env());
+  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
+  Env env = node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  ExpectEveryForkedChildAnswered("ipc:" + handle, env);
+  owner.Signal(SIGTERM);
+  owner.Wait();
+}
+
+TEST(HostileFork, AChildForkedWhileAContextIsChargedIsAnsweredNotHung) {
+  SimNode node(kH100);
+  ExpectEveryForkedChildAnswered("ctx", node.enforced({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}}));
 }
 
 // The region, its mutex included, is writable by every process of the container. One

@@ -101,7 +101,7 @@ void SubtractClamped(std::atomic<uint64_t>* v, uint64_t bytes) {
   }
 }
 
-std::mutex g_ctx_mu;
+ChildResetMutex g_ctx_mu;
 int g_primary_refs[kMaxDevices];  // primary-context references this process holds
 // The footprint this process last measured for a context on each device (0: none yet).
 std::atomic<uint64_t> g_context_measured[kMaxDevices];
@@ -110,7 +110,7 @@ std::atomic<uint64_t> g_context_measured[kMaxDevices];
 std::atomic<bool> g_context_charged[kMaxDevices];
 uint64_t g_primary_ctx[kMaxDevices];  // the primary context's handle, while referenced
 
-pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+ChildResetMutex g_slot_mu;
 
 }  // namespace
 
@@ -135,7 +135,7 @@ namespace {
 // A forked child (or a process whose region was joined before a fork) claims its own slot:
 // sharing the parent's would free the child's memory from the books when the parent exits.
 void ClaimOwnSlot() {
-  pthread_mutex_lock(&g_slot_mu);
+  g_slot_mu.lock();
   pid_t pid = getpid();
   if (g_state.slot_pid.load() != pid) {
     region::ProcessSlot* slot = ClaimProcessSlot(g_state.region);
@@ -144,7 +144,7 @@ void ClaimOwnSlot() {
     g_state.slot = slot;
     g_state.slot_pid.store(pid);
   }
-  pthread_mutex_unlock(&g_slot_mu);
+  g_slot_mu.unlock();
 }
 
 // In the order the hooks take them: the VMM book's lock is held across charges.
@@ -170,6 +170,12 @@ void AfterForkInChild() {
   TheAllocations().UnlockAfterFork();
   g_reconcile_mu.unlock();
   TheVmmBook().mu().unlock();
+  // Held across driver and NVML calls, guarding nothing the child keeps: not taken at the
+  // fork, so a thread of the parent may have held them.
+  IpcOpenMutex().ResetInChild();
+  g_ctx_mu.ResetInChild();
+  g_slot_mu.ResetInChild();
+  DeviceMapAfterForkInChild();
   TheAllocations().ForgetAll();
   ThePoolBook().ForgetAll();
   TheGraphMemoryBook().ForgetAll();
@@ -279,6 +285,11 @@ bool ReserveImported(int dev, uint64_t bytes, const char* api) {
   if (!Reserve(dev, bytes, false, api)) return false;
   g_imported[dev].fetch_add(bytes);
   return true;
+}
+
+ChildResetMutex& IpcOpenMutex() {
+  static constinit ChildResetMutex mu;
+  return mu;
 }
 
 void UnreserveImported(int dev, uint64_t bytes) {
@@ -541,7 +552,7 @@ uint64_t DeviceUseBeforeContext(int dev) {
 DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held) {
   *held = 0;
   {
-    std::lock_guard<std::mutex> lock(g_ctx_mu);
+    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
     if (primary && g_primary_refs[dev] > 0) return DeviceCheck::kCharge;  // exists: charged with its first reference
   }
   // The real footprint is known only once the context exists, and by then the card holds
@@ -557,7 +568,7 @@ DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held) {
 }
 
 DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t measured_before, uint64_t held) {
-  std::lock_guard<std::mutex> lock(g_ctx_mu);
+  std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
   if (primary && g_primary_refs[dev]++ > 0) {  // another thread made it first: charged once
     if (held) Unreserve(dev, held, false);
     return DeviceCheck::kCharge;
@@ -673,7 +684,7 @@ void ContextGone(int dev, uint64_t ctx) {
   }
   if (dev >= 0 && dev < kMaxDevices) {
     {
-      std::lock_guard<std::mutex> lock(g_ctx_mu);
+      std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
       if (g_primary_ctx[dev] == ctx) g_primary_refs[dev] = 0, g_primary_ctx[dev] = 0;
     }
     Reconcile(dev, true);     // what the context's libraries held is gone with it
@@ -689,7 +700,7 @@ void ContextGone(int dev, uint64_t ctx) {
 void PrimaryReleased(int dev, uint64_t ctx) {
   if (dev < 0 || dev >= kMaxDevices) return;
   {
-    std::lock_guard<std::mutex> lock(g_ctx_mu);
+    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
     if (g_primary_refs[dev] == 0 || --g_primary_refs[dev] > 0) return;
     if (ctx == 0) ctx = g_primary_ctx[dev];
   }
@@ -697,7 +708,7 @@ void PrimaryReleased(int dev, uint64_t ctx) {
 }
 
 uint64_t PrimaryContextOf(int dev) {
-  std::lock_guard<std::mutex> lock(g_ctx_mu);
+  std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
   return dev >= 0 && dev < kMaxDevices ? g_primary_ctx[dev] : 0;
 }
 

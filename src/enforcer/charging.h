@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "src/enforcer/allocations.h"
+#include "src/enforcer/child_reset_mutex.h"
 #include "src/enforcer/enforcer.h"
 
 namespace gs::enforcer {
@@ -59,6 +60,10 @@ bool ImportRefused(const char* api);
 // this process, and counted twice until it is closed: strict, never loose).
 bool ReserveImported(int dev, uint64_t bytes, const char* api);
 void UnreserveImported(int dev, uint64_t bytes);
+// Serialises legacy IPC opens and closes (memory_hooks.cc): two threads opening one handle
+// get one pointer from the driver, paid once. The outermost enforcer lock; a forked child
+// starts with it free.
+ChildResetMutex& IpcOpenMutex();
 
 // Reconciliation with the card (docs/enforcer.md, "Memory"): NVML's figure for this
 // process on dev is the truth on hardware, and part of it comes from no call the enforcer

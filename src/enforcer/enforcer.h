@@ -70,6 +70,9 @@ bool NvmlReady();
 // (src/enforcer/limits.h says which index a card gets). Also done on first need, so a
 // program that reached the real cuInit around the hooks is still mapped.
 void MapCudaDevices();
+// The child of a fork: the lock of the map is free (a thread of the parent may have been
+// mapping; the child maps again where it must).
+void DeviceMapAfterForkInChild();
 // Region device index of a CUDA ordinal / of the current context's device; -1 if none
 // (not a device of this container, or no context).
 int DeviceOfOrdinal(CUdevice ordinal);

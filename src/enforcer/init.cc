@@ -13,6 +13,7 @@
 #include "src/common/proc_identity.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/charging.h"
+#include "src/enforcer/child_reset_mutex.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/limits.h"
 
@@ -30,7 +31,7 @@ namespace {
 pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
 pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
 pthread_once_t g_region_once = PTHREAD_ONCE_INIT;
-pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
+ChildResetMutex g_map_mu;
 
 // Reads a limits file into text and splits it into vars; false (errno set) when it cannot
 // be opened.
@@ -192,7 +193,7 @@ void MapCudaDevices() {
   if (r == nullptr) return;
   int count = 0;
   if (g_cuda.cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
-  pthread_mutex_lock(&g_map_mu);
+  g_map_mu.lock();
   region::Lock(r);
   for (int ord = 0; ord < count && ord < 64; ++ord) {
     CUuuid u;
@@ -208,7 +209,7 @@ void MapCudaDevices() {
   }
   g_state.devices_mapped.store(true);
   region::Unlock(r);
-  pthread_mutex_unlock(&g_map_mu);
+  g_map_mu.unlock();
 }
 
 int DeviceOfOrdinal(CUdevice ordinal) {
@@ -239,6 +240,10 @@ CUdevice OrdinalOfContext(CUcontext ctx) {
   return ordinal;
 }
 
+void DeviceMapAfterForkInChild() {
+  g_map_mu.ResetInChild();
+}
+
 int DeviceOfNvml(nvmlDevice_t device) {
   region::Region* r = g_state.region;
   if (r == nullptr || g_nvml.nvmlDeviceGetUUID == nullptr) return -1;
@@ -253,12 +258,12 @@ int DeviceOfNvml(nvmlDevice_t device) {
   // device in NVML order, which matches CUDA's default order in a container.
   unsigned index = 0;
   if (g_nvml.nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS) return -1;
-  pthread_mutex_lock(&g_map_mu);
+  g_map_mu.lock();
   region::Lock(r);
   int idx = BindDevice(r, uuid, static_cast<int>(index));
   KeepDeviceUuid(idx, uuid);
   region::Unlock(r);
-  pthread_mutex_unlock(&g_map_mu);
+  g_map_mu.unlock();
   nvmlMemory_t mem;
   if (idx >= 0 && g_nvml.nvmlDeviceGetMemoryInfo(device, &mem) == NVML_SUCCESS) g_state.physical_total[idx] = mem.total;
   return idx;

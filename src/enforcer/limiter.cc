@@ -15,6 +15,7 @@
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
 #include "src/enforcer/card_guard.h"
+#include "src/enforcer/child_reset_mutex.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/launch_cost.h"
 #include "src/enforcer/limits.h"
@@ -104,8 +105,8 @@ struct DeviceTurns {
 };
 
 DeviceTurns g_turns[rg::kMaxDevices];
-pthread_mutex_t g_join_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t g_turn_mu = PTHREAD_MUTEX_INITIALIZER;  // joining a turn, per process
+ChildResetMutex g_join_mu;
+ChildResetMutex g_turn_mu;  // joining a turn, per process
 std::atomic<bool> g_controller_started{false};
 // The controller sleeps on this word between looks; a launch refused because its turn's
 // launches are spent wakes it at once, so the turn goes on without an idle gap and the
@@ -284,7 +285,7 @@ bool CardPath(int dev, char* out, size_t size) {
 bool Join(int dev) {
   DeviceTurns& turns = g_turns[dev];
   if (turns.member.joined.load(std::memory_order_acquire)) return true;
-  pthread_mutex_lock(&g_join_mu);
+  g_join_mu.lock();
   if (!turns.member.joined.load() && !turns.member.join_failed) {
     char path[640], msg[768];
     bool shared = CardPath(dev, path, sizeof(path));
@@ -313,7 +314,7 @@ bool Join(int dev) {
     else
       turns.member.join_failed = true;
   }
-  pthread_mutex_unlock(&g_join_mu);
+  g_join_mu.unlock();
   return turns.member.joined.load();
 }
 
@@ -350,7 +351,7 @@ void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launche
 // Joins the turn of our tenant when it holds the card; true when launches may go ahead.
 bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
   rg::Card* c = turns.member.card;
-  pthread_mutex_lock(&g_turn_mu);
+  g_turn_mu.lock();
   bool joined = false;
   int64_t deadline = 0;
   if (turns.part.state.load() == static_cast<int>(Part::kOut) &&
@@ -365,7 +366,7 @@ bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
   } else if (turns.part.state.load() == static_cast<int>(Part::kIn) && turns.gate.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
   }
-  pthread_mutex_unlock(&g_turn_mu);
+  g_turn_mu.unlock();
   if (joined) StartController();
   return joined;
 }
@@ -646,6 +647,8 @@ __attribute__((constructor)) void RegisterAtFork() {
     g_controller_started.store(false);
     g_beat_started.store(false);
     g_drain_seq.store(0);
+    g_join_mu.ResetInChild();
+    g_turn_mu.ResetInChild();
     t_ctx = nullptr;
     for (DeviceTurns& turns : g_turns) {
       turns.gate.open.store(false);

@@ -497,15 +497,13 @@ CUresult ChargedImport(CUdeviceptr* ptr, Charge c, const char* api, CUresult (*u
   return CUDA_SUCCESS;
 }
 
-// Opens and closes of legacy IPC handles, one at a time: the driver hands two threads that
-// open one handle the same pointer, and its entry must count both opens, not be charged
-// twice; a close must not undo over an open made meanwhile.
-std::mutex g_ipc_mu;
-
+// Opens and closes of legacy IPC handles go one at a time (IpcOpenMutex): the driver hands
+// two threads that open one handle the same pointer, and its entry must count both opens,
+// not be charged twice; a close must not undo over an open made meanwhile.
 template <typename Open>
 CUresult OpenIpcHandle(CUdeviceptr* pdptr, const CUipcMemHandle& handle, Open open) {
   if (ImportRefused("cuIpcOpenMemHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::lock_guard<std::mutex> lock(g_ipc_mu);
+  std::lock_guard<ChildResetMutex> lock(IpcOpenMutex());
   CUresult rc = open();
   if (rc != CUDA_SUCCESS || pdptr == nullptr || TheAllocations().ReopenedIpc(*pdptr)) return rc;
   Charge c{DeviceOfPointer(*pdptr), 0, false, CurrentContextId()};
@@ -537,7 +535,7 @@ GS_HOOK(cuIpcCloseMemHandle) CUresult gs_hook_cuIpcCloseMemHandle(CUdeviceptr dp
   bool last = false;
   CUresult rc;
   {
-    std::lock_guard<std::mutex> lock(g_ipc_mu);
+    std::lock_guard<ChildResetMutex> lock(IpcOpenMutex());
     last = TheAllocations().ClosedIpc(dptr, &c);
     rc = g_cuda.cuIpcCloseMemHandle(dptr);
     if (rc != CUDA_SUCCESS) {  // still open

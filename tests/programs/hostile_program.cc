@@ -130,6 +130,13 @@
 //                the mutex of the region at PATH for 300 ms, then keeps zeroing device 0's
 //                total and this process's slot there:
 //                "race-zeroed <MiB allocated by the threads together>"
+//   fork-while WHAT N  a thread does WHAT over and over while the program forks N times;
+//                each child makes WHAT's call once and exits (CUDA is not a forked child's:
+//                CUDA_ERROR_NOT_INITIALIZED is the answer it must get). WHAT: ipc:PATH
+//                (open and close the IPC handle saved in PATH; the child opens it) or ctx
+//                (create and destroy a context; the child retains the primary context). A
+//                child not gone 2 s after its fork is killed as hung, and the forking stops
+//                at the third: "fork-while <children answered> <hung> <the thread's calls>"
 //   child        fork; the parent stays as it is (in a container: its first process, still
 //                in the container's namespaces), waits for the child and exits with its
 //                status (1 when it was killed); the child goes on with the next steps
@@ -167,6 +174,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -185,6 +193,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -734,6 +743,78 @@ std::string IpcOpenRace(const char* path, long rounds) {
       if (rc[k] == CUDA_SUCCESS) failed += close(p[k]) != CUDA_SUCCESS;
   }
   return std::to_string(both) + " " + std::to_string(failed);
+}
+
+// Forks N times while a thread makes `call` over and over; each child makes `call` once.
+std::string ForkWhile(const std::function<CUresult()>& call, long children) {
+  CUcontext ctx = nullptr;
+  Get<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&ctx);
+  std::atomic<bool> stop{false};
+  std::atomic<long> calls{0};
+  std::thread busy([&] {
+    Get<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx);
+    while (!stop.load()) {
+      call();
+      calls.fetch_add(1);
+    }
+  });
+  long answered = 0, hung = 0;
+  for (long k = 0; k < children && hung < 3; ++k) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) break;
+    if (pid == 0) _exit(call() == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
+    int status = 0;
+    bool gone = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!(gone = waitpid(pid, &status, WNOHANG) == pid) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!gone) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    answered += gone && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    hung += !gone;
+  }
+  stop.store(true);
+  busy.join();
+  return std::to_string(answered) + " " + std::to_string(hung) + " " + std::to_string(calls.load());
+}
+
+std::string ForkWhile(const char* what, long children) {
+  if (strncmp(what, "ipc:", 4) == 0) {
+    CUipcMemHandle h{};
+    FILE* f = fopen(what + 4, "rb");
+    const bool read_ok = f != nullptr && fread(&h, sizeof(h), 1, f) == 1;
+    if (f != nullptr) fclose(f);
+    if (!read_ok) return "no-handle";
+    auto open = Get<CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned)>("cuIpcOpenMemHandle_v2");
+    auto close = Get<CUresult (*)(CUdeviceptr)>("cuIpcCloseMemHandle");
+    return ForkWhile(
+        [&] {
+          CUdeviceptr p = 0;
+          CUresult rc = open(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+          if (rc == CUDA_SUCCESS) close(p);
+          return rc;
+        },
+        children);
+  }
+  if (strcmp(what, "ctx") == 0) {
+    auto create = Get<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate_v2");
+    auto destroy = Get<CUresult (*)(CUcontext)>("cuCtxDestroy_v2");
+    auto retain = Get<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+    const pid_t parent = getpid();
+    return ForkWhile(
+        [&] {
+          CUcontext c = nullptr;
+          if (getpid() != parent) return retain(&c, 0);
+          CUresult rc = create(&c, 0, 0);
+          if (rc == CUDA_SUCCESS) destroy(c);
+          return rc;
+        },
+        children);
+  }
+  return "unknown";
 }
 
 CUresult VmmCreateExportable(size_t bytes, CUmemGenericAllocationHandle* handle) {
@@ -1317,6 +1398,10 @@ int main(int argc, char** argv) {
     } else if (strcmp(step, "ipc-open-race") == 0) {
       if (i + 2 >= argc) return 2;
       printf("ipc-open-race %s\n", IpcOpenRace(argv[i + 1], atol(argv[i + 2])).c_str());
+      i += 2;
+    } else if (strcmp(step, "fork-while") == 0) {
+      if (i + 2 >= argc) return 2;
+      printf("fork-while %s\n", ForkWhile(argv[i + 1], atol(argv[i + 2])).c_str());
       i += 2;
     } else if (strcmp(step, "ipc-close") == 0) {
       CUdeviceptr p = g_ipc_opened.empty() ? 0 : g_ipc_opened.back();
