@@ -1,8 +1,9 @@
 // The per-container directories the node agent hands out (SliceBook::ContainerDir(id):
 // a `limits` file and the writable `shared/` region directory). Making them allocates
 // inodes, and on ext4 under churn that takes up to a millisecond each (its allocator scans
-// recently freed inodes), so a background thread keeps a few ready (spares: directories
-// in place that no record names yet): Allocate only takes one and fills its limits file.
+// recently freed inodes), so a background thread (at the lowest CPU priority) keeps a few
+// ready (spares: directories in place that no record names yet): Allocate only takes one
+// and fills its limits file.
 // A discarded directory is recycled under a new id: its `shared/` (which the container
 // could write) is removed and made anew, and its limits file is replaced by a new, empty
 // one (a new inode: a container that is still running keeps the old file mounted, and
