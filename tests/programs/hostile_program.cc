@@ -135,8 +135,8 @@
 //                CUDA_ERROR_NOT_INITIALIZED is the answer it must get). WHAT: ipc:PATH
 //                (open and close the IPC handle saved in PATH; the child opens it) or ctx
 //                (create and destroy a context; the child retains the primary context). A
-//                child not gone 2 s after its fork is killed as hung, and the forking stops
-//                at the third: "fork-while <children answered> <hung> <the thread's calls>"
+//                child not gone 15 s after its fork is killed as hung, and the forking
+//                stops there: "fork-while <children answered> <hung> <the thread's calls>"
 //   child        fork; the parent stays as it is (in a container: its first process, still
 //                in the container's namespaces), waits for the child and exits with its
 //                status (1 when it was killed); the child goes on with the next steps
@@ -759,14 +759,14 @@ std::string ForkWhile(const std::function<CUresult()>& call, long children) {
     }
   });
   long answered = 0, hung = 0;
-  for (long k = 0; k < children && hung < 3; ++k) {
+  for (long k = 0; k < children && hung == 0; ++k) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) break;
     if (pid == 0) _exit(call() == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
     int status = 0;
     bool gone = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     while (!(gone = waitpid(pid, &status, WNOHANG) == pid) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!gone) {
