@@ -11,6 +11,7 @@
 #include "src/container/cdi.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
+#include "src/node/card_entries.h"
 #include "src/node/card_files.h"
 #include "src/node/claimed_allocation.h"
 #include "src/node/config.h"
@@ -144,6 +145,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
 
   SliceBook book(gpus, cfg.split, cfg.state_dir);
   GS_RETURN_IF_ERROR(PrepareCardFiles(book.CardsDir(), gpus));
+  GS_RETURN_IF_ERROR(PrepareCardRosters(book.CardsDir(), gpus));
   Status loaded = book.Load();
   const bool keep_unrecorded = !loaded.ok() || book.HasDamagedRecords();
   if (!loaded.ok())

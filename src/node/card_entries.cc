@@ -6,8 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <sstream>
+#include <string_view>
 
 #include "src/common/file.h"
 #include "src/node/card_files.h"
@@ -39,27 +40,84 @@ Status Errno(const std::string& what, const std::string& path) {
   return Internal(what + " " + path + ": " + strerror(errno));
 }
 
-bool Stands(const Assignment& a) {
-  struct stat st;
-  return stat(a.owner.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+// Whether assignments stand (their owner is a directory). Owners share a parent directory
+// (the agent's or the hook's state), which is looked up once: a roster read asks about up to
+// 64 owners, and a whole path's lookup each is most of an Allocate's time in the agent.
+class OwnerCheck {
+ public:
+  OwnerCheck() = default;
+  ~OwnerCheck() {
+    if (parent_fd_ >= 0) close(parent_fd_);
+  }
+  OwnerCheck(const OwnerCheck&) = delete;
+  OwnerCheck& operator=(const OwnerCheck&) = delete;
+
+  bool Stands(const Assignment& a) {
+    struct stat st;
+    const size_t slash = a.owner.rfind('/');
+    if (slash == 0 || slash == std::string::npos || slash + 1 == a.owner.size())
+      return stat(a.owner.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    if (a.owner.compare(0, slash, parent_) != 0 || parent_.size() != slash) {
+      if (parent_fd_ >= 0) close(parent_fd_);
+      parent_ = a.owner.substr(0, slash);
+      parent_fd_ = open(parent_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    return parent_fd_ >= 0 && fstatat(parent_fd_, a.owner.c_str() + slash + 1, &st, 0) == 0 && S_ISDIR(st.st_mode);
+  }
+
+ private:
+  std::string parent_;
+  int parent_fd_ = -1;
+};
+
+void SkipBlanks(std::string_view* rest) {
+  size_t i = 0;
+  while (i < rest->size() && ((*rest)[i] == ' ' || (*rest)[i] == '\t')) ++i;
+  rest->remove_prefix(i);
 }
 
-// The assignments of a roster's text that still stand; a line that does not parse, an entry
-// out of range or given twice is dropped (the file is the host's own, but a roster that
-// lost a line only frees an entry). Reads the slot layout and plain lines alike.
-std::vector<Assignment> Parse(const std::string& text) {
+// One number of a line and the blanks after it; false when there is none.
+bool TakeNumber(std::string_view* rest, int64_t* v) {
+  auto [end, ec] = std::from_chars(rest->data(), rest->data() + rest->size(), *v);
+  if (ec != std::errc() || end == rest->data()) return false;
+  rest->remove_prefix(static_cast<size_t>(end - rest->data()));
+  SkipBlanks(rest);
+  return true;
+}
+
+// The assignments a roster's text names, whether their owners stand or not (a stat per
+// owner is the cost of a roster read: AssignOne asks only as far as it needs). A line that
+// does not parse or names an entry out of range is dropped (the file is the host's own, but
+// a roster that lost a line only frees an entry). Reads the slot layout and plain lines alike.
+std::vector<Assignment> Lines(std::string_view text) {
   std::vector<Assignment> out;
-  bool taken[region::kCardTenants] = {};
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    SkipBlanks(&line);
+    int64_t entry = -1;
     Assignment a;
-    if (!(fields >> a.entry >> a.at) || a.entry < 0 || a.entry >= region::kCardTenants || taken[a.entry]) continue;
-    std::getline(fields >> std::ws, a.owner);
-    if (a.owner.empty() || a.owner[0] != '/' || !Stands(a)) continue;
-    taken[a.entry] = true;
+    if (!TakeNumber(&line, &entry) || entry < 0 || entry >= region::kCardTenants || !TakeNumber(&line, &a.at)) continue;
+    a.owner = std::string(line);
+    if (a.owner.empty() || a.owner[0] != '/') continue;
+    a.entry = static_cast<int>(entry);
     out.push_back(std::move(a));
   }
+  return out;
+}
+
+// The assignments of `lines` that still stand, at most one per entry (the first line of it
+// whose owner stands).
+std::vector<Assignment> Standing(const std::vector<Assignment>& lines) {
+  std::vector<Assignment> out;
+  bool taken[region::kCardTenants] = {};
+  OwnerCheck check;
+  for (const auto& a : lines)
+    if (!taken[a.entry] && check.Stands(a)) {
+      taken[a.entry] = true;
+      out.push_back(a);
+    }
   return out;
 }
 
@@ -139,17 +197,23 @@ class RosterLock {
 // the lowest free one, else -1) and records it. Under the roster lock.
 StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds) {
   GS_ASSIGN_OR_RETURN(std::string text, ReadRoster(path));
-  std::vector<Assignment> roster = Parse(text);
-  bool taken[region::kCardTenants] = {};
-  for (const auto& a : roster) {
+  std::vector<Assignment> lines = Lines(text);
+  // The owner stands (the caller checked): its own line, if any, is its entry.
+  for (const auto& a : lines)
     if (a.owner == owner) return a.entry;
-    taken[a.entry] = true;
-  }
+  // The lowest entry no standing owner holds; owners are asked only up to it.
+  OwnerCheck check;
+  auto held = [&](int entry) {
+    for (const auto& a : lines)
+      if (a.entry == entry && check.Stands(a)) return true;
+    return false;
+  };
   int entry = 0;
-  while (entry < region::kCardTenants && taken[entry]) ++entry;
+  while (entry < region::kCardTenants && held(entry)) ++entry;
   if (entry == region::kCardTenants) return -1;
   Assignment mine{entry, now_seconds, owner};
   if (!InSlots(text)) {
+    std::vector<Assignment> roster = Standing(lines);
     roster.push_back(mine);
     GS_RETURN_IF_ERROR(WriteRoster(path, roster));
     return entry;
@@ -202,6 +266,20 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
   return entries;
 }
 
+Status PrepareCardRosters(const std::string& cards_dir, const std::vector<model::Gpu>& gpus) {
+  const std::string dir = CardEntriesDir(cards_dir);
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create", dir);
+  RosterLock lock(dir);
+  if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
+  for (const auto& g : gpus) {
+    if (!UsableCardFileName(g.uuid)) return InvalidArgument("GPU UUID '" + g.uuid + "' cannot name a card roster file");
+    const std::string path = dir + "/" + g.uuid;
+    if (access(path.c_str(), F_OK) == 0) continue;
+    GS_RETURN_IF_ERROR(WriteRoster(path, {}));
+  }
+  return Status::Ok();
+}
+
 Status TakeCardEntries(const std::string& cards_dir, const std::string& owner, int64_t now_seconds,
                        model::Allocation* a) {
   std::vector<model::DeviceGrant*> shared;
@@ -223,7 +301,7 @@ std::vector<int> CardEntriesOf(const std::string& cards_dir, const std::string& 
   RosterLock lock(dir);  // a slot being written is never read half-written
   auto text = ReadRoster(dir + "/" + uuid);
   if (!text.ok()) return out;
-  for (const auto& a : Parse(*text))
+  for (const auto& a : Standing(Lines(*text)))
     if (a.owner == owner) out.push_back(a.entry);
   return out;
 }

@@ -148,6 +148,47 @@ TEST_F(CardEntriesTest, AnOldOwnerTooLongForASlotKeepsItsEntry) {
   EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", Owner("c")), std::vector<int>{2});
 }
 
+// A roster of plain lines may name an entry twice (an older agent's, hand-edited): the
+// entry is held while any of its owners stands, whichever line comes first.
+TEST_F(CardEntriesTest, AnEntryIsHeldWhileAnyOfItsLinesStands) {
+  std::string a = Owner("a"), gone = Owner("gone");
+  fs::remove_all(gone);
+  fs::create_directories(CardEntriesDir(cards_));
+  std::ofstream(CardEntriesDir(cards_) + "/GPU-a") << "0 900 " << gone << "\n0 900 " << a << "\n";
+  EXPECT_EQ(Assign(Owner("c")), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+}
+
+// The agent makes each card's roster when it starts, so that no Allocate pays for a new
+// file; a roster that exists (containers hold entries) is kept as it is.
+TEST_F(CardEntriesTest, RostersMadeAtStartAreBlankAndExistingOnesKept) {
+  std::string a = Owner("a");
+  Assign(a, {"GPU-a"});
+  const std::string dir = CardEntriesDir(cards_);
+  struct stat kept {};
+  ASSERT_EQ(stat((dir + "/GPU-a").c_str(), &kept), 0);
+  std::vector<model::Gpu> gpus = {{"GPU-a", 0, "T4", 16ull << 30, 0, 0, true},
+                                  {"GPU-b", 1, "T4", 16ull << 30, 0, 0, true}};
+  ASSERT_TRUE(PrepareCardRosters(cards_, gpus).ok());
+  struct stat now {};
+  ASSERT_EQ(stat((dir + "/GPU-a").c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, kept.st_ino);
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+  std::ifstream in(dir + "/GPU-b");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string blank;
+  for (int i = 0; i < region::kCardTenants; ++i) blank += std::string(255, ' ') + "\n";
+  EXPECT_EQ(text, blank);
+  struct stat made {};
+  ASSERT_EQ(stat((dir + "/GPU-b").c_str(), &made), 0);
+  EXPECT_EQ(Assign(Owner("b"), {"GPU-b"}), std::vector<int>{0});
+  ASSERT_EQ(stat((dir + "/GPU-b").c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, made.st_ino) << "the first entry of a prepared roster is written in place";
+  gpus.push_back({"../x", 2, "T4", 16ull << 30, 0, 0, true});
+  Status bad = PrepareCardRosters(cards_, gpus);
+  EXPECT_NE(bad.message().find("GPU UUID '../x'"), std::string::npos) << bad.message();
+}
+
 // A slot torn by a crash mid-write frees its entry alone.
 TEST_F(CardEntriesTest, ATornSlotFreesOnlyItsEntry) {
   std::string a = Owner("a"), b = Owner("b"), c = Owner("c");
