@@ -914,10 +914,11 @@ TEST_F(NodeAgentTest, AContainerAttackingItsRegionCannotStallOrCrashTheAgent) {
   EXPECT_EQ(waitpid(agent_->pid(), &status, WNOHANG), 0) << "the agent exited";
 }
 
-// A container's only writable place on the node is a 4 MiB tmpfs of at most 64 files: a
-// process in its own PID and mount namespace that writes there as much as it can gets
-// ENOSPC at 4 MiB, the node's disk never sees it, the container's region (allocated, not
-// sparse) keeps working for its next process, and the mount goes with the container.
+// A container's only writable place on the node is in a 4 MiB tmpfs of at most 64 files
+// (its directory, holding its limits file and `shared/`): a process in its own PID and
+// mount namespace that writes there as much as it can gets ENOSPC at 4 MiB, the node's
+// disk never sees it, the container's region (allocated, not sparse) keeps working for its
+// next process, and the mount goes with the container.
 TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
   if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
     std::cout << "NOTE: needs root and unshare: the tmpfs per container was NOT tested\n";
@@ -928,8 +929,8 @@ TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
   kubelet_->SetPods({{"filler", "ns", "c", "nvidia.com/gpu", {ids[0]}}});
   v1beta1::ContainerAllocateResponse resp;
   ASSERT_TRUE(kubelet_->Allocate({ids[0]}, &resp).ok());
-  std::string shared = SharedDir(resp);
-  ASSERT_TRUE(Mounted(shared)) << shared;
+  std::string shared = SharedDir(resp), dir = std::filesystem::path(shared).parent_path().string();
+  ASSERT_TRUE(Mounted(dir)) << dir;
   Env e = ContainerEnv(resp);
   Result made = RunProcess({GpusliceBin(), "burn", "--memory", "64m", "--seconds", "0.2"}, e);
   ASSERT_EQ(made.code, 0) << made.out << made.err;
@@ -949,9 +950,9 @@ TEST_F(NodeAgentTest, AContainerCannotFillTheNodesDiskThroughItsDirectory) {
 
   // The container is gone: after the grace period its directory and its mount are too.
   kubelet_->SetPods({});
-  EXPECT_TRUE(WaitUntil([&] { return !Mounted(shared) && !std::filesystem::exists(shared); }, std::chrono::seconds(10),
+  EXPECT_TRUE(WaitUntil([&] { return !Mounted(dir) && !std::filesystem::exists(dir); }, std::chrono::seconds(10),
                         std::chrono::milliseconds(100)))
-      << shared << " is still there (or still mounted)";
+      << dir << " is still there (or still mounted)";
 }
 
 // A container garbles its own region at random, with its lock held, for a minute, from its

@@ -49,48 +49,37 @@ void ContainerDirs::Start(bool keep_unrecorded) {
   thread_ = std::thread([this] { Run(); });
 }
 
-namespace {
-
-// Replaces the limits file with a new, empty inode (made beside it, renamed over it): a
-// container still running from this directory keeps its file, unchanged. Take()'s owner
-// then writes the new one in place.
-Status FreshLimitsFile(const std::string& dir) {
-  std::string limits = dir + "/limits", fresh = dir + "/limits.new";
-  int fd = open(fresh.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot create " + fresh + ": " + strerror(errno));
-  close(fd);
-  if (rename(fresh.c_str(), limits.c_str()) != 0) {
-    Status s = Internal("cannot replace " + limits + ": " + strerror(errno));
-    unlink(fresh.c_str());
-    return s;
+Status ContainerDirs::Fill(const std::string& dir) const {
+  if (shared_dir_bytes_ > 0) {
+    std::string options =
+        "size=" + std::to_string(shared_dir_bytes_) + ",nr_inodes=" + std::to_string(kSharedDirInodes) + ",mode=0755";
+    if (mount("gpuslice-shared", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0)
+      return FailedPrecondition("cannot mount a " + std::to_string(shared_dir_bytes_) + "-byte tmpfs at " + dir + ": " +
+                                strerror(errno) +
+                                " (the agent needs CAP_SYS_ADMIN; --shared-dir-size 0 leaves the container's "
+                                "directory unbounded on the node's disk)");
   }
+  std::string limits = dir + "/limits", shared = dir + "/shared";
+  int fd = open(limits.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot create " + limits + ": " + strerror(errno));
+  close(fd);
+  if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
+  chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ContainerDirs::MakeSharedDir(const std::string& dir) const {
-  std::string shared = dir + "/shared";
-  if (mkdir(shared.c_str(), 0777) != 0) return Internal("cannot create " + shared + ": " + strerror(errno));
-  chmod(shared.c_str(), 0777);  // whatever the umask: the container's first process creates the region
-  if (shared_dir_bytes_ == 0) return Status::Ok();
-  std::string options =
-      "size=" + std::to_string(shared_dir_bytes_) + ",nr_inodes=" + std::to_string(kSharedDirInodes) + ",mode=0777";
-  if (mount("gpuslice-shared", shared.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0) {
-    Status s = FailedPrecondition("cannot mount a " + std::to_string(shared_dir_bytes_) + "-byte tmpfs at " + shared +
-                                  ": " + strerror(errno) +
-                                  " (the agent needs CAP_SYS_ADMIN; --shared-dir-size 0 leaves the directory "
-                                  "unbounded on the node's disk)");
-    rmdir(shared.c_str());
-    return s;
-  }
-  return Status::Ok();
+ContainerDirs::Mount ContainerDirs::Unmount(const std::string& dir) {
+  // MNT_DETACH: a container still running from the directory keeps its files until it
+  // exits; nothing here waits for it. EINVAL is "not a mount point": the plain-directory
+  // case, and `shared/` of this layout. (Agents before this layout mounted the tmpfs at
+  // `shared/` alone, and their containers' directories may still be recorded.)
+  umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  if (umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) return Mount::kUnmounted;
+  return errno == EINVAL ? Mount::kNone : Mount::kStillMounted;
 }
 
 void ContainerDirs::Remove(const std::string& dir) const {
-  // MNT_DETACH: a container still running from the directory keeps its files until it
-  // exits; nothing here waits for it. EINVAL (not a mount point) is the plain-directory case.
-  umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  Unmount(dir);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
@@ -98,10 +87,7 @@ void ContainerDirs::Remove(const std::string& dir) const {
 StatusOr<std::string> ContainerDirs::MakeSpare() {
   std::string id = RandomId(), dir = book_->ContainerDir(id);
   if (mkdir(dir.c_str(), 0755) != 0) return Internal("cannot create " + dir + ": " + strerror(errno));
-  int fd = open((dir + "/limits").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  Status s = fd >= 0 ? MakeSharedDir(dir) : Internal("cannot create " + dir + "/limits: " + strerror(errno));
-  if (fd >= 0) close(fd);
-  if (!s.ok()) {
+  if (Status s = Fill(dir); !s.ok()) {
     Remove(dir);
     return s;
   }
@@ -110,30 +96,55 @@ StatusOr<std::string> ContainerDirs::MakeSpare() {
 
 std::string ContainerDirs::Recycle(const std::string& id) {
   std::string dir = book_->ContainerDir(id);
-  std::error_code ec;
-  // Whatever the container left in shared/ (files, links, directories) goes with it (with
-  // its tmpfs); remove_all never follows a link.
-  umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  std::filesystem::remove_all(dir + "/shared", ec);
-  if (ec || !MakeSharedDir(dir).ok() || !FreshLimitsFile(dir).ok()) return "";
+  Mount was = Unmount(dir);
+  if (was == Mount::kStillMounted) return "";
+  // Under a tmpfs that went, the directory is empty. A plain one holds the container's
+  // limits file and whatever it left in shared/ (files, links, directories; remove_all
+  // never follows a link). A container still running from it keeps its limits file: a
+  // bind mount holds the inode, never the name.
+  if (was == Mount::kNone) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> left;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) left.push_back(e.path());
+    for (const auto& p : left)
+      if (!ec) std::filesystem::remove_all(p, ec);
+    if (ec) return "";
+  }
+  // Renamed before it is mounted again: a mount point cannot be renamed (EBUSY).
   std::string fresh = RandomId();  // an id is never handed out twice
-  if (rename(dir.c_str(), book_->ContainerDir(fresh).c_str()) != 0) return "";
+  std::string to = book_->ContainerDir(fresh);
+  if (rename(dir.c_str(), to.c_str()) != 0) return "";
+  if (!Fill(to).ok()) {
+    Remove(to);
+    return "";
+  }
   return fresh;
 }
 
 Status ContainerDirs::Take(std::string* id) {
   id->clear();
-  bool low = false;
+  bool urgent = false;
+  std::string discarded;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!ready_.empty()) {
       *id = ready_.front();
       ready_.pop_front();
+    } else if (!discarded_.empty()) {
+      discarded = std::move(discarded_.back());
+      discarded_.pop_back();
     }
-    low = MayWork();
+    urgent = Urgent();
   }
-  if (low) cv_.notify_all();
+  if (urgent) cv_.notify_all();
   if (!id->empty()) return Status::Ok();
+  // No spare ready (calls come faster than the background thread makes them): a discarded
+  // directory recycled here costs the state disk no new inode, unlike a new one.
+  if (!discarded.empty()) {
+    *id = Recycle(discarded);
+    if (!id->empty()) return Status::Ok();
+    Remove(book_->ContainerDir(discarded));
+  }
   auto made = MakeSpare();
   if (!made.ok()) return made.status();
   *id = *made;
@@ -145,7 +156,7 @@ void ContainerDirs::Discard(const std::string& id) {
   {
     std::lock_guard<std::mutex> l(mu_);
     discarded_.push_back(id);
-    wake = MayWork();
+    wake = calls_ == 0 || Urgent();  // else the call's end wakes it
   }
   if (wake) cv_.notify_all();
 }
@@ -159,53 +170,66 @@ ContainerDirs::Call::~Call() {
   bool wake = false;
   {
     std::lock_guard<std::mutex> l(dirs_->mu_);
-    wake = --dirs_->calls_ == 0 && dirs_->MayWork();
+    wake = --dirs_->calls_ == 0 && !dirs_->Idle();
+    dirs_->last_call_end_ = std::chrono::steady_clock::now();
   }
   if (wake) dirs_->cv_.notify_all();
 }
 
 void ContainerDirs::Settle() {
   std::unique_lock<std::mutex> l(mu_);
-  settled_.wait(l, [&] { return stop_ || (!busy_ && Idle()); });
+  settled_.wait(l, [&] { return stop_ || (!busy_ && (Idle() || (calls_ > 0 && !Urgent()))); });
+}
+
+std::optional<std::chrono::steady_clock::time_point> ContainerDirs::NextWork() const {
+  if (Urgent()) return std::chrono::steady_clock::time_point{};
+  if (calls_ > 0) return std::nullopt;
+  return last_call_end_ + kQuietAfterCall;
 }
 
 void ContainerDirs::Run() {
-  // The lowest CPU priority for this thread alone: its inode work right after a call would
-  // otherwise take a CPU from the reply still on its way to the kubelet. It is never
-  // starved: a spare that is not ready is made by Take() itself, at the caller's priority.
+  // The lowest CPU priority for this thread alone: its work must not take a CPU from a
+  // call. It is never starved: a spare that is not ready is made by Take() itself, at the
+  // caller's priority.
   if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19) != 0)
     GS_LOG(kDetail, "container directories: cannot lower the background thread's priority: %s", strerror(errno));
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
-    if (!MayWork()) {
-      if (Idle()) settled_.notify_all();
+    auto at = NextWork();
+    if (Idle() || !at) {
+      settled_.notify_all();  // nothing it may do now
       cv_.wait(l);
       continue;
     }
-    busy_ = true;
-    std::vector<std::string> discarded;
-    discarded.swap(discarded_);
-    size_t missing = want_ > ready_.size() ? want_ - ready_.size() : 0;
-    l.unlock();
-    std::vector<std::string> made;
-    for (const auto& id : discarded) {
-      std::string spare = made.size() < missing ? Recycle(id) : "";
-      if (!spare.empty())
-        made.push_back(spare);
-      else
-        Remove(book_->ContainerDir(id));
+    if (std::chrono::steady_clock::now() < *at) {
+      cv_.wait_until(l, *at);
+      continue;
     }
+    // One directory: a discarded one recycled into a spare (or removed when none is
+    // missing), else a new spare.
+    busy_ = true;
+    std::string discarded;
+    if (!discarded_.empty()) {
+      discarded = std::move(discarded_.back());
+      discarded_.pop_back();
+    }
+    const bool missing = ready_.size() < want_;
+    l.unlock();
+    std::string spare;
     Status failed;
-    while (made.size() < missing && failed.ok()) {
-      auto spare = MakeSpare();
-      if (spare.ok())
-        made.push_back(*spare);
+    if (!discarded.empty()) {
+      if (missing) spare = Recycle(discarded);
+      if (spare.empty()) Remove(book_->ContainerDir(discarded));
+    } else {
+      auto made = MakeSpare();
+      if (made.ok())
+        spare = *made;
       else
-        failed = spare.status();
+        failed = made.status();
     }
     l.lock();
     busy_ = false;
-    ready_.insert(ready_.end(), made.begin(), made.end());
+    if (!spare.empty()) ready_.push_back(spare);
     if (!failed.ok()) {
       // Take() makes directories itself meanwhile; try again a little later.
       GS_LOG(kError, "%s", failed.message().c_str());

@@ -1,29 +1,33 @@
 // The per-container directories the node agent hands out (SliceBook::ContainerDir(id):
-// a `limits` file and the writable `shared/` region directory). Making them allocates
-// inodes, and on ext4 under churn that takes up to a millisecond each (its allocator scans
-// recently freed inodes), so a background thread (at the lowest CPU priority) keeps a few
-// ready (spares: directories in place that no record names yet): Allocate only takes one
-// and fills its limits file.
-// A discarded directory is recycled under a new id: its `shared/` (which the container
-// could write) is removed and made anew, and its limits file is replaced by a new, empty
-// one (a new inode: a container that is still running keeps the old file mounted, and
-// must never see its limits rewritten for the next one); the directory itself is reused.
+// a `limits` file and the writable `shared/` region directory). A background thread (at
+// the lowest CPU priority) keeps a few ready (spares: directories in place that no record
+// names yet): Allocate only takes one and fills its limits file.
+// A discarded directory is recycled under a new id: its contents (which the container
+// could write) go, the limits file included (a container that is still running keeps the
+// old inode mounted, and must never see its limits rewritten for the next one), and it is
+// filled anew; the directory itself is reused.
 //
 // `shared/` is the only place a container can write on the host. With a size (the
-// default, --shared-dir-size), it is a tmpfs of that size and at most kSharedDirInodes
-// files, mounted nosuid,nodev,noexec: a container that writes there cannot fill the
-// node's disk (and with it every other container's region pages and the agent's records),
-// and what it wrote is gone with the mount. Mounting needs CAP_SYS_ADMIN; when it fails,
-// Take() fails with the reason (fail closed: the pod is not started with an unbounded
-// directory). With size 0 it is a plain directory on the state disk.
+// default, --shared-dir-size), the container's directory is a tmpfs of that size and at
+// most kSharedDirInodes files, mounted nosuid,nodev,noexec, holding `limits` and `shared/`:
+// a container that writes there cannot fill the node's disk (and with it every other
+// container's region pages and the agent's records), and what it wrote is gone with the
+// mount. That makes the state disk's only work per container one directory (a new inode
+// when no discarded one is left to recycle): on ext4 under churn each inode takes up to a
+// millisecond (its allocator scans recently freed inodes), and that work competes with the
+// Allocate calls. Mounting needs CAP_SYS_ADMIN; when it fails, Take() fails with the
+// reason (fail closed: the pod is not started with an unbounded directory). With size 0
+// it is a plain directory on the state disk.
 //
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,7 +52,7 @@ class ContainerDirs {
   void Start(bool keep_unrecorded = false);
   // A fresh directory, now at book->ContainerDir(*id), with an empty `limits` file (a
   // new inode) for the caller to write and an empty `shared/` (mode 0777: container processes run as
-  // any user). Made on the spot when no spare is ready.
+  // any user). Made on the spot (from a discarded one if there is one) when no spare is ready.
   Status Take(std::string* id);
   // The container is gone: its directory is recycled or removed in the background.
   void Discard(const std::string& id);
@@ -56,11 +60,12 @@ class ContainerDirs {
   // holds back would never be done.
   void Settle();
 
-  // While a Call lives (the Allocate handler runs), the background thread starts no file
-  // system work (recycling, making spares: mounts, renames, removals), so it does not
-  // compete with the handler for the CPUs and the file system's journal; a batch already
-  // under way finishes. When spares run short (fewer than kUrgentSpares ready) it works
-  // regardless.
+  // While a Call lives (the Allocate handler runs), and for kQuietAfterCall after the last
+  // one ended (its reply is still on its way to the kubelet), the background thread starts
+  // no file system work (recycling, making spares: mounts, renames, removals), so it does
+  // not compete with the call for the CPUs and the file system. It works one directory at a
+  // time, so a call that comes in meanwhile waits for one directory's work at most. When
+  // spares run short (fewer than kUrgentSpares ready) it works regardless.
   class Call {
    public:
     explicit Call(ContainerDirs* dirs);
@@ -72,10 +77,12 @@ class ContainerDirs {
     ContainerDirs* dirs_;
   };
   static constexpr size_t kUrgentSpares = 2;
+  static constexpr std::chrono::microseconds kQuietAfterCall{1000};
 
-  // Files (inodes) a `shared/` tmpfs holds at most: the region and what the enforcer's
-  // processes may add beside it, with room to spare; millions of empty files a container
-  // could otherwise make cost the node's kernel memory, not the tmpfs's size.
+  // Files (inodes) a container's tmpfs holds at most: its root, `limits` and `shared/`,
+  // the region and what the enforcer's processes may add beside it, with room to spare;
+  // millions of empty files a container could otherwise make cost the node's kernel
+  // memory, not the tmpfs's size.
   static constexpr int kSharedDirInodes = 64;
 
  private:
@@ -83,15 +90,20 @@ class ContainerDirs {
   // Turns a discarded container directory into a spare ("" when it cannot be reused).
   std::string Recycle(const std::string& id);
   void Run();
-  // Nothing to remove and more than half the spares ready (mu_ held): refills come in
-  // batches, so their file system work rarely runs beside an Allocate. (No spares wanted:
-  // idle once nothing is left to remove.)
-  bool Idle() const { return discarded_.empty() && (want_ == 0 || ready_.size() > want_ / 2); }
-  // There is work and nothing holds it back (mu_ held).
-  bool MayWork() const { return !Idle() && (calls_ == 0 || (want_ > 0 && ready_.size() < kUrgentSpares)); }
+  // Nothing to remove and every spare ready (mu_ held).
+  bool Idle() const { return discarded_.empty() && ready_.size() >= want_; }
+  bool Urgent() const { return want_ > 0 && ready_.size() < kUrgentSpares; }
+  // When the background thread may start its next directory's work (mu_ held): now when
+  // urgent, never while a call runs, else once the last call's quiet time is over.
+  std::optional<std::chrono::steady_clock::time_point> NextWork() const;
 
-  Status MakeSharedDir(const std::string& dir) const;
-  // Unmounts `shared/` (if it is a mount) and removes the directory.
+  // Mounts the tmpfs at the empty directory `dir` (with a size), then makes an empty
+  // `limits` and `shared/` in it.
+  Status Fill(const std::string& dir) const;
+  // Unmounts the directory's tmpfs: what it was.
+  enum class Mount { kNone, kUnmounted, kStillMounted };
+  static Mount Unmount(const std::string& dir);
+  // Unmounts the directory's tmpfs and removes the directory.
   void Remove(const std::string& dir) const;
 
   const SliceBook* book_;
@@ -103,6 +115,7 @@ class ContainerDirs {
   std::vector<std::string> discarded_;  // container dirs to remove
   bool stop_ = false, busy_ = false;
   int calls_ = 0;  // Calls alive
+  std::chrono::steady_clock::time_point last_call_end_{};
   std::thread thread_;
 };
 

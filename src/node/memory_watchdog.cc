@@ -260,11 +260,11 @@ std::vector<WatchedContainer> MemoryWatchdog::Containers() {
       live[rec.id] = it->second;
       continue;
     }
-    // Only a `shared/` that is a mount of its own (the tmpfs) names the container: a plain
-    // directory (--shared-dir-size 0) has the state disk's device, which every container's has.
-    struct stat dir, shared;
-    if (stat(book_->ContainerDir(rec.id).c_str(), &dir) != 0 || stat(book_->SharedDir(rec.id).c_str(), &shared) != 0 ||
-        dir.st_dev == shared.st_dev)
+    // Only a `shared/` on a tmpfs of its container's names the container: a plain directory
+    // (--shared-dir-size 0) has the state disk's device, which every container's has.
+    struct stat disk, shared;
+    if (stat(book_->ContainersDir().c_str(), &disk) != 0 || stat(book_->SharedDir(rec.id).c_str(), &shared) != 0 ||
+        disk.st_dev == shared.st_dev)
       continue;
     WatchedContainer c{rec.id, major(shared.st_dev), minor(shared.st_dev), {}};
     for (const auto& g : book_->Grants(rec.id)) c.limits[g.uuid] = g.memory_limit;
