@@ -873,6 +873,20 @@ TEST(HostileIpc, APoolPieceItsOwnersContextEndedWithStaysChargedWhileImported) {
   ExpectWithinTwoGiB(w);
 }
 
+// A process of another container (no enforcer) that allocates MIB MiB, saves its legacy
+// IPC handle at `path` and holds the memory for 20 s or until signalled.
+std::unique_ptr<Process> IpcOwner(const SimNode& node, const char* mib, const std::string& path,
+                                  const char* ms = "20000") {
+  return std::make_unique<Process>(std::vector<std::string>{HostileBin(), "init", "ipc-save", mib, path, "sleep", ms},
+                                   node.env());
+}
+
+// An importer's environment: a container of its own with a 2 GiB slice.
+Env ImporterEnv(const SimNode& node) {
+  return node.enforced(
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+}
+
 // A legacy IPC allocation of another container (no record in the importer's region) is the
 // importer's to pay while it holds it: once its owner lets go, the card keeps it for the
 // importer (docs/measurements/shared-memory.md), where it would be memory past the slice
@@ -882,14 +896,12 @@ TEST(HostileIpc, APoolPieceItsOwnersContextEndedWithStaysChargedWhileImported) {
 TEST(HostileIpc, AnImporterPaysForWhatItOpensFromAnotherContainer) {
   SimNode node(kH100);
   const std::string big = node.root() + "/ipc-big", small = node.root() + "/ipc-small";
-  Process big_owner({HostileBin(), "init", "ipc-save", "3072", big, "sleep", "20000"}, node.env());
-  Process small_owner({HostileBin(), "init", "ipc-save", "1024", small, "sleep", "20000"}, node.env());
-  ASSERT_TRUE(big_owner.WaitForOutput("ipc-save")) << big_owner.out();
-  ASSERT_TRUE(small_owner.WaitForOutput("ipc-save")) << small_owner.out();
-  Env env = node.enforced(
-      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  auto big_owner = IpcOwner(node, "3072", big), small_owner = IpcOwner(node, "1024", small);
+  ASSERT_TRUE(big_owner->WaitForOutput("ipc-save")) << big_owner->out();
+  ASSERT_TRUE(small_owner->WaitForOutput("ipc-save")) << small_owner->out();
+  Env env = ImporterEnv(node);
   Result r = RunProcess({HostileBin(), "init", "ipc-open-file", big, "ipc-open-file", small, "fill", "64"}, env);
-  for (Process* owner : {&big_owner, &small_owner}) {
+  for (Process* owner : {big_owner.get(), small_owner.get()}) {
     owner->Signal(SIGTERM);
     owner->Wait();
   }
@@ -907,17 +919,16 @@ TEST(HostileIpc, AnImporterPaysForWhatItOpensFromAnotherContainer) {
 TEST(HostileIpc, AHandleOpenedTwiceIsPaidOnceUntilItsLastClose) {
   SimNode node(kH100);
   const std::string handle = node.root() + "/ipc-handle";
-  Process owner({HostileBin(), "init", "ipc-save", "1024", handle, "sleep", "20000"}, node.env());
-  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
+  auto owner = IpcOwner(node, "1024", handle);
+  ASSERT_TRUE(owner->WaitForOutput("ipc-save")) << owner->out();
   const std::vector<std::string> steps{HostileBin(), "init",      "ipc-open-file", handle,      "ipc-open-file",
                                        handle,       "ipc-close", "ipc-close",     "ipc-close", "fill",
                                        "64"};
   Result plain = RunProcess(steps, node.env());
-  Env env = node.enforced(
-      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  Env env = ImporterEnv(node);
   Result r = RunProcess(steps, env);
-  owner.Signal(SIGTERM);
-  owner.Wait();
+  owner->Signal(SIGTERM);
+  owner->Wait();
   for (const Result* run : {&plain, &r}) {
     ASSERT_EQ(run->code, 0) << run->out << run->err;
     EXPECT_EQ(Lines(run->out, "ipc-open-file"),
@@ -936,13 +947,12 @@ TEST(HostileIpc, AHandleOpenedTwiceIsPaidOnceUntilItsLastClose) {
 TEST(HostileIpc, TwoThreadsOpeningOneHandleAtOnceArePaidOnce) {
   SimNode node(kH100);
   const std::string handle = node.root() + "/ipc-handle";
-  Process owner({HostileBin(), "init", "ipc-save", "512", handle, "sleep", "20000"}, node.env());
-  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
-  Env env = node.enforced(
-      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  auto owner = IpcOwner(node, "512", handle);
+  ASSERT_TRUE(owner->WaitForOutput("ipc-save")) << owner->out();
+  Env env = ImporterEnv(node);
   Result r = RunProcess({HostileBin(), "init", "ipc-open-race", handle, "200", "fill", "64"}, env);
-  owner.Signal(SIGTERM);
-  owner.Wait();
+  owner->Signal(SIGTERM);
+  owner->Wait();
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(Line(r.out, "ipc-open-race"), "ipc-open-race 200 0") << r.out << r.err;
   EXPECT_EQ(Filled(r), kFillUnder2g) << r.out << r.err;  // nothing left charged
@@ -962,18 +972,17 @@ void ExpectEveryForkedChildAnswered(const std::string& what, const Env& env) {
 
 // A process forked while another of its threads is inside a hooked call that holds an
 // enforcer lock (an IPC open; a context being made and charged, NVML asked meanwhile): the
-// child's own call gets CUDA's answer for a forked child at once instead of waiting
-// forever on a lock a thread of its parent held at the fork.
+// child's own call reaches the driver at once (which refuses CUDA in a child forked after
+// cuInit) instead of waiting forever on a lock a thread of its parent held at the fork.
 TEST(HostileFork, AChildForkedDuringAnIpcOpenIsAnsweredNotHung) {
   SimNode node(kH100);
   const std::string handle = node.root() + "/ipc-handle";
-  Process owner({HostileBin(), "init", "ipc-save", "64", handle, "sleep", "60000"}, node.env());
-  ASSERT_TRUE(owner.WaitForOutput("ipc-save")) << owner.out();
-  Env env = node.enforced(
-      {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", node.root() + "/region-importer"}});
+  auto owner = IpcOwner(node, "64", handle, "60000");
+  ASSERT_TRUE(owner->WaitForOutput("ipc-save")) << owner->out();
+  Env env = ImporterEnv(node);
   ExpectEveryForkedChildAnswered("ipc:" + handle, env);
-  owner.Signal(SIGTERM);
-  owner.Wait();
+  owner->Signal(SIGTERM);
+  owner->Wait();
 }
 
 TEST(HostileFork, AChildForkedWhileAContextIsChargedIsAnsweredNotHung) {

@@ -152,6 +152,13 @@ echo "spawnexit (MiB on the device while a child holds 1g / at once after waitpi
 if [ "$(echo "$se" | tr ' ' '\n' | grep -c '/0$')" = 3 ]; then
   ok "a process's memory has left the card when its parent sees it exit, as the simulator models it"
 else bad "memory of an exited process at its parent's waitpid: '$se' MiB, the simulator models 0 each time"; fi
+# A child forked after its parent's cuInit: NVIDIA documents that it cannot use CUDA but no
+# code was recorded; the simulator answers CUDA_ERROR_NOT_INITIALIZED to both calls.
+fa=$("$P" init forkafter 2>&1 | awk '$1 == "forkafter"')
+echo "a child forked after its parent's cuInit: ${fa:-no answer}"
+if [ "$fa" = "forkafter init=CUDA_ERROR_NOT_INITIALIZED retain=CUDA_ERROR_NOT_INITIALIZED" ]; then
+  ok "a child forked after cuInit gets CUDA_ERROR_NOT_INITIALIZED, as the simulator models it"
+else bad "a child forked after cuInit: '${fa:-?}', the simulator models init=CUDA_ERROR_NOT_INITIALIZED retain=CUDA_ERROR_NOT_INITIALIZED"; fi
 ax=$("$P" atexit init alloc mem 256m 2>&1 | awk '$1 == "atexit" && $2 != "armed"' | sed 's/CUresult_4/CUDA_ERROR_DEINITIALIZED/g')
 echo "a call at exit after the driver's exit work: ${ax:-no answer}"
 ax_own=$(echo "$ax" | sed -n 's/.*own=\([0-9]*\).*/\1/p')

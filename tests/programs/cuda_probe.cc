@@ -42,6 +42,10 @@
 //                                  SIZE and exits normally: "spawnexit HELD AFTER", the device's
 //                                  used MiB (NVML) above the start while the child holds it
 //                                  and at once after waitpid returns
+//   forkafter                      (after init) a forked child calls cuInit and retains device
+//                                  0's primary context, then exits: "forkafter init=ERR
+//                                  retain=ERR" (what the driver answers a child of a process
+//                                  that initialised CUDA)
 //   inittimed                      init on device 0, timed: "inittimed ok|ERR INIT_US CTX_US"
 //                                  (cuInit; cuDeviceGet and the primary context's retain)
 //   nvmlcost                       the first NVML use of this process, timed: "nvmlcost
@@ -577,6 +581,23 @@ long long DeviceUsedMib() {
   return static_cast<long long>(m.used >> 20);
 }
 
+// forkafter: what a child forked after this process's cuInit gets from the driver.
+void ForkAfterInit() {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    CUcontext ctx = nullptr;
+    CUresult init = c.cuInit(0);
+    CUresult retain = c.cuDevicePrimaryCtxRetain(&ctx, 0);
+    printf("forkafter init=%s retain=%s\n", Name(init), Name(retain));
+    fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    printf("forkafter child-died-%d\n", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+}
+
 // spawnexit: "spawnexit HELD AFTER" (MiB above the start), or "spawnexit ERR".
 void SpawnAndExit(uint64_t size) {
   const long long base = DeviceUsedMib();
@@ -1085,6 +1106,8 @@ int main(int argc, char** argv) {
     } else if (cmd == "atexit") {
       atexit(ReportAtExit);
       printf("atexit armed\n");
+    } else if (cmd == "forkafter") {
+      ForkAfterInit();
     } else if (cmd == "spawnexit") {
       SpawnAndExit(Size(arg(1)));
       ++i;

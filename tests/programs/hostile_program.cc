@@ -132,7 +132,8 @@
 //                "race-zeroed <MiB allocated by the threads together>"
 //   fork-while WHAT N  a thread does WHAT over and over while the program forks N times;
 //                each child makes WHAT's call once and exits (CUDA is not a forked child's:
-//                CUDA_ERROR_NOT_INITIALIZED is the answer it must get). WHAT: ipc:PATH
+//                the simulator answers CUDA_ERROR_NOT_INITIALIZED, and a child that gets it
+//                has reached the driver past the enforcer's locks). WHAT: ipc:PATH
 //                (open and close the IPC handle saved in PATH; the child opens it) or ctx
 //                (create and destroy a context; the child retains the primary context). A
 //                child not gone 15 s after its fork is killed as hung, and the forking
