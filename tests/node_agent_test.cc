@@ -1606,5 +1606,54 @@ TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {
   EXPECT_EQ(waiting.Wait().code, 0);
 }
 
+// Each container's directory is a tmpfs the agent mounts under its state directory. An agent
+// in a mount namespace of its own (its own container) whose state directory is not a shared
+// mount would mount them where the runtime never sees them, and containers would start
+// without their limits file: it refuses to start, naming the way out. On a shared mount it
+// starts. The host is played by a PID namespace whose first process (a shell, as the host's
+// init) has a mount namespace other than the agent's, as with hostPID in a DaemonSet.
+TEST(NodeAgentMounts, RefusesToStartWhereItsMountsCannotReachTheRuntime) {
+  if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
+    std::cout << "NOTE: needs root and unshare: the mount propagation check was NOT tested\n";
+    GTEST_SKIP();
+  }
+  SimNode node("gpus: 1xH100-80GB\n");
+  auto agent = [&](const std::string& propagation) {
+    return std::vector<std::string>{"unshare",
+                                    "--pid",
+                                    "--fork",
+                                    "--mount-proc",
+                                    "--kill-child",
+                                    "sh",
+                                    "-c",
+                                    "unshare --mount --propagation \"$0\" \"$@\"; exit $?",
+                                    propagation,
+                                    GpusliceBin(),
+                                    "node",
+                                    "--driver-root",
+                                    node.root(),
+                                    "--kubelet-dir",
+                                    node.root() + "/kubelet",
+                                    "--state-dir",
+                                    node.root() + "/state-" + propagation,
+                                    "--metrics-addr",
+                                    "127.0.0.1:0"};
+  };
+  Result refused = RunProcess(agent("private"), {}, 30);
+  EXPECT_EQ(refused.code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("is not on a shared mount, and the agent runs in a mount namespace of its own"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("mountPropagation: Bidirectional"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--shared-dir-size 0"), std::string::npos) << refused.err;
+
+  KubeletDouble kubelet(node.root() + "/kubelet");
+  Process started(agent("shared"));
+  EXPECT_TRUE(kubelet.WaitForDevices([](auto& ds) { return !ds.empty(); }, 10000)) << started.err();
+  EXPECT_EQ(started.err().find("is not on a shared mount"), std::string::npos) << started.err();
+  started.Signal(SIGKILL);  // unshare ignores SIGTERM; --kill-child takes the "host" and the agent along
+  started.Wait();
+}
+
 }  // namespace
 }  // namespace gs::testing

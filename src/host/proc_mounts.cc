@@ -59,8 +59,10 @@ bool ParseLine(std::string_view line, MountEntry* e) {
   std::string_view point = NextField(line, &at);
   if (point.empty() || NextField(line, &at).empty()) return false;  // mount point, options
   // Optional fields (shared:N, master:N, ...) up to the separator.
-  for (std::string_view f = NextField(line, &at); f != "-"; f = NextField(line, &at))
+  for (std::string_view f = NextField(line, &at); f != "-"; f = NextField(line, &at)) {
     if (f.empty()) return false;
+    if (f.substr(0, 7) == "shared:") e->shared = true;
+  }
   std::string_view type = NextField(line, &at);
   if (type.empty()) return false;
   e->mount_point = Unescape(point);
@@ -69,6 +71,17 @@ bool ParseLine(std::string_view line, MountEntry* e) {
 }
 
 }  // namespace
+
+const MountEntry* MountHolding(const std::vector<MountEntry>& entries, std::string_view path) {
+  const MountEntry* best = nullptr;
+  for (const auto& e : entries) {
+    std::string_view point = e.mount_point;
+    bool holds = point == "/" ||
+                 (path.substr(0, point.size()) == point && (path.size() == point.size() || path[point.size()] == '/'));
+    if (holds && (best == nullptr || point.size() >= best->mount_point.size())) best = &e;
+  }
+  return best;
+}
 
 std::vector<MountEntry> ParseMountinfo(std::string_view text) {
   std::vector<MountEntry> out;

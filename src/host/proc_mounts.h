@@ -32,6 +32,7 @@ struct MountEntry {
   uint32_t major = 0, minor = 0;  // of the mounted file system (mountinfo field 3)
   std::string mount_point;        // as the process sees it, octal escapes (\040 ...) decoded
   std::string fs_type;            // after the " - " separator
+  bool shared = false;            // a shared mount ("shared:N"): mounts made under it reach its peers
 };
 
 // The well-formed lines of /proc/<pid>/mountinfo text (proc(5)); a malformed line is
@@ -42,6 +43,11 @@ std::vector<MountEntry> ParseMountinfo(std::string_view text);
 // mount over the same point hides an earlier one, but both are the process's mounts).
 std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<MountEntry>& entries,
                                                             std::string_view mount_point);
+
+// The entry of the mount that holds `path` (absolute, no "." or ".." components): the one
+// whose mount point is the longest prefix of it at a component boundary, the later of
+// equals (it hides the earlier); null when none does.
+const MountEntry* MountHolding(const std::vector<MountEntry>& entries, std::string_view path);
 
 // A namespace as the kernel names it: the device and inode of /proc/<pid>/ns/<kind>. Equal
 // ids are one namespace while a process in it lives (the kernel reuses the inode number

@@ -56,6 +56,30 @@ TEST(ParseMountinfo, SkipsMalformedLinesAndKeepsTheRest) {
   EXPECT_TRUE(ParseMountinfo(std::string(1000, '\\')).empty());
 }
 
+// The node agent's state directory in its own container: only a shared mount there lets the
+// container directories it mounts reach the runtime.
+TEST(MountHolding, FindsTheInnermostMountOfAPathAndWhetherItIsShared) {
+  auto e = ParseMountinfo(
+      "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+      "2 1 254:0 /var/lib/gpuslice /var/lib/gpuslice rw shared:7 master:2 - ext4 /dev/vda rw\n"
+      "3 1 254:0 /srv /var/lib/gpuslice-old rw - ext4 /dev/vda rw\n"
+      "4 2 0:60 / /var/lib/gpuslice/containers/ab rw,nosuid shared:9 - tmpfs gpuslice-shared rw\n");
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_FALSE(e[0].shared);
+  EXPECT_TRUE(e[1].shared);
+  EXPECT_FALSE(e[2].shared);
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice"), &e[1]);
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice/containers"), &e[1]);
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice/containers/ab/shared"), &e[3]);
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice-old/x"), &e[2]);  // not under /var/lib/gpuslice
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslicex"), &e[0]);
+  EXPECT_EQ(MountHolding({}, "/x"), nullptr);
+  // A later mount over the same point hides the earlier one.
+  e.push_back(e[1]);
+  e.back().shared = false;
+  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice"), &e.back());
+}
+
 TEST(DevicesMountedAt, ListsEveryMountAtThatPointOnly) {
   auto e = ParseMountinfo(std::string(kContainer) +
                           "1300 1200 0:77 / /var/run/gpuslice rw - tmpfs other rw\n"  // mounted over it

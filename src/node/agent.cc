@@ -157,6 +157,7 @@ Status ServeNode(const Config& cfg, platform::GpuDriver* driver, const std::vect
            "under %s until those files are removed",
            cfg.state_dir.c_str(), book.ContainersDir().c_str());
   ContainerDirs dirs(&book, /*spares=*/8, cfg.shared_dir_bytes);
+  GS_RETURN_IF_ERROR(dirs.CheckMountsReachTheRuntime());
   dirs.Start(keep_unrecorded);
   StaleAllocations stale(cfg.cleanup_grace_seconds, UnixNow());
   auto scheduler_link = cfg.scheduler_decisions ? ConnectToScheduler(cfg, &book) : nullptr;

@@ -61,13 +61,17 @@ class OwnerCheck {
       if (parent_fd_ >= 0) close(parent_fd_);
       parent_ = a.owner.substr(0, slash);
       parent_fd_ = open(parent_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      parent_gone_ = parent_fd_ < 0 && (errno == ENOENT || errno == ENOTDIR);
     }
-    return parent_fd_ >= 0 && fstatat(parent_fd_, a.owner.c_str() + slash + 1, &st, 0) == 0 && S_ISDIR(st.st_mode);
+    if (parent_fd_ < 0)  // gone, or not opened (no descriptor left): the whole path then
+      return !parent_gone_ && stat(a.owner.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    return fstatat(parent_fd_, a.owner.c_str() + slash + 1, &st, 0) == 0 && S_ISDIR(st.st_mode);
   }
 
  private:
   std::string parent_;
   int parent_fd_ = -1;
+  bool parent_gone_ = false;
 };
 
 void SkipBlanks(std::string_view* rest) {
@@ -198,11 +202,16 @@ class RosterLock {
 StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds) {
   GS_ASSIGN_OR_RETURN(std::string text, ReadRoster(path));
   std::vector<Assignment> lines = Lines(text);
-  // The owner stands (the caller checked): its own line, if any, is its entry.
-  for (const auto& a : lines)
-    if (a.owner == owner) return a.entry;
-  // The lowest entry no standing owner holds; owners are asked only up to it.
+  // The owner stands (the caller checked): its own line is its entry unless an earlier
+  // line gives that entry to another owner who stands (only in a roster of plain lines).
   OwnerCheck check;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].owner != owner) continue;
+    bool earlier = false;
+    for (size_t j = 0; j < i && !earlier; ++j) earlier = lines[j].entry == lines[i].entry && check.Stands(lines[j]);
+    if (!earlier) return lines[i].entry;
+  }
+  // The lowest entry no standing owner holds; owners are asked only up to it.
   auto held = [&](int entry) {
     for (const auto& a : lines)
       if (a.entry == entry && check.Stands(a)) return true;

@@ -21,7 +21,8 @@
 // rewritten in slots by rename, or kept in lines while an owner too long for a slot stands.
 //
 // Thread-safe across processes (flock). Cost: an open, a lock, a 16 KiB read, a stat per
-// owner of an entry below the one handed out, and one 256-byte write per card.
+// owner named for an entry up to the one handed out (every owner in a roster of plain
+// lines, which is rewritten whole), and one 256-byte write per card.
 #pragma once
 
 #include <cstdint>

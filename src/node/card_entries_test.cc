@@ -157,6 +157,13 @@ TEST_F(CardEntriesTest, AnEntryIsHeldWhileAnyOfItsLinesStands) {
   std::ofstream(CardEntriesDir(cards_) + "/GPU-a") << "0 900 " << gone << "\n0 900 " << a << "\n";
   EXPECT_EQ(Assign(Owner("c")), std::vector<int>{1});
   EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+  // An owner named on a later line of an entry an earlier standing owner holds does not
+  // hold it: it gets an entry of its own.
+  std::string d = Owner("d");
+  std::ofstream(CardEntriesDir(cards_) + "/GPU-b") << "0 900 " << a << "\n0 900 " << d << "\n";
+  EXPECT_EQ(Assign(d, {"GPU-b"}), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-b", d), std::vector<int>{1});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-b", a), std::vector<int>{0});
 }
 
 // The agent makes each card's roster when it starts, so that no Allocate pays for a new

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "src/common/raw_log.h"
+#include "src/host/proc_mounts.h"
 
 namespace gs::node {
 namespace {
@@ -49,6 +50,30 @@ void ContainerDirs::Start(bool keep_unrecorded) {
   thread_ = std::thread([this] { Run(); });
 }
 
+Status ContainerDirs::CheckMountsReachTheRuntime() const {
+  if (shared_dir_bytes_ == 0) return Status::Ok();
+  auto init = host::ReadProcessMounts(1);  // the host's first process (the agent runs with hostPID)
+  if (!init.ok()) {
+    GS_LOG(kWarn, "cannot tell whether the agent shares the host's mount namespace (%s): assuming it does",
+           init.status().message().c_str());
+    return Status::Ok();
+  }
+  if (init->same_namespace_as_reader) return Status::Ok();
+  const std::string dir = book_->ContainersDir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string real = std::filesystem::canonical(dir, ec).string();
+  auto own = host::ReadProcessMounts(getpid());
+  const host::MountEntry* m = !ec && own.ok() ? host::MountHolding(own->entries, real) : nullptr;
+  if (m != nullptr && m->shared) return Status::Ok();
+  return FailedPrecondition(
+      dir +
+      " is not on a shared mount, and the agent runs in a mount namespace of its own: the tmpfs it mounts "
+      "there for each container would not reach the container runtime, and containers would start without "
+      "their limits file. Give the state directory's volume mountPropagation: Bidirectional (deploy/base "
+      "does), or run with --shared-dir-size 0");
+}
+
 Status ContainerDirs::Fill(const std::string& dir) const {
   if (shared_dir_bytes_ > 0) {
     std::string options =
@@ -68,14 +93,15 @@ Status ContainerDirs::Fill(const std::string& dir) const {
   return Status::Ok();
 }
 
-ContainerDirs::Mount ContainerDirs::Unmount(const std::string& dir) {
+ContainerDirs::Mount ContainerDirs::Unmount(const std::string& dir) const {
   // MNT_DETACH: a container still running from the directory keeps its files until it
   // exits; nothing here waits for it. EINVAL is "not a mount point": the plain-directory
   // case, and `shared/` of this layout. (Agents before this layout mounted the tmpfs at
-  // `shared/` alone, and their containers' directories may still be recorded.)
+  // `shared/` alone, and their containers' directories may still be recorded.) An agent
+  // without the right to mount, which only makes plain directories, gets EPERM instead.
   umount2((dir + "/shared").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   if (umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) return Mount::kUnmounted;
-  return errno == EINVAL ? Mount::kNone : Mount::kStillMounted;
+  return errno == EINVAL || (errno == EPERM && shared_dir_bytes_ == 0) ? Mount::kNone : Mount::kStillMounted;
 }
 
 void ContainerDirs::Remove(const std::string& dir) const {
@@ -123,7 +149,7 @@ std::string ContainerDirs::Recycle(const std::string& id) {
 
 Status ContainerDirs::Take(std::string* id) {
   id->clear();
-  bool urgent = false;
+  bool wake = false;
   std::string discarded;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -134,9 +160,9 @@ Status ContainerDirs::Take(std::string* id) {
       discarded = std::move(discarded_.back());
       discarded_.pop_back();
     }
-    urgent = Urgent();
+    wake = Urgent() || (calls_ == 0 && !Idle());  // else the call's end wakes it
   }
-  if (urgent) cv_.notify_all();
+  if (wake) cv_.notify_all();
   if (!id->empty()) return Status::Ok();
   // No spare ready (calls come faster than the background thread makes them): a discarded
   // directory recycled here costs the state disk no new inode, unlike a new one.

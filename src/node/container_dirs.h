@@ -39,7 +39,7 @@ namespace gs::node {
 
 class ContainerDirs {
  public:
-  // shared_dir_bytes: the size of each `shared/` tmpfs; 0 = a plain directory.
+  // shared_dir_bytes: the size of each container directory's tmpfs; 0 = a plain directory.
   explicit ContainerDirs(const SliceBook* book, size_t spares = 8, uint64_t shared_dir_bytes = 0);
   ~ContainerDirs();
   ContainerDirs(const ContainerDirs&) = delete;
@@ -50,6 +50,12 @@ class ContainerDirs {
   // they may be running containers' whose records are lost), then starts the background
   // thread.
   void Start(bool keep_unrecorded = false);
+  // With a size, each container's directory is a tmpfs the agent mounts: when the agent runs
+  // in a mount namespace other than the host's (a container of its own), the runtime sees
+  // those mounts only through a shared mount (the state directory's volume with
+  // mountPropagation: Bidirectional); without, containers would start with an empty
+  // directory and no limits file. Fails with the reason and the way out then.
+  Status CheckMountsReachTheRuntime() const;
   // A fresh directory, now at book->ContainerDir(*id), with an empty `limits` file (a
   // new inode) for the caller to write and an empty `shared/` (mode 0777: container processes run as
   // any user). Made on the spot (from a discarded one if there is one) when no spare is ready.
@@ -65,7 +71,8 @@ class ContainerDirs {
   // no file system work (recycling, making spares: mounts, renames, removals), so it does
   // not compete with the call for the CPUs and the file system. It works one directory at a
   // time, so a call that comes in meanwhile waits for one directory's work at most. When
-  // spares run short (fewer than kUrgentSpares ready) it works regardless.
+  // spares run short (fewer than kUrgentSpares ready) or more than kMaxDiscardedWaiting
+  // directories wait, it works regardless.
   class Call {
    public:
     explicit Call(ContainerDirs* dirs);
@@ -78,6 +85,7 @@ class ContainerDirs {
   };
   static constexpr size_t kUrgentSpares = 2;
   static constexpr std::chrono::microseconds kQuietAfterCall{1000};
+  static constexpr size_t kMaxDiscardedWaiting = 16;
 
   // Files (inodes) a container's tmpfs holds at most: its root, `limits` and `shared/`,
   // the region and what the enforcer's processes may add beside it, with room to spare;
@@ -92,7 +100,11 @@ class ContainerDirs {
   void Run();
   // Nothing to remove and every spare ready (mu_ held).
   bool Idle() const { return discarded_.empty() && ready_.size() >= want_; }
-  bool Urgent() const { return want_ > 0 && ready_.size() < kUrgentSpares; }
+  // Spares run short, or directories wait to be recycled (each holds its tmpfs's memory and
+  // its card entries) while calls keep coming closer together than kQuietAfterCall.
+  bool Urgent() const {
+    return (want_ > 0 && ready_.size() < kUrgentSpares) || discarded_.size() > kMaxDiscardedWaiting;
+  }
   // When the background thread may start its next directory's work (mu_ held): now when
   // urgent, never while a call runs, else once the last call's quiet time is over.
   std::optional<std::chrono::steady_clock::time_point> NextWork() const;
@@ -102,7 +114,7 @@ class ContainerDirs {
   Status Fill(const std::string& dir) const;
   // Unmounts the directory's tmpfs: what it was.
   enum class Mount { kNone, kUnmounted, kStillMounted };
-  static Mount Unmount(const std::string& dir);
+  Mount Unmount(const std::string& dir) const;
   // Unmounts the directory's tmpfs and removes the directory.
   void Remove(const std::string& dir) const;
 

@@ -188,6 +188,35 @@ TEST_F(ContainerDirsTest, BackgroundWorkWaitsForTheCallInProgress) {
   }
 }
 
+// An agent without the right to mount makes plain directories (--shared-dir-size 0) and
+// recycles them all the same: its unmount attempts are refused (EPERM), not failures.
+TEST_F(ContainerDirsTest, PlainDirectoriesAreRecycledWithoutTheRightToMount) {
+  if (geteuid() == 0) {
+    fs::permissions(dir_, fs::perms::all);
+    fs::permissions(dir_ + "/containers", fs::perms::all);
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    ContainerDirs dirs(book_.get(), 0, 0);
+    std::string first, second;
+    if (!dirs.Take(&first).ok()) _exit(4);
+    struct stat before, after;
+    if (stat(book_->ContainerDir(first).c_str(), &before) != 0) _exit(5);
+    {
+      ContainerDirs::Call call(&dirs);  // holds the background thread back: Take recycles
+      dirs.Discard(first);
+      if (!dirs.Take(&second).ok()) _exit(6);
+    }
+    if (stat(book_->ContainerDir(second).c_str(), &after) != 0) _exit(7);
+    _exit(after.st_ino == before.st_ino && !fs::exists(book_->ContainerDir(first)) ? 0 : 8);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: cannot drop to nobody, 4/6: Take failed, 8: not recycled";
+}
+
 // Without the right to mount (an agent started without CAP_SYS_ADMIN), Take fails with
 // the reason and the way out, and leaves nothing behind: no container gets an unbounded
 // directory by accident.

@@ -24,8 +24,9 @@ grpc::Status ToGrpc(const Status& s) {
 }
 
 // Writes the spare's limits file (a new, empty inode no container has mounted:
-// ContainerDirs) in place. Not with O_TRUNC: ext4 flushes a file that was truncated to
-// zero and rewritten when it is closed (auto_da_alloc), a disk write on the Allocate path;
+// ContainerDirs) in place. Not with O_TRUNC: with plain directories (--shared-dir-size 0)
+// it is on the state disk, and ext4 flushes a file that was truncated to zero and
+// rewritten when it is closed (auto_da_alloc), a disk write on the Allocate path;
 // shrinking to the written length is only a safeguard should the file not be empty.
 Status WriteLimits(const std::string& path, const std::string& text) {
   int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -53,8 +53,8 @@ namespace gs::node {
 inline constexpr int64_t kSamplePeriodNs = 500'000'000;
 inline constexpr int kConfirmSamples = 3;
 
-// A container as the watchdog knows it: its allocation record, the device of its
-// `shared/` tmpfs, and its memory limit on each GPU it was granted (0: no limit there).
+// A container as the watchdog knows it: its allocation record, the device of the tmpfs
+// its `shared/` is on, and its memory limit on each GPU it was granted (0: no limit there).
 struct WatchedContainer {
   std::string allocation;
   uint32_t major = 0, minor = 0;
