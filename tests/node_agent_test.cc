@@ -1607,18 +1607,27 @@ TEST(NodeAgentCli, InvalidFlagsAndNoGpus) {
 }
 
 // Each container's directory is a tmpfs the agent mounts under its state directory. An agent
-// in a mount namespace of its own (its own container) whose state directory is not a shared
-// mount would mount them where the runtime never sees them, and containers would start
-// without their limits file: it refuses to start, naming the way out. On a shared mount it
-// starts. The host is played by a PID namespace whose first process (a shell, as the host's
-// init) has a mount namespace other than the agent's, as with hostPID in a DaemonSet.
+// in a mount namespace of its own (its own container) whose state directory's mount does
+// not propagate to the host's namespace would mount them where the runtime never sees them,
+// and containers would start without their limits file: it refuses to start, naming the way
+// out. The host is played by a PID namespace whose first process (a shell, as the host's
+// init with hostPID) has a mount namespace of its own; the agent runs in another:
+//  - private: its state directory is on a private mount;
+//  - shared: on a shared mount, but of a peer group of its own namespace only;
+//  - unchanged: the "host" made the state directory a shared mount first, and the agent's
+//    copy is its peer (mountPropagation: Bidirectional): it starts.
 TEST(NodeAgentMounts, RefusesToStartWhereItsMountsCannotReachTheRuntime) {
   if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0) {
     std::cout << "NOTE: needs root and unshare: the mount propagation check was NOT tested\n";
     GTEST_SKIP();
   }
   SimNode node("gpus: 1xH100-80GB\n");
+  const std::string script =
+      "p=$0; s=$1; shift; mkdir -p \"$s\" || exit 9; "
+      "if [ \"$p\" = unchanged ]; then mount --bind \"$s\" \"$s\" && mount --make-shared \"$s\" || exit 9; fi; "
+      "unshare --mount --propagation \"$p\" \"$@\"; exit $?";
   auto agent = [&](const std::string& propagation) {
+    const std::string state = node.root() + "/state-" + propagation;
     return std::vector<std::string>{"unshare",
                                     "--pid",
                                     "--fork",
@@ -1626,8 +1635,9 @@ TEST(NodeAgentMounts, RefusesToStartWhereItsMountsCannotReachTheRuntime) {
                                     "--kill-child",
                                     "sh",
                                     "-c",
-                                    "unshare --mount --propagation \"$0\" \"$@\"; exit $?",
+                                    script,
                                     propagation,
+                                    state,
                                     GpusliceBin(),
                                     "node",
                                     "--driver-root",
@@ -1635,22 +1645,25 @@ TEST(NodeAgentMounts, RefusesToStartWhereItsMountsCannotReachTheRuntime) {
                                     "--kubelet-dir",
                                     node.root() + "/kubelet",
                                     "--state-dir",
-                                    node.root() + "/state-" + propagation,
+                                    state,
                                     "--metrics-addr",
                                     "127.0.0.1:0"};
   };
-  Result refused = RunProcess(agent("private"), {}, 30);
-  EXPECT_EQ(refused.code, 1) << refused.err;
-  EXPECT_NE(refused.err.find("is not on a shared mount, and the agent runs in a mount namespace of its own"),
-            std::string::npos)
-      << refused.err;
-  EXPECT_NE(refused.err.find("mountPropagation: Bidirectional"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("--shared-dir-size 0"), std::string::npos) << refused.err;
-
+  for (const char* cut_off : {"private", "shared"}) {
+    Result refused = RunProcess(agent(cut_off), {}, 30);
+    EXPECT_EQ(refused.code, 1) << cut_off << ": " << refused.err;
+    EXPECT_NE(refused.err.find("would not reach the container runtime"), std::string::npos)
+        << cut_off << ": " << refused.err;
+    EXPECT_NE(refused.err.find(std::string(cut_off) == "private" ? "is not shared" : "has no mount in the host's"),
+              std::string::npos)
+        << cut_off << ": " << refused.err;
+    EXPECT_NE(refused.err.find("mountPropagation: Bidirectional"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--shared-dir-size 0"), std::string::npos) << refused.err;
+  }
   KubeletDouble kubelet(node.root() + "/kubelet");
-  Process started(agent("shared"));
+  Process started(agent("unchanged"));
   EXPECT_TRUE(kubelet.WaitForDevices([](auto& ds) { return !ds.empty(); }, 10000)) << started.err();
-  EXPECT_EQ(started.err().find("is not on a shared mount"), std::string::npos) << started.err();
+  EXPECT_EQ(started.err().find("would not reach"), std::string::npos) << started.err();
   started.Signal(SIGKILL);  // unshare ignores SIGTERM; --kill-child takes the "host" and the agent along
   started.Wait();
 }

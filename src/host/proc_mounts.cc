@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "src/common/file.h"
 #include "src/common/proc_identity.h"
 #include "src/host/private_copy.h"
 
@@ -48,8 +49,8 @@ std::string Unescape(std::string_view s) {
 
 bool ParseLine(std::string_view line, MountEntry* e) {
   size_t at = 0;
-  uint32_t id = 0, parent = 0;
-  if (!ParseU32(NextField(line, &at), &id) || !ParseU32(NextField(line, &at), &parent)) return false;
+  uint32_t parent = 0;
+  if (!ParseU32(NextField(line, &at), &e->id) || !ParseU32(NextField(line, &at), &parent)) return false;
   std::string_view dev = NextField(line, &at);
   size_t colon = dev.find(':');
   if (colon == std::string_view::npos || !ParseU32(dev.substr(0, colon), &e->major) ||
@@ -61,7 +62,8 @@ bool ParseLine(std::string_view line, MountEntry* e) {
   // Optional fields (shared:N, master:N, ...) up to the separator.
   for (std::string_view f = NextField(line, &at); f != "-"; f = NextField(line, &at)) {
     if (f.empty()) return false;
-    if (f.substr(0, 7) == "shared:") e->shared = true;
+    if (f.substr(0, 7) == "shared:" && !ParseU32(f.substr(7), &e->peer_group)) return false;
+    if (f.substr(0, 7) == "master:" && !ParseU32(f.substr(7), &e->master)) return false;
   }
   std::string_view type = NextField(line, &at);
   if (type.empty()) return false;
@@ -72,15 +74,21 @@ bool ParseLine(std::string_view line, MountEntry* e) {
 
 }  // namespace
 
-const MountEntry* MountHolding(const std::vector<MountEntry>& entries, std::string_view path) {
-  const MountEntry* best = nullptr;
-  for (const auto& e : entries) {
-    std::string_view point = e.mount_point;
-    bool holds = point == "/" ||
-                 (path.substr(0, point.size()) == point && (path.size() == point.size() || path[point.size()] == '/'));
-    if (holds && (best == nullptr || point.size() >= best->mount_point.size())) best = &e;
-  }
-  return best;
+StatusOr<uint32_t> MountIdOf(const std::string& path) {
+  int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) return Internal("cannot open " + path + ": " + strerror(errno));
+  auto info = ReadFile("/proc/self/fdinfo/" + std::to_string(fd));
+  close(fd);
+  if (!info.ok()) return info.status();
+  size_t at = info->find("mnt_id:");
+  uint32_t id = 0;
+  if (at == std::string::npos) return Internal("no mnt_id in /proc/self/fdinfo for " + path);
+  at += 7;
+  while (at < info->size() && ((*info)[at] == ' ' || (*info)[at] == '\t')) ++at;
+  size_t end = info->find('\n', at);
+  if (!ParseU32(std::string_view(*info).substr(at, end == std::string::npos ? std::string::npos : end - at), &id))
+    return Internal("unreadable mnt_id in /proc/self/fdinfo for " + path);
+  return id;
 }
 
 std::vector<MountEntry> ParseMountinfo(std::string_view text) {

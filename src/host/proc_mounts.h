@@ -29,10 +29,13 @@
 namespace gs::host {
 
 struct MountEntry {
+  uint32_t id = 0;                // the mount's id (mountinfo field 1)
   uint32_t major = 0, minor = 0;  // of the mounted file system (mountinfo field 3)
   std::string mount_point;        // as the process sees it, octal escapes (\040 ...) decoded
   std::string fs_type;            // after the " - " separator
-  bool shared = false;            // a shared mount ("shared:N"): mounts made under it reach its peers
+  // Propagation ("shared:N", "master:N"; 0 = none): a mount made under a mount of peer
+  // group N appears under every mount of that group and every mount whose master is N.
+  uint32_t peer_group = 0, master = 0;
 };
 
 // The well-formed lines of /proc/<pid>/mountinfo text (proc(5)); a malformed line is
@@ -44,10 +47,10 @@ std::vector<MountEntry> ParseMountinfo(std::string_view text);
 std::vector<std::pair<uint32_t, uint32_t>> DevicesMountedAt(const std::vector<MountEntry>& entries,
                                                             std::string_view mount_point);
 
-// The entry of the mount that holds `path` (absolute, no "." or ".." components): the one
-// whose mount point is the longest prefix of it at a component boundary, the later of
-// equals (it hides the earlier); null when none does.
-const MountEntry* MountHolding(const std::vector<MountEntry>& entries, std::string_view path);
+// The id of the mount that holds `path`, as this process sees it (/proc/self/fdinfo's
+// mnt_id of the path opened): the mountinfo entry of that id is the mount, whatever is
+// stacked over its parents.
+StatusOr<uint32_t> MountIdOf(const std::string& path);
 
 // A namespace as the kernel names it: the device and inode of /proc/<pid>/ns/<kind>. Equal
 // ids are one namespace while a process in it lives (the kernel reuses the inode number

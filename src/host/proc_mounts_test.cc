@@ -56,28 +56,34 @@ TEST(ParseMountinfo, SkipsMalformedLinesAndKeepsTheRest) {
   EXPECT_TRUE(ParseMountinfo(std::string(1000, '\\')).empty());
 }
 
-// The node agent's state directory in its own container: only a shared mount there lets the
-// container directories it mounts reach the runtime.
-TEST(MountHolding, FindsTheInnermostMountOfAPathAndWhetherItIsShared) {
+// Propagation: a mount made under a mount of peer group N reaches the group's other mounts
+// and its slaves (master:N); what a mount shows is read from its optional fields.
+TEST(ParseMountinfo, ReadsTheMountIdAndItsPropagation) {
   auto e = ParseMountinfo(
-      "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
-      "2 1 254:0 /var/lib/gpuslice /var/lib/gpuslice rw shared:7 master:2 - ext4 /dev/vda rw\n"
-      "3 1 254:0 /srv /var/lib/gpuslice-old rw - ext4 /dev/vda rw\n"
-      "4 2 0:60 / /var/lib/gpuslice/containers/ab rw,nosuid shared:9 - tmpfs gpuslice-shared rw\n");
-  ASSERT_EQ(e.size(), 4u);
-  EXPECT_FALSE(e[0].shared);
-  EXPECT_TRUE(e[1].shared);
-  EXPECT_FALSE(e[2].shared);
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice"), &e[1]);
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice/containers"), &e[1]);
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice/containers/ab/shared"), &e[3]);
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice-old/x"), &e[2]);  // not under /var/lib/gpuslice
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslicex"), &e[0]);
-  EXPECT_EQ(MountHolding({}, "/x"), nullptr);
-  // A later mount over the same point hides the earlier one.
-  e.push_back(e[1]);
-  e.back().shared = false;
-  EXPECT_EQ(MountHolding(e, "/var/lib/gpuslice"), &e.back());
+      "21 1 254:0 / / rw - ext4 /dev/vda rw\n"
+      "22 21 254:0 /s /var/lib/gpuslice rw shared:7 master:2 - ext4 /dev/vda rw\n"
+      "23 21 254:0 /t /var/lib/other rw master:9 - ext4 /dev/vda rw\n"
+      "24 21 254:0 /u /var/lib/bad rw shared:x - ext4 /dev/vda rw\n");
+  ASSERT_EQ(e.size(), 3u);  // "shared:x" does not parse
+  EXPECT_EQ(e[0].id, 21u);
+  EXPECT_EQ(e[0].peer_group, 0u);
+  EXPECT_EQ(e[0].master, 0u);
+  EXPECT_EQ(e[1].id, 22u);
+  EXPECT_EQ(e[1].peer_group, 7u);
+  EXPECT_EQ(e[1].master, 2u);
+  EXPECT_EQ(e[2].peer_group, 0u);
+  EXPECT_EQ(e[2].master, 9u);
+}
+
+TEST(MountIdOf, NamesAnEntryOfTheProcesssOwnMountinfo) {
+  auto id = MountIdOf("/proc");
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  auto own = ReadProcessMounts(getpid());
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  bool found = false;
+  for (const auto& m : own->entries) found |= m.id == *id && m.mount_point == "/proc";
+  EXPECT_TRUE(found) << *id;
+  EXPECT_FALSE(MountIdOf("/no/such/path").ok());
 }
 
 TEST(DevicesMountedAt, ListsEveryMountAtThatPointOnly) {

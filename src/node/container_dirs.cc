@@ -14,6 +14,7 @@
 
 #include "src/common/raw_log.h"
 #include "src/host/proc_mounts.h"
+#include "src/node/host_pids.h"
 
 namespace gs::node {
 namespace {
@@ -52,26 +53,43 @@ void ContainerDirs::Start(bool keep_unrecorded) {
 
 Status ContainerDirs::CheckMountsReachTheRuntime() const {
   if (shared_dir_bytes_ == 0) return Status::Ok();
-  auto init = host::ReadProcessMounts(1);  // the host's first process (the agent runs with hostPID)
-  if (!init.ok()) {
-    GS_LOG(kWarn, "cannot tell whether the agent shares the host's mount namespace (%s): assuming it does",
-           init.status().message().c_str());
-    return Status::Ok();
-  }
-  if (init->same_namespace_as_reader) return Status::Ok();
   const std::string dir = book_->ContainersDir();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string real = std::filesystem::canonical(dir, ec).string();
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  auto host = host::ReadProcessMounts(1);  // the first process of the agent's PID namespace
+  if (!host.ok()) {
+    GS_LOG(kWarn, "cannot tell whether the tmpfs mounts under %s reach the container runtime (%s): assuming they do",
+           dir.c_str(), host.status().message().c_str());
+    return Status::Ok();
+  }
+  auto id = host::MountIdOf(dir);
   auto own = host::ReadProcessMounts(getpid());
-  const host::MountEntry* m = !ec && own.ok() ? host::MountHolding(own->entries, real) : nullptr;
-  if (m != nullptr && m->shared) return Status::Ok();
+  if (!id.ok() || !own.ok())
+    return Internal("cannot find the mount holding " + dir + ": " + (id.ok() ? own.status() : id.status()).message());
+  const host::MountEntry* m = nullptr;
+  for (const auto& e : own->entries)
+    if (e.id == *id) m = &e;
+  if (m == nullptr) return Internal("mount " + std::to_string(*id) + " holding " + dir + " is not in the mountinfo");
+  bool reaches = false;
+  if (host->same_namespace_as_reader) {
+    // The host's own mount namespace, unless the agent is in a PID namespace of its own
+    // (no hostPID): the host is out of sight then, and a shared mount is all it can check.
+    reaches = SeesHostPids() || m->peer_group != 0;
+  } else {
+    // A mount in the host's namespace of the same peer group, or a slave of it, gets them.
+    for (const auto& e : host->entries)
+      reaches |= m->peer_group != 0 && (e.peer_group == m->peer_group || e.master == m->peer_group);
+  }
+  if (reaches) return Status::Ok();
   return FailedPrecondition(
-      dir +
-      " is not on a shared mount, and the agent runs in a mount namespace of its own: the tmpfs it mounts "
-      "there for each container would not reach the container runtime, and containers would start without "
-      "their limits file. Give the state directory's volume mountPropagation: Bidirectional (deploy/base "
-      "does), or run with --shared-dir-size 0");
+      "the tmpfs the agent mounts under " + dir + " for each container would not reach the container runtime (" +
+      (m->peer_group == 0 ? "its mount " + m->mount_point + " is not shared"
+                          : "its mount " + m->mount_point + "'s peer group " + std::to_string(m->peer_group) +
+                                " has no mount in the host's mount namespace") +
+      "), and containers would start without their limits file. Give the state directory's volume "
+      "mountPropagation: Bidirectional, and the agent hostPID: true (deploy/base does both), or run with "
+      "--shared-dir-size 0");
 }
 
 Status ContainerDirs::Fill(const std::string& dir) const {

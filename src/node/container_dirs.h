@@ -52,9 +52,12 @@ class ContainerDirs {
   void Start(bool keep_unrecorded = false);
   // With a size, each container's directory is a tmpfs the agent mounts: when the agent runs
   // in a mount namespace other than the host's (a container of its own), the runtime sees
-  // those mounts only through a shared mount (the state directory's volume with
-  // mountPropagation: Bidirectional); without, containers would start with an empty
-  // directory and no limits file. Fails with the reason and the way out then.
+  // those mounts only if the containers directory is on a shared mount with a peer or slave
+  // in the host's namespace (the state directory's volume with mountPropagation:
+  // Bidirectional); without, containers would start with an empty directory and no limits
+  // file. The host is the first process of the agent's PID namespace (hostPID); one that
+  // cannot be read is assumed to be the agent's own namespace, with a warning. Fails with
+  // the reason and the way out.
   Status CheckMountsReachTheRuntime() const;
   // A fresh directory, now at book->ContainerDir(*id), with an empty `limits` file (a
   // new inode) for the caller to write and an empty `shared/` (mode 0777: container processes run as

@@ -202,7 +202,9 @@ TEST_F(ContainerDirsTest, PlainDirectoriesAreRecycledWithoutTheRightToMount) {
     std::string first, second;
     if (!dirs.Take(&first).ok()) _exit(4);
     struct stat before, after;
-    if (stat(book_->ContainerDir(first).c_str(), &before) != 0) _exit(5);
+    // Held open: were the directory removed and another made, it could not get its inode.
+    int held = open(book_->ContainerDir(first).c_str(), O_PATH | O_DIRECTORY);
+    if (held < 0 || fstat(held, &before) != 0) _exit(5);
     {
       ContainerDirs::Call call(&dirs);  // holds the background thread back: Take recycles
       dirs.Discard(first);
