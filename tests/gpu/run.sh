@@ -512,6 +512,7 @@ for kind in ipc fd pool; do
   echo "shared memory ($kind): the import added ${added:-?} MiB to the importer's own figure"
   [ "$kind" = ipc ] || echo "RECORD in docs/measurements/shared-memory.md: the exported descriptor ($kind) $(awk '/^shareexport/ { print $2 }' <<<"$out")"
   [ "$kind" = fd ] && echo "RECORD in docs/measurements/shared-memory.md: mapping only the first granule of an imported descriptor: $(awk '/^sharepartialmap/ { print $2 }' <<<"$out")"
+  [ "$kind" = fd ] && echo "RECORD in docs/measurements/shared-memory.md: a VMM handle's descriptor (the same handle exported again, another handle): $(awk '/^shareidentity/ { $1 = ""; print }' <<<"$out")"
   o1=$(share_fig imported owner) o2=$(share_fig owner-freed owner) o3=$(share_fig importer-closed owner)
   i1=$(share_fig imported importer) i2=$(share_fig owner-freed importer)
   if [ -z "$o1" ] || [ -z "$o3" ]; then

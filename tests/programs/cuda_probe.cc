@@ -153,6 +153,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -757,6 +758,40 @@ struct Exported {
   std::string token;
 };
 
+// What a VMM handle's POSIX descriptor is, as the kernel sees it: the file it opens
+// (readlink of /proc/self/fd) and its device and inode, for the handle exported again and
+// for a second handle. Whether an export can be told apart from another by its descriptor
+// alone (different inodes) decides whether an importer can find the owner's record of it.
+// "shareidentity file=F ino=D:I again=D:I other=D:I".
+void PrintDescriptorIdentity(const Exported& e) {
+  auto identity = [](int fd) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return std::string("?");
+    return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  };
+  char file[256] = {};
+  if (readlink(("/proc/self/fd/" + std::to_string(e.fd)).c_str(), file, sizeof(file) - 1) < 0) strcpy(file, "?");
+  int again = -1, other = -1;
+  CUmemGenericAllocationHandle h2 = 0;
+  c.cuMemExportToShareableHandle(&again, e.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = g_dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t gran = 0;
+  if (c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
+      c.cuMemCreate(&h2, gran, &prop, 0) == CUDA_SUCCESS)
+    c.cuMemExportToShareableHandle(&other, h2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  for (char* ch = file; *ch != 0; ++ch)
+    if (*ch == ' ') *ch = '_';
+  printf("shareidentity file=%s ino=%s again=%s other=%s\n", file, identity(e.fd).c_str(), identity(again).c_str(),
+         identity(other).c_str());
+  if (again >= 0) close(again);
+  if (other >= 0) close(other);
+  if (h2 != 0) c.cuMemRelease(h2);
+}
+
 Exported Export(const std::string& kind, size_t bytes) {
   Exported e;
   e.bytes = bytes;
@@ -798,6 +833,7 @@ Exported Export(const std::string& kind, size_t bytes) {
   // Whether the driver made the descriptor close-on-exec (the importer, started by exec,
   // gets it only once that is cleared).
   if (e.rc == CUDA_SUCCESS && e.fd >= 0) printf("shareexport cloexec=%d\n", (fcntl(e.fd, F_GETFD) & FD_CLOEXEC) != 0);
+  if (e.rc == CUDA_SUCCESS && kind == "fd") PrintDescriptorIdentity(e);
   return e;
 }
 
