@@ -7,20 +7,22 @@
 
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <string_view>
 
-#include "src/common/file.h"
 #include "src/node/card_files.h"
 #include "src/region/card.h"
 
 namespace gs::node {
 namespace {
 
+// A line of a roster. `owner` views the roster's text (or the caller's owner), which must
+// outlive it.
 struct Assignment {
   int entry = -1;
   int64_t at = 0;  // unix seconds when it was handed out (for whoever reads the roster)
-  std::string owner;
+  std::string_view owner;
 };
 
 // A roster file is kCardTenants slots of kSlotBytes, slot i holding entry i's line (blank
@@ -45,6 +47,10 @@ Status Errno(const std::string& what, const std::string& path) {
 // 64 owners, and a whole path's lookup each is most of an Allocate's time in the agent.
 class OwnerCheck {
  public:
+  static bool IsDirectory(std::string_view path) {
+    struct stat st;
+    return stat(std::string(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
   OwnerCheck() = default;
   ~OwnerCheck() {
     if (parent_fd_ >= 0) close(parent_fd_);
@@ -53,19 +59,24 @@ class OwnerCheck {
   OwnerCheck& operator=(const OwnerCheck&) = delete;
 
   bool Stands(const Assignment& a) {
-    struct stat st;
-    const size_t slash = a.owner.rfind('/');
-    if (slash == 0 || slash == std::string::npos || slash + 1 == a.owner.size())
-      return stat(a.owner.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    if (a.owner.compare(0, slash, parent_) != 0 || parent_.size() != slash) {
+    const std::string_view owner = a.owner;
+    const size_t slash = owner.rfind('/');
+    if (slash == 0 || slash == std::string_view::npos || slash + 1 == owner.size()) return IsDirectory(owner);
+    if (owner.substr(0, slash) != parent_) {
       if (parent_fd_ >= 0) close(parent_fd_);
-      parent_ = a.owner.substr(0, slash);
+      parent_ = owner.substr(0, slash);
       parent_fd_ = open(parent_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       parent_gone_ = parent_fd_ < 0 && (errno == ENOENT || errno == ENOTDIR);
     }
     if (parent_fd_ < 0)  // gone, or not opened (no descriptor left): the whole path then
-      return !parent_gone_ && stat(a.owner.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    return fstatat(parent_fd_, a.owner.c_str() + slash + 1, &st, 0) == 0 && S_ISDIR(st.st_mode);
+      return !parent_gone_ && IsDirectory(owner);
+    const std::string_view name = owner.substr(slash + 1);
+    char z[NAME_MAX + 1];
+    if (name.size() > NAME_MAX) return false;  // no such name can exist
+    memcpy(z, name.data(), name.size());
+    z[name.size()] = '\0';
+    struct stat st;
+    return fstatat(parent_fd_, z, &st, 0) == 0 && S_ISDIR(st.st_mode);
   }
 
  private:
@@ -74,8 +85,14 @@ class OwnerCheck {
   bool parent_gone_ = false;
 };
 
+// Eight spaces at a time first: a slot is mostly padding (a blank slot all of it).
 void SkipBlanks(std::string_view* rest) {
+  constexpr uint64_t kSpaces = 0x2020202020202020ULL;
   size_t i = 0;
+  for (uint64_t word; i + sizeof(word) <= rest->size(); i += sizeof(word)) {
+    memcpy(&word, rest->data() + i, sizeof(word));
+    if (word != kSpaces) break;
+  }
   while (i < rest->size() && ((*rest)[i] == ' ' || (*rest)[i] == '\t')) ++i;
   rest->remove_prefix(i);
 }
@@ -103,10 +120,10 @@ std::vector<Assignment> Lines(std::string_view text) {
     int64_t entry = -1;
     Assignment a;
     if (!TakeNumber(&line, &entry) || entry < 0 || entry >= region::kCardTenants || !TakeNumber(&line, &a.at)) continue;
-    a.owner = std::string(line);
+    a.owner = line;
     if (a.owner.empty() || a.owner[0] != '/') continue;
     a.entry = static_cast<int>(entry);
-    out.push_back(std::move(a));
+    out.push_back(a);
   }
   return out;
 }
@@ -127,21 +144,26 @@ std::vector<Assignment> Standing(const std::vector<Assignment>& lines) {
 
 // True when `text` is in slots: its size, every slot one line ending at the slot's end,
 // and each slot blank or starting with its own entry number.
-bool InSlots(const std::string& text) {
+bool InSlots(std::string_view text) {
   if (text.size() != kRosterBytes) return false;
   for (size_t i = 0; i < region::kCardTenants; ++i) {
     const size_t at = i * kSlotBytes;
     if (text.find('\n', at) != at + kSlotBytes - 1) return false;
-    const std::string mine = std::to_string(i) + " ";
-    if (text[at] != ' ' && text.compare(at, mine.size(), mine) != 0) return false;
+    if (text[at] == ' ') continue;
+    size_t number = 0;
+    auto [end, ec] = std::from_chars(text.data() + at, text.data() + at + kSlotBytes, number);
+    if (ec != std::errc() || number != i || *end != ' ') return false;
   }
   return true;
 }
 
 // Entry a's slot; the owner must fit (kMaxOwnerBytes).
 std::string Slot(const Assignment& a) {
-  std::string head = std::to_string(a.entry) + " " + std::to_string(a.at) + " ";
-  return head + std::string(kSlotBytes - 1 - head.size() - a.owner.size(), ' ') + a.owner + "\n";
+  std::string slot = std::to_string(a.entry) + " " + std::to_string(a.at) + " ";
+  slot.append(kSlotBytes - 1 - slot.size() - a.owner.size(), ' ');
+  slot.append(a.owner);
+  slot += '\n';
+  return slot;
 }
 
 // The whole roster through a file beside it renamed over it, so it is never torn: in slots
@@ -157,7 +179,11 @@ Status WriteRoster(const std::string& path, const std::vector<Assignment>& roste
     for (size_t i = 1; i <= region::kCardTenants; ++i) text[i * kSlotBytes - 1] = '\n';
     for (const auto& a : roster) text.replace(static_cast<size_t>(a.entry) * kSlotBytes, kSlotBytes, Slot(a));
   } else {
-    for (const auto& a : roster) text += std::to_string(a.entry) + " " + std::to_string(a.at) + " " + a.owner + "\n";
+    for (const auto& a : roster) {
+      text += std::to_string(a.entry) + " " + std::to_string(a.at) + " ";
+      text.append(a.owner);
+      text += '\n';
+    }
   }
   std::string tmp = path + ".new";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -169,18 +195,12 @@ Status WriteRoster(const std::string& path, const std::vector<Assignment>& roste
   return Status::Ok();
 }
 
-// One roster file's text, read to its end ("" when it does not exist yet).
-StatusOr<std::string> ReadRoster(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok() && text.status().code() == StatusCode::kNotFound) return std::string();
-  return text;
-}
-
-// Holds the roster directory's lock for its lifetime.
+// Holds the roster directory's lock for its lifetime; with `make_dir`, makes the directory
+// when it does not exist yet. errno says why when it is not held.
 class RosterLock {
  public:
-  explicit RosterLock(const std::string& dir)
-      : fd_(open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+  RosterLock(const std::string& dir, bool make_dir) : fd_(Open(dir)) {
+    if (fd_ < 0 && errno == ENOENT && make_dir && (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) fd_ = Open(dir);
     if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
       close(fd_);
       fd_ = -1;
@@ -194,17 +214,67 @@ class RosterLock {
   bool held() const { return fd_ >= 0; }
 
  private:
+  static int Open(const std::string& dir) { return open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); }
   int fd_;
+};
+
+// A roster file open for reading and writing in place; no descriptor (and no text) when it
+// does not exist yet.
+class RosterFile {
+ public:
+  explicit RosterFile(const std::string& path)
+      : path_(path), fd_(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC)), open_errno_(fd_ < 0 ? errno : 0) {}
+  ~RosterFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RosterFile(const RosterFile&) = delete;
+  RosterFile& operator=(const RosterFile&) = delete;
+
+  // Its text, read to its end ("" when it does not exist yet).
+  StatusOr<std::string> Read() const {
+    if (fd_ < 0) {
+      if (open_errno_ == ENOENT) return std::string();
+      errno = open_errno_;
+      return Errno("cannot read", path_);
+    }
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return Errno("cannot read", path_);
+    std::string text(static_cast<size_t>(st.st_size) + 1, '\0');  // one more: a file that grew is read on
+    size_t got = 0;
+    for (;;) {
+      if (got == text.size()) text.resize(text.size() * 2);
+      ssize_t n = pread(fd_, text.data() + got, text.size() - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Errno("cannot read", path_);
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    text.resize(got);
+    return text;
+  }
+  // Writes `bytes` at `offset`.
+  Status WriteAt(const std::string& bytes, off_t offset) const {
+    if (fd_ < 0) errno = open_errno_;
+    if (fd_ < 0 || pwrite(fd_, bytes.data(), bytes.size(), offset) != static_cast<ssize_t>(bytes.size()))
+      return Errno("cannot write", path_);
+    return Status::Ok();
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+  int open_errno_;
 };
 
 // Hands `owner` an entry on the card whose roster is `path` (its own if it has one, else
 // the lowest free one, else -1) and records it. Under the roster lock.
-StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds) {
-  GS_ASSIGN_OR_RETURN(std::string text, ReadRoster(path));
+StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds, OwnerCheck* owners) {
+  const RosterFile file(path);
+  GS_ASSIGN_OR_RETURN(const std::string text, file.Read());
   std::vector<Assignment> lines = Lines(text);
+  OwnerCheck& check = *owners;
   // The owner stands (the caller checked): its own line is its entry unless an earlier
   // line gives that entry to another owner who stands (only in a roster of plain lines).
-  OwnerCheck check;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].owner != owner) continue;
     bool earlier = false;
@@ -227,17 +297,7 @@ StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64
     GS_RETURN_IF_ERROR(WriteRoster(path, roster));
     return entry;
   }
-  int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot write", path);
-  std::string slot = Slot(mine);
-  bool ok =
-      pwrite(fd, slot.data(), slot.size(), static_cast<off_t>(entry * kSlotBytes)) == static_cast<ssize_t>(slot.size());
-  int e = errno;
-  close(fd);
-  if (!ok) {
-    errno = e;
-    return Errno("cannot write", path);
-  }
+  GS_RETURN_IF_ERROR(file.WriteAt(Slot(mine), static_cast<off_t>(entry * kSlotBytes)));
   return entry;
 }
 
@@ -263,13 +323,13 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
   if (stat(owner.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return FailedPrecondition("card entry owner " + owner + " is not a directory");
   const std::string dir = CardEntriesDir(cards_dir);
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create", dir);
-  RosterLock lock(dir);
+  RosterLock lock(dir, /*make_dir=*/true);
   if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
   std::vector<int> entries;
+  OwnerCheck owners;
   for (const auto& uuid : uuids) {
     if (!UsableCardFileName(uuid)) return InvalidArgument("GPU UUID '" + uuid + "' cannot name a card roster file");
-    GS_ASSIGN_OR_RETURN(int entry, AssignOne(dir + "/" + uuid, owner, now_seconds));
+    GS_ASSIGN_OR_RETURN(int entry, AssignOne(dir + "/" + uuid, owner, now_seconds, &owners));
     entries.push_back(entry);
   }
   return entries;
@@ -277,8 +337,7 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
 
 Status PrepareCardRosters(const std::string& cards_dir, const std::vector<model::Gpu>& gpus) {
   const std::string dir = CardEntriesDir(cards_dir);
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create", dir);
-  RosterLock lock(dir);
+  RosterLock lock(dir, /*make_dir=*/true);
   if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
   for (const auto& g : gpus) {
     if (!UsableCardFileName(g.uuid)) return InvalidArgument("GPU UUID '" + g.uuid + "' cannot name a card roster file");
@@ -307,8 +366,8 @@ Status TakeCardEntries(const std::string& cards_dir, const std::string& owner, i
 std::vector<int> CardEntriesOf(const std::string& cards_dir, const std::string& uuid, const std::string& owner) {
   std::vector<int> out;
   const std::string dir = CardEntriesDir(cards_dir);
-  RosterLock lock(dir);  // a slot being written is never read half-written
-  auto text = ReadRoster(dir + "/" + uuid);
+  RosterLock lock(dir, /*make_dir=*/false);  // a slot being written is never read half-written
+  auto text = RosterFile(dir + "/" + uuid).Read();
   if (!text.ok()) return out;
   for (const auto& a : Standing(Lines(*text)))
     if (a.owner == owner) out.push_back(a.entry);
