@@ -63,6 +63,8 @@ Status ContainerDirs::CheckMountsReachTheRuntime() const {
            dir.c_str(), host.status().message().c_str());
     return Status::Ok();
   }
+  // The host's own mount namespace: whatever the agent mounts, the runtime sees.
+  if (host->same_namespace_as_reader && SeesHostPids()) return Status::Ok();
   auto id = host::MountIdOf(dir);
   auto own = host::ReadProcessMounts(getpid());
   if (!id.ok() || !own.ok())
@@ -73,9 +75,8 @@ Status ContainerDirs::CheckMountsReachTheRuntime() const {
   if (m == nullptr) return Internal("mount " + std::to_string(*id) + " holding " + dir + " is not in the mountinfo");
   bool reaches = false;
   if (host->same_namespace_as_reader) {
-    // The host's own mount namespace, unless the agent is in a PID namespace of its own
-    // (no hostPID): the host is out of sight then, and a shared mount is all it can check.
-    reaches = SeesHostPids() || m->peer_group != 0;
+    // Without hostPID the host is out of sight: a shared mount is all it can check.
+    reaches = m->peer_group != 0;
   } else {
     // A mount in the host's namespace of the same peer group, or a slave of it, gets them.
     for (const auto& e : host->entries)
@@ -165,6 +166,12 @@ std::string ContainerDirs::Recycle(const std::string& id) {
   return fresh;
 }
 
+std::string ContainerDirs::RecycleOrRemove(const std::string& id, bool spare_wanted) {
+  std::string spare = spare_wanted ? Recycle(id) : "";
+  if (spare.empty()) Remove(book_->ContainerDir(id));
+  return spare;
+}
+
 Status ContainerDirs::Take(std::string* id) {
   id->clear();
   bool wake = false;
@@ -185,9 +192,8 @@ Status ContainerDirs::Take(std::string* id) {
   // No spare ready (calls come faster than the background thread makes them): a discarded
   // directory recycled here costs the state disk no new inode, unlike a new one.
   if (!discarded.empty()) {
-    *id = Recycle(discarded);
+    *id = RecycleOrRemove(discarded, /*spare_wanted=*/true);
     if (!id->empty()) return Status::Ok();
-    Remove(book_->ContainerDir(discarded));
   }
   auto made = MakeSpare();
   if (!made.ok()) return made.status();
@@ -262,8 +268,7 @@ void ContainerDirs::Run() {
     std::string spare;
     Status failed;
     if (!discarded.empty()) {
-      if (missing) spare = Recycle(discarded);
-      if (spare.empty()) Remove(book_->ContainerDir(discarded));
+      spare = RecycleOrRemove(discarded, missing);
     } else {
       auto made = MakeSpare();
       if (made.ok())

@@ -100,6 +100,9 @@ class ContainerDirs {
   StatusOr<std::string> MakeSpare();
   // Turns a discarded container directory into a spare ("" when it cannot be reused).
   std::string Recycle(const std::string& id);
+  // A discarded directory recycled into a spare when one is wanted and it can be (the
+  // spare's id), else removed ("").
+  std::string RecycleOrRemove(const std::string& id, bool spare_wanted);
   void Run();
   // Nothing to remove and every spare ready (mu_ held).
   bool Idle() const { return discarded_.empty() && ready_.size() >= want_; }
