@@ -196,39 +196,59 @@ Status WriteRoster(const std::string& path, const std::vector<Assignment>& roste
 }
 
 // Holds the roster directory's lock for its lifetime; with `make_dir`, makes the directory
-// when it does not exist yet. errno says why when it is not held.
+// when it does not exist yet.
 class RosterLock {
  public:
   RosterLock(const std::string& dir, bool make_dir) : fd_(Open(dir)) {
-    if (fd_ < 0 && errno == ENOENT && make_dir && (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) fd_ = Open(dir);
+    if (fd_ < 0 && errno == ENOENT && make_dir) {
+      if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        status_ = Errno("cannot create", dir);
+        return;
+      }
+      fd_ = Open(dir);
+    }
     if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
       close(fd_);
       fd_ = -1;
     }
+    if (fd_ < 0) status_ = Errno("cannot lock", dir + "/.lock");
   }
   ~RosterLock() {
     if (fd_ >= 0) close(fd_);
   }
   RosterLock(const RosterLock&) = delete;
   RosterLock& operator=(const RosterLock&) = delete;
-  bool held() const { return fd_ >= 0; }
+  // Ok when held, else what failed.
+  const Status& status() const { return status_; }
 
  private:
   static int Open(const std::string& dir) { return open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); }
   int fd_;
+  Status status_;
 };
 
-// A roster file open for reading and writing in place; no descriptor (and no text) when it
-// does not exist yet.
+// A roster file, open for reading and, where it can be, for writing its slots in place: a
+// regular file the caller may write. Anything else (a link, a file it may only read) is
+// read where it leads, and is replaced whole by the next assignment rather than written
+// through. No descriptor and no text when it does not exist yet.
 class RosterFile {
  public:
-  explicit RosterFile(const std::string& path)
-      : path_(path), fd_(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC)), open_errno_(fd_ < 0 ? errno : 0) {}
+  enum class Use { kRead, kAssign };
+  RosterFile(const std::string& path, Use use) : path_(path) {
+    if (use == Use::kAssign) fd_ = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    in_place_ = fd_ >= 0;
+    if (fd_ < 0 && (use == Use::kRead || errno == ELOOP || errno == EACCES || errno == EROFS))
+      fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    open_errno_ = fd_ < 0 ? errno : 0;
+  }
   ~RosterFile() {
     if (fd_ >= 0) close(fd_);
   }
   RosterFile(const RosterFile&) = delete;
   RosterFile& operator=(const RosterFile&) = delete;
+
+  // Whether a slot may be written through it (else the roster is replaced whole).
+  bool in_place() const { return in_place_; }
 
   // Its text, read to its end ("" when it does not exist yet).
   StatusOr<std::string> Read() const {
@@ -252,24 +272,24 @@ class RosterFile {
     text.resize(got);
     return text;
   }
-  // Writes `bytes` at `offset`.
+  // Writes `bytes` at `offset` (in_place() only).
   Status WriteAt(const std::string& bytes, off_t offset) const {
-    if (fd_ < 0) errno = open_errno_;
-    if (fd_ < 0 || pwrite(fd_, bytes.data(), bytes.size(), offset) != static_cast<ssize_t>(bytes.size()))
+    if (!in_place_ || pwrite(fd_, bytes.data(), bytes.size(), offset) != static_cast<ssize_t>(bytes.size()))
       return Errno("cannot write", path_);
     return Status::Ok();
   }
 
  private:
   std::string path_;
-  int fd_;
-  int open_errno_;
+  int fd_ = -1;
+  bool in_place_ = false;
+  int open_errno_ = 0;
 };
 
 // Hands `owner` an entry on the card whose roster is `path` (its own if it has one, else
 // the lowest free one, else -1) and records it. Under the roster lock.
 StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds, OwnerCheck* owners) {
-  const RosterFile file(path);
+  const RosterFile file(path, RosterFile::Use::kAssign);
   GS_ASSIGN_OR_RETURN(const std::string text, file.Read());
   std::vector<Assignment> lines = Lines(text);
   OwnerCheck& check = *owners;
@@ -291,7 +311,7 @@ StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64
   while (entry < region::kCardTenants && held(entry)) ++entry;
   if (entry == region::kCardTenants) return -1;
   Assignment mine{entry, now_seconds, owner};
-  if (!InSlots(text)) {
+  if (!file.in_place() || !InSlots(text)) {
     std::vector<Assignment> roster = Standing(lines);
     roster.push_back(mine);
     GS_RETURN_IF_ERROR(WriteRoster(path, roster));
@@ -324,7 +344,7 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
     return FailedPrecondition("card entry owner " + owner + " is not a directory");
   const std::string dir = CardEntriesDir(cards_dir);
   RosterLock lock(dir, /*make_dir=*/true);
-  if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
+  GS_RETURN_IF_ERROR(lock.status());
   std::vector<int> entries;
   OwnerCheck owners;
   for (const auto& uuid : uuids) {
@@ -338,7 +358,7 @@ StatusOr<std::vector<int>> AssignCardEntries(const std::string& cards_dir, const
 Status PrepareCardRosters(const std::string& cards_dir, const std::vector<model::Gpu>& gpus) {
   const std::string dir = CardEntriesDir(cards_dir);
   RosterLock lock(dir, /*make_dir=*/true);
-  if (!lock.held()) return Errno("cannot lock", dir + "/.lock");
+  GS_RETURN_IF_ERROR(lock.status());
   for (const auto& g : gpus) {
     if (!UsableCardFileName(g.uuid)) return InvalidArgument("GPU UUID '" + g.uuid + "' cannot name a card roster file");
     const std::string path = dir + "/" + g.uuid;
@@ -367,7 +387,7 @@ std::vector<int> CardEntriesOf(const std::string& cards_dir, const std::string& 
   std::vector<int> out;
   const std::string dir = CardEntriesDir(cards_dir);
   RosterLock lock(dir, /*make_dir=*/false);  // a slot being written is never read half-written
-  auto text = RosterFile(dir + "/" + uuid).Read();
+  auto text = RosterFile(dir + "/" + uuid, RosterFile::Use::kRead).Read();
   if (!text.ok()) return out;
   for (const auto& a : Standing(Lines(*text)))
     if (a.owner == owner) out.push_back(a.entry);

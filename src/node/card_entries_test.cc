@@ -228,6 +228,47 @@ TEST_F(CardEntriesTest, BadOwnerOrUuidIsRefusedByName) {
   r = AssignCardEntries(cards_, {"../x"}, Owner("a"), 1000);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("GPU UUID '../x'"), std::string::npos);
+  // The roster directory's lock file is no card's roster.
+  r = AssignCardEntries(cards_, {".lock"}, Owner("a"), 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GPU UUID '.lock'"), std::string::npos);
+}
+
+// The roster directory is made on demand; when it cannot be, the error names it, not its
+// lock file.
+TEST_F(CardEntriesTest, ARosterDirectoryThatCannotBeMadeIsNamed) {
+  auto r = AssignCardEntries(dir_.path() + "/no/such/cards", {"GPU-a"}, Owner("a"), 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cannot create " + dir_.path() + "/no/such/card-entries"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(Assign(Owner("a")), std::vector<int>{0});
+  EXPECT_TRUE(fs::is_directory(CardEntriesDir(cards_)));
+}
+
+// A roster that is a link (whoever made it) is read where it leads and replaced by a file
+// of its own at the next assignment; never written through, and never a card's dead end.
+TEST_F(CardEntriesTest, ARosterThatIsALinkIsReplacedNotWrittenThrough) {
+  std::string a = Owner("a"), b = Owner("b");
+  EXPECT_EQ(Assign(a), std::vector<int>{0});
+  const std::string roster = CardEntriesDir(cards_) + "/GPU-a", elsewhere = dir_.path() + "/elsewhere";
+  fs::rename(roster, elsewhere);
+  fs::create_symlink(elsewhere, roster);
+  std::string before;
+  std::getline(std::ifstream(elsewhere), before, '\0');
+  EXPECT_EQ(Assign(a), std::vector<int>{0}) << "its entry, read through the link";
+  EXPECT_EQ(Assign(b), std::vector<int>{1});
+  EXPECT_FALSE(fs::is_symlink(roster));
+  std::string after;
+  std::getline(std::ifstream(elsewhere), after, '\0');
+  EXPECT_EQ(after, before) << "written through the link";
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0});
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", b), std::vector<int>{1});
+  // A link to nowhere: a blank roster, made a file at the first assignment.
+  const std::string other = CardEntriesDir(cards_) + "/GPU-b";
+  fs::create_symlink(dir_.path() + "/nowhere", other);
+  EXPECT_EQ(Assign(Owner("c"), {"GPU-b"}), std::vector<int>{0});
+  EXPECT_FALSE(fs::is_symlink(other));
+  EXPECT_FALSE(fs::exists(dir_.path() + "/nowhere"));
 }
 
 // Processes assigning at once (hooks of containers started together, the agent) never

@@ -39,7 +39,8 @@ Status PrepareCardFile(const std::string& path) {
 }  // namespace
 
 bool UsableCardFileName(const std::string& uuid) {
-  return !uuid.empty() && uuid.find('/') == std::string::npos && uuid != "." && uuid != "..";
+  // Not a hidden name either: ".", ".." and the roster directory's ".lock" are not cards.
+  return !uuid.empty() && uuid[0] != '.' && uuid.find('/') == std::string::npos;
 }
 
 Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& gpus) {

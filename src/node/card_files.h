@@ -21,7 +21,8 @@
 
 namespace gs::node {
 
-// Whether a GPU UUID can name a file of the cards directory (or of its roster).
+// Whether a GPU UUID can name a file of the cards directory (or of its roster): no path
+// separator, and not a hidden name.
 bool UsableCardFileName(const std::string& uuid);
 
 // Makes `dir` and one card file per GPU in it. Errors name the path and the reason.
