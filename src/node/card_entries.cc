@@ -230,16 +230,26 @@ class RosterLock {
 // A roster file, open for reading and, where it can be, for writing its slots in place: a
 // regular file the caller may write. Anything else (a link, a file it may only read) is
 // read where it leads, and is replaced whole by the next assignment rather than written
-// through. No descriptor and no text when it does not exist yet.
+// through. No descriptor and no text when it does not exist yet, or is no regular file (a
+// link to a pipe, a device or a directory, a loop of links: no entries are in it).
 class RosterFile {
  public:
   enum class Use { kRead, kAssign };
   RosterFile(const std::string& path, Use use) : path_(path) {
-    if (use == Use::kAssign) fd_ = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    // O_NONBLOCK: a link to a pipe must not hold the roster lock waiting for a writer.
+    if (use == Use::kAssign) fd_ = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     in_place_ = fd_ >= 0;
     if (fd_ < 0 && (use == Use::kRead || errno == ELOOP || errno == EACCES || errno == EROFS))
-      fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     open_errno_ = fd_ < 0 ? errno : 0;
+    struct stat st;
+    if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))) {
+      close(fd_);
+      fd_ = -1;
+      in_place_ = false;
+      open_errno_ = ENOENT;
+    }
+    if (open_errno_ == ELOOP) open_errno_ = ENOENT;
   }
   ~RosterFile() {
     if (fd_ >= 0) close(fd_);

@@ -232,6 +232,9 @@ TEST_F(CardEntriesTest, BadOwnerOrUuidIsRefusedByName) {
   r = AssignCardEntries(cards_, {".lock"}, Owner("a"), 1000);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("GPU UUID '.lock'"), std::string::npos);
+  r = AssignCardEntries(cards_, {"GPU-a.new"}, Owner("a"), 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GPU UUID 'GPU-a.new'"), std::string::npos);
 }
 
 // The roster directory is made on demand; when it cannot be, the error names it, not its
@@ -255,6 +258,7 @@ TEST_F(CardEntriesTest, ARosterThatIsALinkIsReplacedNotWrittenThrough) {
   fs::create_symlink(elsewhere, roster);
   std::string before;
   std::getline(std::ifstream(elsewhere), before, '\0');
+  EXPECT_EQ(CardEntriesOf(cards_, "GPU-a", a), std::vector<int>{0}) << "read through the link";
   EXPECT_EQ(Assign(a), std::vector<int>{0}) << "its entry, read through the link";
   EXPECT_EQ(Assign(b), std::vector<int>{1});
   EXPECT_FALSE(fs::is_symlink(roster));
@@ -269,6 +273,16 @@ TEST_F(CardEntriesTest, ARosterThatIsALinkIsReplacedNotWrittenThrough) {
   EXPECT_EQ(Assign(Owner("c"), {"GPU-b"}), std::vector<int>{0});
   EXPECT_FALSE(fs::is_symlink(other));
   EXPECT_FALSE(fs::exists(dir_.path() + "/nowhere"));
+  // A link to a pipe (nothing ever writes to it), a loop of links: blank, replaced; the
+  // assignment neither waits nor fails.
+  const std::string pipe = dir_.path() + "/pipe", third = CardEntriesDir(cards_) + "/GPU-c",
+                    fourth = CardEntriesDir(cards_) + "/GPU-d";
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  fs::create_symlink(pipe, third);
+  fs::create_symlink(fourth, fourth);
+  EXPECT_EQ(Assign(Owner("d"), {"GPU-c", "GPU-d"}), (std::vector<int>{0, 0}));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(third)));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(fourth)));
 }
 
 // Processes assigning at once (hooks of containers started together, the agent) never

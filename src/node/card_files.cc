@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "src/region/card.h"
 
@@ -39,8 +40,11 @@ Status PrepareCardFile(const std::string& path) {
 }  // namespace
 
 bool UsableCardFileName(const std::string& uuid) {
-  // Not a hidden name either: ".", ".." and the roster directory's ".lock" are not cards.
-  return !uuid.empty() && uuid[0] != '.' && uuid.find('/') == std::string::npos;
+  // Not a hidden name either (".", ".." and the roster directory's ".lock" are not cards),
+  // nor one a roster's temporary file takes ("<uuid>.new").
+  const std::string_view temp = ".new";
+  return !uuid.empty() && uuid[0] != '.' && uuid.find('/') == std::string::npos &&
+         !(uuid.size() > temp.size() && uuid.compare(uuid.size() - temp.size(), temp.size(), temp) == 0);
 }
 
 Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& gpus) {
