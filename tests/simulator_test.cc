@@ -159,6 +159,19 @@ TEST(Simulator, SharedMemoryStaysOnTheCardUntilTheImporterLetsGo) {
     // A cuMemCreate descriptor comes close-on-exec, as on an H200.
     if (!ipc) {
       EXPECT_EQ(Lines(r.out, "shareexport"), std::vector<std::string>{"shareexport cloexec=1"}) << r.out;
+      // Every export is an open of one file, as an H100's are of /dev/nvidiactl: the same
+      // handle exported again and another handle have the same device and inode.
+      std::vector<std::string> identity = Lines(r.out, "shareidentity");
+      ASSERT_EQ(identity.size(), 1u) << r.out;
+      auto field = [&](const std::string& key) {
+        size_t at = identity[0].find(" " + key + "=");
+        return at == std::string::npos
+                   ? std::string("?")
+                   : identity[0].substr(at + key.size() + 2, identity[0].find(' ', at + 1) - at - key.size() - 2);
+      };
+      EXPECT_NE(field("ino"), "?") << identity[0];
+      EXPECT_EQ(field("again"), field("ino")) << identity[0];
+      EXPECT_EQ(field("other"), field("ino")) << identity[0];
     }
     std::vector<std::string> want = {
         "sharemodel imported owner=268435456 importer=0 used=268435456",

@@ -1,11 +1,12 @@
 // The simulated CUDA driver API, memory shared between processes: legacy IPC of cuMemAlloc
 // memory (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle) and POSIX file
 // descriptors of cuMemCreate memory (cuMemExportToShareableHandle,
-// cuMemImportFromShareableHandle). Both sides map one memfd, so what one writes the other
-// reads; the node's table (src/sim/node_shares.cc) keeps the memory on the card until no
-// process holds it, in its owner's slot. Importing puts nothing new on the card. Pool
-// allocations are shared the same way (ShareAllocation, OpenSharedAllocation;
-// src/sim/cuda_pool_ipc.cc). Shared state and helpers: src/sim/cuda_driver.h.
+// cuMemImportFromShareableHandle; each descriptor an open of one file, as a card's are of
+// /dev/nvidiactl). Both sides map one memfd, so what one writes the other reads; the node's
+// table (src/sim/node_shares.cc) keeps the memory on the card until no process holds it, in
+// its owner's slot. Importing puts nothing new on the card. Pool allocations are shared the
+// same way (ShareAllocation, OpenSharedAllocation; src/sim/cuda_pool_ipc.cc). Shared state
+// and helpers: src/sim/cuda_driver.h.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -128,6 +129,23 @@ CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Cont
 
 namespace {
 
+// Where an exported descriptor's position names share (index, id): index in the low bits,
+// under ext4's largest offset (2^44), which the export file may live on.
+constexpr int kIndexBits = 8;
+static_assert(kMaxShared <= (1 << kIndexBits));
+constexpr uint64_t kMaxExportId = 1ULL << (44 - kIndexBits);
+
+off_t ExportPosition(int index, uint64_t id) {
+  return id < kMaxExportId ? static_cast<off_t>((id << kIndexBits) | static_cast<uint64_t>(index)) : -1;
+}
+
+bool ShareAtPosition(off_t position, int* index, uint64_t* id) {
+  if (position <= 0) return false;
+  *index = static_cast<int>(static_cast<uint64_t>(position) & ((1U << kIndexBits) - 1));
+  *id = static_cast<uint64_t>(position) >> kIndexBits;
+  return *index < kMaxShared && *id != 0;
+}
+
 // What a CUipcMemHandle carries: a mark that it is ours, the entry of the node's table
 // (the owner's node-wide pid and its descriptor of the backing are there), with the sizes,
 // and the exporter's pid as it sees it (getpid()).
@@ -225,15 +243,20 @@ GS_SIM_CUDA(cuMemExportToShareableHandle)
   if (phys.share < 0) {
     uint64_t inode = 0, fs_dev = 0, id = 0;
     if (!FileIdentity(phys.fd, &inode, &fs_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
-    int index = node()->Share(phys.device, phys.size, inode, fs_dev, 0, ShareWay::kDescriptor, &id);
+    int index = node()->Share(phys.device, phys.size, inode, fs_dev, phys.fd, ShareWay::kDescriptor, &id);
     if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     phys.share = index;
     phys.share_id = id;
   }
-  // Close-on-exec, as an H200 hands it out (docs/measurements/shared-memory.md): a child
-  // started with fork and exec gets it only once the exporter clears the flag.
-  int fd = fcntl(phys.fd, F_DUPFD_CLOEXEC, 0);
+  // An open of the one export file, its position naming the share; close-on-exec, as an
+  // H200 hands it out (docs/measurements/shared-memory.md): a child started with fork and
+  // exec gets it only once the exporter clears the flag.
+  int fd = OpenExportFile();
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (lseek(fd, ExportPosition(phys.share, phys.share_id), SEEK_SET) < 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;
 }
@@ -244,17 +267,23 @@ GS_SIM_CUDA(cuMemImportFromShareableHandle)
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   int given = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
-  uint64_t inode = 0, fs_dev = 0, id = 0;
-  if (given < 0 || !FileIdentity(given, &inode, &fs_dev)) return CUDA_ERROR_INVALID_VALUE;
-  int index = node()->FindShare(inode, fs_dev, &id);
+  if (given < 0 || !IsExportFile(given)) return CUDA_ERROR_INVALID_VALUE;
+  const off_t position = lseek(given, 0, SEEK_CUR);
+  int index = 0;
+  uint64_t id = 0;
   ShareInfo info;
-  if (index < 0 || !node()->ShareOf(index, id, &info) || !node()->JoinShare(index, id)) return CUDA_ERROR_INVALID_VALUE;
+  if (!ShareAtPosition(position, &index, &id) || !node()->ShareOf(index, id, &info) ||
+      info.way != ShareWay::kDescriptor || !node()->JoinShare(index, id))
+    return CUDA_ERROR_INVALID_VALUE;
+  // The bytes, from the node, as the kernel driver maps them: the owner may be in another
+  // PID namespace.
+  int fd = OpenShareBacking(index, id);
   struct stat st;
-  int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0 || fstat(fd, &st) != 0) {
+  if (fd < 0 || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != info.inode ||
+      static_cast<uint64_t>(st.st_dev) != info.fs_dev) {
     if (fd >= 0) close(fd);
     node()->LeaveShare(index, id, false);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_ERROR_INVALID_VALUE;
   }
   auto phys = std::make_unique<PhysicalMemory>();
   phys->device = info.device;

@@ -20,10 +20,11 @@ namespace gs::sim {
 // One entry of the table of memory shared between processes (Node::ShareOf).
 struct ShareInfo {
   int device = -1;
+  ShareWay way = ShareWay::kLegacyIpc;
   uint64_t bytes = 0;
   uint32_t owner_pid = 0;  // 0 once the owner freed it
   uint64_t owner_start = 0;
-  int owner_fd = -1;  // the owner's descriptor of the backing (legacy IPC)
+  int owner_fd = -1;  // the owner's descriptor of the backing, which an importer maps
   uint64_t inode = 0, fs_dev = 0;
   uint32_t charged_pid = 0;  // whose slot holds its bytes
 };
@@ -82,8 +83,6 @@ class Node {
   // memfd (inode, fs_dev), open in it as `owner_fd`; the entry starts with one reference of
   // this process. Returns its index, its id in *id; -1 when the table is full.
   int Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int owner_fd, ShareWay way, uint64_t* id);
-  // The entry of the backing (inode, fs_dev): its index, its id in *id; -1 if none.
-  int FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const;
   // The entry, while it is `id`; false when it is gone.
   bool ShareOf(int index, uint64_t id, ShareInfo* out) const;
   // Whether the process (pid, start_time as the node sees it) holds the entry.

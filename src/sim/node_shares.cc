@@ -64,17 +64,6 @@ int Node::Share(int dev, uint64_t bytes, uint64_t inode, uint64_t fs_dev, int ow
   return index;
 }
 
-int Node::FindShare(uint64_t inode, uint64_t fs_dev, uint64_t* id) const {
-  int index = -1;
-  LockState(state_);
-  for (int i = 0; i < kMaxShared && index < 0; ++i) {
-    const SharedMemory& e = state_->shared[i];
-    if (e.id != 0 && e.inode == inode && e.fs_dev == fs_dev) index = i, *id = e.id;
-  }
-  UnlockState(state_);
-  return index;
-}
-
 bool Node::ShareOf(int index, uint64_t id, ShareInfo* out) const {
   if (index < 0 || index >= kMaxShared || id == 0) return false;
   LockState(state_);
@@ -83,6 +72,7 @@ bool Node::ShareOf(int index, uint64_t id, ShareInfo* out) const {
   if (ok) {
     *out = ShareInfo{};
     out->device = e.device;
+    out->way = e.way;
     out->bytes = e.bytes;
     // The owner is its first sharer until it frees the allocation (owner_fd is then 0).
     if (e.owner_fd != 0) {

@@ -36,6 +36,14 @@ void LeaveNode();
 // (src/sim/registration.h, FetchShareBacking): its descriptor, or -1.
 int OpenShareBacking(int index, uint64_t id);
 
+// The file every exported memory descriptor is an open of: the node's state file. A card
+// hands out every VMM handle's descriptor as an open of /dev/nvidiactl, one inode for all
+// (docs/measurements/shared-memory.md), so two exports cannot be told apart by fstat; each
+// call opens it anew, one open file description per export. -1 without a node.
+int OpenExportFile();
+// Whether fd is an open of that file.
+bool IsExportFile(int fd);
+
 // Maps a NVML/CUDA-independent UUID string "GPU-..." to a state index, or -1.
 int FindDeviceByUuid(const Runtime* rt, const char* uuid);
 

@@ -105,7 +105,7 @@ struct SharedMemory {
   ShareWay way;
   uint64_t bytes;        // on the card, in the slot of (charged_pid, charged_start)
   uint32_t charged_pid;  // 0: in no slot (its holder had none, or NVML lists it under no one)
-  uint32_t owner_fd;     // the owner's descriptor of the backing (legacy IPC opens it); 0 once freed
+  uint32_t owner_fd;     // the owner's descriptor of the backing (importers map it); 0 once freed
   uint64_t charged_start;
   uint64_t inode, fs_dev;  // the backing memfd's identity (a POSIX descriptor names it)
   // A pool allocation its owner freed while imported: the owner's pool keeps it on the card
