@@ -14,4 +14,8 @@ namespace gs {
 // directory, a read error). The message is "<path>: <the system's reason>".
 StatusOr<std::string> ReadFile(const std::string& path);
 
+// The bytes from the descriptor's position to its end, with the same errors as ReadFile
+// naming `path`. `size_hint` (the file's size, when known) sizes the first read.
+StatusOr<std::string> ReadToEnd(int fd, const std::string& path, size_t size_hint = 0);
+
 }  // namespace gs

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "src/common/file.h"
 #include "src/node/card_files.h"
 #include "src/region/card.h"
 
@@ -249,6 +250,7 @@ class RosterFile {
       in_place_ = false;
       open_errno_ = ENOENT;
     }
+    if (fd_ >= 0) size_ = static_cast<size_t>(st.st_size);
     if (open_errno_ == ELOOP) open_errno_ = ENOENT;
   }
   ~RosterFile() {
@@ -260,26 +262,16 @@ class RosterFile {
   // Whether a slot may be written through it (else the roster is replaced whole).
   bool in_place() const { return in_place_; }
 
-  // Its text, read to its end ("" when it does not exist yet).
-  StatusOr<std::string> Read() const {
+  // Its text, read to its end ("" when it does not exist yet). Once: the read moves the
+  // descriptor's position (WriteAt does not depend on it).
+  StatusOr<std::string> Read() {
     if (fd_ < 0) {
       if (open_errno_ == ENOENT) return std::string();
       errno = open_errno_;
       return Errno("cannot read", path_);
     }
-    struct stat st;
-    if (fstat(fd_, &st) != 0) return Errno("cannot read", path_);
-    std::string text(static_cast<size_t>(st.st_size) + 1, '\0');  // one more: a file that grew is read on
-    size_t got = 0;
-    for (;;) {
-      if (got == text.size()) text.resize(text.size() * 2);
-      ssize_t n = pread(fd_, text.data() + got, text.size() - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Errno("cannot read", path_);
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
-    }
-    text.resize(got);
+    StatusOr<std::string> text = ReadToEnd(fd_, path_, size_);
+    if (!text.ok()) return Internal("cannot read " + text.status().message());
     return text;
   }
   // Writes `bytes` at `offset` (in_place() only).
@@ -294,12 +286,13 @@ class RosterFile {
   int fd_ = -1;
   bool in_place_ = false;
   int open_errno_ = 0;
+  size_t size_ = 0;  // at the open
 };
 
 // Hands `owner` an entry on the card whose roster is `path` (its own if it has one, else
 // the lowest free one, else -1) and records it. Under the roster lock.
 StatusOr<int> AssignOne(const std::string& path, const std::string& owner, int64_t now_seconds, OwnerCheck* owners) {
-  const RosterFile file(path, RosterFile::Use::kAssign);
+  RosterFile file(path, RosterFile::Use::kAssign);
   GS_ASSIGN_OR_RETURN(const std::string text, file.Read());
   std::vector<Assignment> lines = Lines(text);
   OwnerCheck& check = *owners;

@@ -42,9 +42,7 @@ Status PrepareCardFile(const std::string& path) {
 bool UsableCardFileName(const std::string& uuid) {
   // Not a hidden name either (".", ".." and the roster directory's ".lock" are not cards),
   // nor one a roster's temporary file takes ("<uuid>.new").
-  const std::string_view temp = ".new";
-  return !uuid.empty() && uuid[0] != '.' && uuid.find('/') == std::string::npos &&
-         !(uuid.size() > temp.size() && uuid.compare(uuid.size() - temp.size(), temp.size(), temp) == 0);
+  return !uuid.empty() && uuid[0] != '.' && uuid.find('/') == std::string::npos && !uuid.ends_with(".new");
 }
 
 Status PrepareCardFiles(const std::string& dir, const std::vector<model::Gpu>& gpus) {

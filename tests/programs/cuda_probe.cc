@@ -758,10 +758,21 @@ struct Exported {
   std::string token;
 };
 
+// The properties of device memory on g_dev that cuMemCreate makes exportable as a POSIX
+// descriptor.
+CUmemAllocationProp DescriptorProp() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = g_dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
 // What a VMM handle's POSIX descriptor is, as the kernel sees it: the file it opens
 // (readlink of /proc/self/fd) and its device and inode, for the handle exported again and
-// for a second handle. Whether an export can be told apart from another by its descriptor
-// alone (different inodes) decides whether an importer can find the owner's record of it.
+// for a second handle. An H100 gives one inode for all (opens of /dev/nvidiactl): an
+// importer cannot tell two exports apart by their descriptors.
 // "shareidentity file=F ino=D:I again=D:I other=D:I".
 void PrintDescriptorIdentity(const Exported& e) {
   auto identity = [](int fd) {
@@ -774,11 +785,7 @@ void PrintDescriptorIdentity(const Exported& e) {
   int again = -1, other = -1;
   CUmemGenericAllocationHandle h2 = 0;
   c.cuMemExportToShareableHandle(&again, e.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = g_dev;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  const CUmemAllocationProp prop = DescriptorProp();
   size_t gran = 0;
   if (c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
       c.cuMemCreate(&h2, gran, &prop, 0) == CUDA_SUCCESS)
@@ -815,11 +822,7 @@ Exported Export(const std::string& kind, size_t bytes) {
     if (e.rc == CUDA_SUCCESS) e.rc = c.cuMemPoolExportPointer(&data, e.p);
     e.token = std::to_string(e.fd) + ":" + Hex(data.reserved, sizeof(data.reserved));
   } else {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = g_dev;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const CUmemAllocationProp prop = DescriptorProp();
     size_t gran = 0;
     e.rc = c.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (e.rc == CUDA_SUCCESS) e.bytes = (bytes + gran - 1) / gran * gran;
