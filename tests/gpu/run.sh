@@ -8,8 +8,8 @@
 # Prints PASS/FAIL/SKIP lines, a markdown table of the compute shares achieved, and
 # "N passed, N failed"; skips loudly without a GPU.
 # Runtime on an H200 (2026-11-26): 400 s with the build and the bench; on an H100
-# (2026-11-27): 440 s. Section 1 ~1 min of short probe runs, 2b ~15 s, 3 ~1.4 min, 4 ~15 s,
-# 5 ~4 min (12 workload runs and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch
+# (2026-11-27): 440 s, (2026-11-28) 472 s. Section 1 ~1 min of short probe runs, 2b ~15 s,
+# 3 ~1.4 min, 4 ~15 s, 5 ~4 min (12 workload runs and 2 competing rounds of ~8 s timed + ~1 s warm-up + torch
 # start-up each), 6 ~80 s (eight watched 2 GiB slices; four of them added after the
 # H100's run).
 set -u
@@ -289,6 +289,8 @@ fi  # 4
 if want 5; then
 W=tests/gpu/share_workload.py SECS=8
 wrate() { sed -n 's/^workload .* rate=\([0-9.]*\)$/\1/p' "$1" | tail -n 1; }
+# The card while a lone run was timed (share_workload.py --watch): busy %, SM clock, power.
+wcard() { sed -n 's/^card util=\([0-9.]*\) sm_mhz=\([0-9]*\) power_w=\([0-9]*\).*/card busy \1 %, SM \2 MHz, \3 W/p' "$1" | tail -n 1; }
 pct() { awk -v r="$1" -v a="$2" 'BEGIN { if (r == "" || a == "" || a + 0 <= 0) print "?"; else printf "%.1f", r / a * 100 }'; }
 near() { awk -v u="$1" -v s="$2" 'BEGIN { exit !(u != "?" && u >= s - 5 && u <= s + 5) }'; }
 why() { tail -n 2 "$1" | tr '\n' ' '; }  # the last words of a run that printed no rate
@@ -322,15 +324,16 @@ compete() {
 }
 if [ $have_torch = 1 ]; then
   for kind in matmul4096 matmul16384 infer small; do
-    python3 "$W" "$kind" "$SECS" >"$region/w-$kind-alone" 2>&1
+    python3 "$W" "$kind" "$SECS" --watch >"$region/w-$kind-alone" 2>&1
     alone[$kind]=$(wrate "$region/w-$kind-alone")
     if [ -z "${alone[$kind]}" ]; then
       bad "workload $kind alone printed no rate: $(why "$region/w-$kind-alone")"
       continue
     fi
-    echo "workload $kind alone: ${alone[$kind]} ops/s"
+    echo "workload $kind alone: ${alone[$kind]} ops/s; $(wcard "$region/w-$kind-alone")"
     for share in 30 60; do
-      "$G" run --cores "$share" --policy force -- python3 "$W" "$kind" "$SECS" >"$region/w-$kind-$share" 2>&1
+      "$G" run --cores "$share" --policy force -- python3 "$W" "$kind" "$SECS" --watch >"$region/w-$kind-$share" 2>&1
+      echo "RECORD in docs/measurements/h100-driver.md: workload $kind, share $share% (force): $(wcard "$region/w-$kind-$share")"
       r=$(wrate "$region/w-$kind-$share")
       a=$(pct "$r" "${alone[$kind]}")
       detail="${r:+$r of ${alone[$kind]} ops/s}"

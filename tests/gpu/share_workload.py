@@ -13,6 +13,12 @@ Warms up for about a second (cuBLAS heuristics, caching allocator), then times w
 batches, each ended by a sync, for at least SECONDS, and prints one line:
     workload KIND ops=N seconds=S rate=R
 where R = N / S, ops per second. Achieved share = rate under a slice / rate alone.
+With --watch it also samples the card with nvidia-smi every 100 ms while it times, and
+prints the means over the window:
+    card util=U sm_mhz=C power_w=P samples=N
+(the card's busy time, its SM clock and its power draw: a tenant held to part of the card
+may run its bursts at a higher clock than it can sustain alone, so its rate can exceed its
+share of time), or "card unavailable" without nvidia-smi.
 
 --barrier DIR PARTIES: after the warm-up, marks itself ready in DIR and starts timing only
 when PARTIES processes are ready there (for competing runs: everyone is timed over the
@@ -23,6 +29,7 @@ the rates then mean nothing).
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -83,6 +90,38 @@ def timed(step, sync, seconds):
             return ops, elapsed
 
 
+class CardWatch:
+    """nvidia-smi sampling the card every 100 ms, without the enforcer's preload."""
+
+    FIELDS = "utilization.gpu,clocks.sm,power.draw"
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=" + self.FIELDS, "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        except OSError:
+            self.proc = None
+
+    def stop(self):
+        """Ends the sampling; returns the line to print."""
+        if self.proc is None:
+            return "card unavailable"
+        self.proc.terminate()
+        out, _ = self.proc.communicate()
+        rows = []
+        for line in out.splitlines():
+            try:
+                rows.append([float(x) for x in line.split(",")[:3]])
+            except ValueError:
+                continue  # "[N/A]", or a line cut by the stop
+        if not rows:
+            return "card unavailable"
+        mean = [sum(r[i] for r in rows) / len(rows) for i in range(3)]
+        return f"card util={mean[0]:.1f} sm_mhz={mean[1]:.0f} power_w={mean[2]:.0f} samples={len(rows)}"
+
+
 def barrier(directory, parties):
     os.makedirs(directory, exist_ok=True)
     open(os.path.join(directory, f"ready-{os.getpid()}"), "w").close()
@@ -100,6 +139,7 @@ def main():
     p.add_argument("kind", choices=KINDS)
     p.add_argument("seconds", type=float)
     p.add_argument("--barrier", nargs=2, metavar=("DIR", "PARTIES"))
+    p.add_argument("--watch", action="store_true", help="sample the card with nvidia-smi while timing")
     args = p.parse_args()
 
     dev = os.environ.get("GS_WORKLOAD_DEVICE", "cuda")
@@ -112,8 +152,11 @@ def main():
     timed(step, sync, 1.0)  # warm-up
     if args.barrier:
         barrier(args.barrier[0], int(args.barrier[1]))
+    watch = CardWatch() if args.watch else None
     ops, elapsed = timed(step, sync, args.seconds)
     print(f"workload {args.kind} ops={ops} seconds={elapsed:.3f} rate={ops / elapsed:.3f}", flush=True)
+    if watch:
+        print(watch.stop(), flush=True)
     return 0
 
 
