@@ -730,6 +730,21 @@ TEST(HostileIpc, OwnDescriptorImportedKeepsTheChargeAfterTheOriginalIsReleased) 
   ExpectWithinTwoGiB(w);
 }
 
+// The simulated driver, without the enforcer: a descriptor can be imported again for as long
+// as a process holds its memory, also once its owner released the original handle (the node
+// daemon keeps the backing from the first import on).
+TEST(HostileIpc, ADescriptorImportsAgainOnceItsOwnerReleasedTheOriginal) {
+  SimNode node(kH100);
+  Result r = RunProcess(
+      {HostileBin(), "init", "vmmcreatefd", "256", "vmmexport", "vmmimport", "vmmreleasefirst", "vmmimport", "vmmmap"},
+      node.env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "vmmimport "), (std::vector<std::string>{"vmmimport CUDA_SUCCESS", "vmmimport CUDA_SUCCESS"}))
+      << r.out << r.err;
+  EXPECT_EQ(Lines(r.out, "vmmreleasefirst "), std::vector<std::string>{"vmmreleasefirst CUDA_SUCCESS"}) << r.out;
+  EXPECT_EQ(Lines(r.out, "vmmmap "), std::vector<std::string>{"vmmmap CUDA_SUCCESS"}) << r.out;
+}
+
 // An honest exporter: its importer read and wrote the shared bytes, closed them and exited;
 // the owner freed its piece and gets its whole slice back.
 TEST(HostileIpc, AnHonestExporterGetsItsChargeBackOnceItsImporterClosed) {

@@ -151,6 +151,10 @@ struct SharePayload {
 };
 // The inode and file system of a descriptor's file; false when fstat fails.
 bool FileIdentity(int fd, uint64_t* inode, uint64_t* fs_dev);
+// A fresh memfd to back memory another process may map (memfd_create, close-on-exec), never
+// descriptor 0, which the node's table of shared memory reads as "no owner's descriptor";
+// -1 on failure.
+int NewBacking(const char* name);
 // Makes the allocation at addr shareable, once: its bytes move into a memfd mapped at the
 // same address and it gets an entry in the node's table, its bytes staying in this
 // process's slot. Fills *out. Caller holds g_driver->mu.

@@ -45,7 +45,7 @@ namespace {
 // mapped shared at the same address: only pages ever touched are copied, the rest stay
 // holes. Returns the memfd, -1 on failure (nothing changed then).
 int MoveIntoMemfd(uintptr_t addr, size_t size) {
-  int fd = memfd_create("gpuslice-sim-ipc", MFD_CLOEXEC);
+  int fd = NewBacking("gpuslice-sim-ipc");
   if (fd < 0) return -1;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   std::vector<unsigned char> resident((size + page - 1) / page);
@@ -67,6 +67,16 @@ int MoveIntoMemfd(uintptr_t addr, size_t size) {
 }
 
 }  // namespace
+
+int NewBacking(const char* name) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd == 0) {  // this process closed its standard input
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 1);
+    close(fd);
+    fd = moved;
+  }
+  return fd;
+}
 
 bool FileIdentity(int fd, uint64_t* inode, uint64_t* fs_dev) {
   struct stat st;
@@ -130,7 +140,10 @@ CUresult OpenSharedAllocation(const SharePayload& p, const ShareInfo& info, Cont
 namespace {
 
 // Where an exported descriptor's position names share (index, id): index in the low bits,
-// under ext4's largest offset (2^44), which the export file may live on.
+// kept under 2^44, about the largest file offset ext4 allows, which the export file may
+// live on. The position is a name only the simulator reads; a process of the node could
+// forge one, as it could write the node's state itself: the simulator is no security
+// boundary between the processes of a node.
 constexpr int kIndexBits = 8;
 static_assert(kMaxShared <= (1 << kIndexBits));
 constexpr uint64_t kMaxExportId = 1ULL << (44 - kIndexBits);

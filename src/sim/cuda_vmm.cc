@@ -39,7 +39,7 @@ GS_SIM_CUDA(cuMemCreate)
       return CUDA_ERROR_INVALID_VALUE;
   }
   if (dev >= 0 && !node()->Reserve(dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  int fd = memfd_create("gpuslice-sim-vmm", MFD_CLOEXEC);
+  int fd = NewBacking("gpuslice-sim-vmm");
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
     if (fd >= 0) close(fd);
     if (dev >= 0) node()->Release(dev, size);

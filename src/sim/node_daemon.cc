@@ -53,6 +53,10 @@ class Daemon {
   // BackingRequests (gathered until whole) and nothing else; on any other a goodbye.
   void Received(int fd, const char* bytes, size_t n);
   void ServeBacking(int fd, const BackingRequest& request);
+  // The owner's descriptor of the share's backing, through the node's /proc (-1: none).
+  int OpenOwnersBacking(int fd, const BackingRequest& request) const;
+  // Closes the kept backings of shares that are gone.
+  void ForgetGoneBackings();
   bool StateStillOurs() const;
 
   Node node_;
@@ -62,6 +66,10 @@ class Daemon {
   std::unordered_map<int, Identity> connections_;
   std::unordered_map<int, std::string> requests_;  // backing connections: bytes of a request so far
   std::map<Identity, int> per_process_;
+  // (index, id) of a POSIX descriptor's share -> its backing, kept from the first time it
+  // was served until the share is gone: importers that come later get it even once the
+  // owner freed its memory or exited, as long as some process still holds the share.
+  std::map<std::pair<int, uint64_t>, int> backings_;
 };
 
 bool Daemon::StateStillOurs() const {
@@ -154,40 +162,73 @@ void Daemon::Received(int fd, const char* bytes, size_t n) {
 }
 
 void Daemon::ServeBacking(int fd, const BackingRequest& request) {
-  // The owner's own descriptor of the backing, reached through this node's /proc: an
-  // importer in a PID namespace with a /proc of its own cannot see the owner there. Only
-  // for a process that holds the share, with that process's file credentials (the kernel
-  // checks them as if it opened /proc/<owner>/fd itself), and only a memfd of the
-  // simulated driver: the node's state is writable by every process of the node, so its
-  // entry may name any descriptor of any process.
+  // Only for a process that holds the share (it joined the share's entry first).
   auto it = connections_.find(fd);
-  ShareInfo info;
-  ucred cred{};
-  socklen_t len = sizeof(cred);
+  const bool holds =
+      it != connections_.end() &&
+      node_.HoldsShare(request.index, request.id, static_cast<uint32_t>(it->second.first), it->second.second);
   int backing = -1;
-  if (it != connections_.end() && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-      node_.HoldsShare(request.index, request.id, static_cast<uint32_t>(it->second.first), it->second.second) &&
-      node_.ShareOf(request.index, request.id, &info) && info.owner_pid != 0 && info.owner_fd > 0) {
-    char path[64], self_path[64], target[64] = {};
-    snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
-    const uid_t uid = getuid();
-    const gid_t gid = getgid();
-    setfsgid(cred.gid);
-    setfsuid(cred.uid);
-    const int found = open(path, O_PATH | O_CLOEXEC);
-    struct stat st;
-    snprintf(self_path, sizeof(self_path), "/proc/self/fd/%d", found);
-    if (found >= 0 && fstat(found, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
-        static_cast<uint64_t>(st.st_ino) == info.inode && static_cast<uint64_t>(st.st_dev) == info.fs_dev &&
-        readlink(self_path, target, sizeof(target) - 1) > 0 && strncmp(target, kBackingName, strlen(kBackingName)) == 0)
-      backing = open(self_path, O_RDWR | O_CLOEXEC);
-    if (found >= 0) close(found);
-    setfsuid(uid);
-    setfsgid(gid);
+  ShareInfo info;
+  // A POSIX descriptor's importer holds the export itself, as a card's would, so its
+  // backing is kept for the importers after it; legacy IPC and pool pointers are opened
+  // from their owner each time, with the asker's credentials.
+  const bool keep = holds && node_.ShareOf(request.index, request.id, &info) && info.way == ShareWay::kDescriptor;
+  const auto key = std::make_pair(request.index, request.id);
+  auto kept = keep ? backings_.find(key) : backings_.end();
+  if (kept != backings_.end()) {
+    backing = fcntl(kept->second, F_DUPFD_CLOEXEC, 0);
+  } else if (holds) {
+    backing = OpenOwnersBacking(fd, request);
+    int copy = keep && backing >= 0 ? fcntl(backing, F_DUPFD_CLOEXEC, 0) : -1;
+    if (copy >= 0) backings_[key] = copy;
   }
   const char answer = backing >= 0 ? kBackingOk : kBackingRefused;
   SendWithDescriptor(fd, &answer, 1, backing, /*dont_wait=*/true);
   if (backing >= 0) close(backing);
+}
+
+int Daemon::OpenOwnersBacking(int fd, const BackingRequest& request) const {
+  // Reached through this node's /proc: an importer in a PID namespace with a /proc of its
+  // own cannot see the owner there. With the asker's file credentials (the kernel checks
+  // them as if it opened /proc/<owner>/fd itself), and only a memfd of the simulated
+  // driver: the node's state is writable by every process of the node, so its entry may
+  // name any descriptor of any process.
+  ShareInfo info;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || !node_.ShareOf(request.index, request.id, &info) ||
+      info.owner_pid == 0 || info.owner_fd <= 0)
+    return -1;
+  char path[64], self_path[64], target[64] = {};
+  snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
+  const uid_t uid = getuid();
+  const gid_t gid = getgid();
+  setfsgid(cred.gid);
+  setfsuid(cred.uid);
+  const int found = open(path, O_PATH | O_CLOEXEC);
+  struct stat st;
+  int backing = -1;
+  snprintf(self_path, sizeof(self_path), "/proc/self/fd/%d", found);
+  if (found >= 0 && fstat(found, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+      static_cast<uint64_t>(st.st_ino) == info.inode && static_cast<uint64_t>(st.st_dev) == info.fs_dev &&
+      readlink(self_path, target, sizeof(target) - 1) > 0 && strncmp(target, kBackingName, strlen(kBackingName)) == 0)
+    backing = open(self_path, O_RDWR | O_CLOEXEC);
+  if (found >= 0) close(found);
+  setfsuid(uid);
+  setfsgid(gid);
+  return backing;
+}
+
+void Daemon::ForgetGoneBackings() {
+  ShareInfo info;
+  for (auto it = backings_.begin(); it != backings_.end();) {
+    if (node_.ShareOf(it->first.first, it->first.second, &info)) {
+      ++it;
+      continue;
+    }
+    close(it->second);
+    it = backings_.erase(it);
+  }
 }
 
 int Daemon::Serve(int listen_fd, int signal_fd) {
@@ -226,10 +267,12 @@ int Daemon::Serve(int listen_fd, int signal_fd) {
     if (MonotonicNowNs() >= next_housekeeping) {
       if (!StateStillOurs()) break;  // sim down, --replace, or the root was deleted
       if (int swept = node_.SweepDeadProcesses(); swept > 0) GS_LOG(kDetail, "swept %d dead process(es)", swept);
+      ForgetGoneBackings();
       next_housekeeping = MonotonicNowNs() + kHousekeepingMs * 1'000'000LL;
     }
   }
   for (auto& [fd, id] : connections_) close(fd);
+  for (auto& [share, fd] : backings_) close(fd);
   close(epoll_fd);
   return 0;
 }

@@ -55,13 +55,14 @@ struct NodeIdentity {
 inline constexpr char kGoodbye = 'B';
 inline constexpr char kGoodbyeDone = 'A';
 
-// The backing of memory another process shared (legacy IPC, a pool's exported pointer):
+// The backing of memory another process shared (legacy IPC, a pool's exported pointer, a
+// POSIX descriptor of cuMemCreate memory):
 // the driver maps it for the importer whatever PID namespace and /proc either runs in, as
 // the kernel driver does. A process opens a connection of its own (the daemon answers it
 // with a RegistrationReply first), sends one BackingRequest and reads one byte, kBackingOk
 // with the backing's descriptor (SCM_RIGHTS) or kBackingRefused without one: the share is
-// gone, its owner freed it, the asker does not hold it, or its backing is not the memfd
-// recorded.
+// gone, its owner freed it (a descriptor's backing: unless the daemon kept it from an
+// earlier import), the asker does not hold it, or its backing is not the memfd recorded.
 inline constexpr char kBackingRequest = 'M';
 // What the simulated driver names the memfds that back shared memory (memfd_create); the
 // daemon hands out no other descriptor.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,8 +28,10 @@ pthread_once_t g_child_once = PTHREAD_ONCE_INIT;
 int g_registration_fd = -1;
 pid_t g_registered_as = 0;
 char g_socket_path[700];
-// The node's state file, which every exported memory descriptor opens (OpenExportFile).
-char g_state_path[600];
+// The node's state file, which every exported memory descriptor opens (OpenExportFile):
+// its absolute path and its identity when the process attached.
+char g_export_path[PATH_MAX];
+struct stat g_export_file;
 
 // The connection is the parent's: a child holding it would keep the parent registered
 // after the parent is gone.
@@ -136,16 +139,15 @@ void Init() {
   ConfigureLogging();
   char root[512];
   FindOwnRoot(root, sizeof(root));
-  char* state_path = g_state_path;
-  char dev_dir[600];  // root is at most 511 bytes
+  char state_path[600], dev_dir[600];  // root is at most 511 bytes
   const char* env_state = getenv("GPUSLICE_SIM_STATE");
   if (env_state && *env_state)
-    snprintf(state_path, sizeof(g_state_path), "%s", env_state);
+    snprintf(state_path, sizeof(state_path), "%s", env_state);
   else if (root[0])
-    snprintf(state_path, sizeof(g_state_path), "%s/state", root);
+    snprintf(state_path, sizeof(state_path), "%s/state", root);
   else if (access("/var/run/gpuslice-sim/state", F_OK) == 0)
     // In a container, the hook or the CDI spec mounts the node's state here.
-    snprintf(state_path, sizeof(g_state_path), "/var/run/gpuslice-sim/state");
+    snprintf(state_path, sizeof(state_path), "/var/run/gpuslice-sim/state");
   else {
     GS_LOG(kError,
            "no simulated node: set GPUSLICE_SIM_STATE or load the library from a "
@@ -162,6 +164,9 @@ void Init() {
 
   char err[512];
   State* s = MapState(state_path, err, sizeof(err));
+  // Absolute, so that a later chdir does not lose it.
+  if (realpath(state_path, g_export_path) == nullptr || stat(g_export_path, &g_export_file) != 0)
+    g_export_path[0] = 0;  // no exports then
   if (s == nullptr) {
     GS_LOG(kError, "%s", err);
     return;
@@ -220,13 +225,14 @@ int OpenShareBacking(int index, uint64_t id) {
 
 int OpenExportFile() {
   if (GetRuntime() == nullptr) return -1;
-  return open(g_state_path, O_RDONLY | O_CLOEXEC);
+  if (g_export_path[0] == 0) return -1;
+  return open(g_export_path, O_RDONLY | O_CLOEXEC);
 }
 
 bool IsExportFile(int fd) {
-  struct stat given, file;
-  return GetRuntime() != nullptr && fstat(fd, &given) == 0 && stat(g_state_path, &file) == 0 &&
-         given.st_ino == file.st_ino && given.st_dev == file.st_dev;
+  struct stat given;
+  return GetRuntime() != nullptr && g_export_path[0] != 0 && fstat(fd, &given) == 0 &&
+         given.st_ino == g_export_file.st_ino && given.st_dev == g_export_file.st_dev;
 }
 
 int FindDeviceByUuid(const Runtime* rt, const char* uuid) {

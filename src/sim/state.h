@@ -107,7 +107,7 @@ struct SharedMemory {
   uint32_t charged_pid;  // 0: in no slot (its holder had none, or NVML lists it under no one)
   uint32_t owner_fd;     // the owner's descriptor of the backing (importers map it); 0 once freed
   uint64_t charged_start;
-  uint64_t inode, fs_dev;  // the backing memfd's identity (a POSIX descriptor names it)
+  uint64_t inode, fs_dev;  // the backing memfd's identity
   // A pool allocation its owner freed while imported: the owner's pool keeps it on the card
   // until the pool is destroyed or the owner is gone. 0: none.
   uint32_t pool_holder_pid;
