@@ -290,7 +290,11 @@ if want 5; then
 W=tests/gpu/share_workload.py SECS=8
 wrate() { sed -n 's/^workload .* rate=\([0-9.]*\)$/\1/p' "$1" | tail -n 1; }
 # The card while a lone run was timed (share_workload.py --watch): busy %, SM clock, power.
-wcard() { sed -n 's/^card util=\([0-9.]*\) sm_mhz=\([0-9]*\) power_w=\([0-9]*\).*/card busy \1 %, SM \2 MHz, \3 W/p' "$1" | tail -n 1; }
+wcard() {
+  local c
+  c=$(sed -n 's/^card util=\([0-9.]*\) sm_mhz=\([0-9?]*\) power_w=\([0-9?]*\).*/card busy \1 %, SM \2 MHz, \3 W/p' "$1" | tail -n 1)
+  echo "${c:-card not sampled}"
+}
 pct() { awk -v r="$1" -v a="$2" 'BEGIN { if (r == "" || a == "" || a + 0 <= 0) print "?"; else printf "%.1f", r / a * 100 }'; }
 near() { awk -v u="$1" -v s="$2" 'BEGIN { exit !(u != "?" && u >= s - 5 && u <= s + 5) }'; }
 why() { tail -n 2 "$1" | tr '\n' ' '; }  # the last words of a run that printed no rate
@@ -333,7 +337,7 @@ if [ $have_torch = 1 ]; then
     echo "workload $kind alone: ${alone[$kind]} ops/s; $(wcard "$region/w-$kind-alone")"
     for share in 30 60; do
       "$G" run --cores "$share" --policy force -- python3 "$W" "$kind" "$SECS" --watch >"$region/w-$kind-$share" 2>&1
-      echo "RECORD in docs/measurements/h100-driver.md: workload $kind, share $share% (force): $(wcard "$region/w-$kind-$share")"
+      echo "RECORD in docs/measurements (the card's driver file): workload $kind, share $share% (force): $(wcard "$region/w-$kind-$share")"
       r=$(wrate "$region/w-$kind-$share")
       a=$(pct "$r" "${alone[$kind]}")
       detail="${r:+$r of ${alone[$kind]} ops/s}"
@@ -517,7 +521,7 @@ for kind in ipc fd pool; do
   [ "$kind" = fd ] && echo "RECORD in docs/measurements/shared-memory.md: mapping only the first granule of an imported descriptor: $(awk '/^sharepartialmap/ { print $2 }' <<<"$out")"
   if [ "$kind" = fd ]; then
     # Every export one file and one inode (an H100: opens of /dev/nvidiactl): two exports
-    # cannot be told apart by fstat, which the simulator and the enforcer assume.
+    # cannot be told apart by fstat, as the simulator models it (the enforcer never asks).
     ident=$(awk '/^shareidentity/ { $1 = ""; print }' <<<"$out")
     echo "a VMM handle's descriptor (the same handle exported again, another handle):$ident"
     read -r ino again other < <(awk '/^shareidentity/ { for (k = 3; k <= 5; k++) { split($k, kv, "="); printf "%s ", kv[2] } }' <<<"$out")

@@ -29,8 +29,10 @@ the rates then mean nothing).
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -91,35 +93,64 @@ def timed(step, sync, seconds):
 
 
 class CardWatch:
-    """nvidia-smi sampling the card every 100 ms, without the enforcer's preload."""
+    """nvidia-smi sampling the workload's card every 100 ms, without the enforcer's preload.
+    Its rows are read as they come (line-buffered where stdbuf exists), so none is lost when
+    it is stopped."""
 
     FIELDS = "utilization.gpu,clocks.sm,power.draw"
 
-    def __init__(self):
+    def __init__(self, card):
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        cmd = ["nvidia-smi", "--query-gpu=" + self.FIELDS, "--format=csv,noheader,nounits", "-lms", "100"]
+        if card:
+            cmd += ["-i", card]
+        if shutil.which("stdbuf"):
+            cmd = ["stdbuf", "-oL"] + cmd
+        self.rows = []
         try:
-            self.proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=" + self.FIELDS, "--format=csv,noheader,nounits", "-lms", "100"],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         except OSError:
             self.proc = None
+            return
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            fields = [x.strip() for x in line.split(",")[:3]]
+            # A field may read "[N/A]" (power on some boards): the others still count.
+            self.rows.append([float(x) if x.replace(".", "", 1).isdigit() else None for x in fields])
 
     def stop(self):
         """Ends the sampling; returns the line to print."""
         if self.proc is None:
             return "card unavailable"
         self.proc.terminate()
-        out, _ = self.proc.communicate()
-        rows = []
-        for line in out.splitlines():
-            try:
-                rows.append([float(x) for x in line.split(",")[:3]])
-            except ValueError:
-                continue  # "[N/A]", or a line cut by the stop
-        if not rows:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.reader.join(timeout=5)
+        means = []
+        for i in range(3):
+            got = [r[i] for r in self.rows if len(r) > i and r[i] is not None]
+            means.append(sum(got) / len(got) if got else None)
+        if means[0] is None:
             return "card unavailable"
-        mean = [sum(r[i] for r in rows) / len(rows) for i in range(3)]
-        return f"card util={mean[0]:.1f} sm_mhz={mean[1]:.0f} power_w={mean[2]:.0f} samples={len(rows)}"
+        fmt = lambda v, spec: "?" if v is None else format(v, spec)
+        return (f"card util={means[0]:.1f} sm_mhz={fmt(means[1], '.0f')} power_w={fmt(means[2], '.0f')} "
+                f"samples={len(self.rows)}")
+
+
+def card_of(dev):
+    """The workload's card for nvidia-smi -i: its UUID as PyTorch knows it, else none."""
+    if dev != "cuda":
+        return None
+    try:
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    except (AttributeError, RuntimeError):
+        return None
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
 
 
 def barrier(directory, parties):
@@ -152,7 +183,7 @@ def main():
     timed(step, sync, 1.0)  # warm-up
     if args.barrier:
         barrier(args.barrier[0], int(args.barrier[1]))
-    watch = CardWatch() if args.watch else None
+    watch = CardWatch(card_of(dev)) if args.watch else None
     ops, elapsed = timed(step, sync, args.seconds)
     print(f"workload {args.kind} ops={ops} seconds={elapsed:.3f} rate={ops / elapsed:.3f}", flush=True)
     if watch:
