@@ -53,8 +53,9 @@ class Daemon {
   // BackingRequests (gathered until whole) and nothing else; on any other a goodbye.
   void Received(int fd, const char* bytes, size_t n);
   void ServeBacking(int fd, const BackingRequest& request);
-  // The owner's descriptor of the share's backing, through the node's /proc (-1: none).
-  int OpenOwnersBacking(int fd, const BackingRequest& request) const;
+  // The owner's descriptor of the share's backing, through the node's /proc (-1: none);
+  // `as_asker`: with the file credentials of the process on connection fd.
+  int OpenOwnersBacking(int fd, const BackingRequest& request, bool as_asker) const;
   // Closes the kept backings of shares that are gone.
   void ForgetGoneBackings();
   bool StateStillOurs() const;
@@ -169,16 +170,17 @@ void Daemon::ServeBacking(int fd, const BackingRequest& request) {
       node_.HoldsShare(request.index, request.id, static_cast<uint32_t>(it->second.first), it->second.second);
   int backing = -1;
   ShareInfo info;
-  // A POSIX descriptor's importer holds the export itself, as a card's would, so its
-  // backing is kept for the importers after it; legacy IPC and pool pointers are opened
-  // from their owner each time, with the asker's credentials.
+  // A POSIX descriptor's importer holds the export itself, which is all a card asks of it:
+  // its backing is opened with the daemon's credentials and kept for the importers after
+  // it. Legacy IPC and pool pointers are opened from their owner each time, with the
+  // asker's credentials.
   const bool keep = holds && node_.ShareOf(request.index, request.id, &info) && info.way == ShareWay::kDescriptor;
   const auto key = std::make_pair(request.index, request.id);
   auto kept = keep ? backings_.find(key) : backings_.end();
   if (kept != backings_.end()) {
     backing = fcntl(kept->second, F_DUPFD_CLOEXEC, 0);
   } else if (holds) {
-    backing = OpenOwnersBacking(fd, request);
+    backing = OpenOwnersBacking(fd, request, /*as_asker=*/!keep);
     int copy = keep && backing >= 0 ? fcntl(backing, F_DUPFD_CLOEXEC, 0) : -1;
     if (copy >= 0) backings_[key] = copy;
   }
@@ -187,12 +189,12 @@ void Daemon::ServeBacking(int fd, const BackingRequest& request) {
   if (backing >= 0) close(backing);
 }
 
-int Daemon::OpenOwnersBacking(int fd, const BackingRequest& request) const {
+int Daemon::OpenOwnersBacking(int fd, const BackingRequest& request, bool as_asker) const {
   // Reached through this node's /proc: an importer in a PID namespace with a /proc of its
-  // own cannot see the owner there. With the asker's file credentials (the kernel checks
-  // them as if it opened /proc/<owner>/fd itself), and only a memfd of the simulated
-  // driver: the node's state is writable by every process of the node, so its entry may
-  // name any descriptor of any process.
+  // own cannot see the owner there. With the asker's file credentials when asked (the
+  // kernel checks them as if it opened /proc/<owner>/fd itself), and only a memfd of the
+  // simulated driver: the node's state is writable by every process of the node, so its
+  // entry may name any descriptor of any process.
   ShareInfo info;
   ucred cred{};
   socklen_t len = sizeof(cred);
@@ -203,8 +205,10 @@ int Daemon::OpenOwnersBacking(int fd, const BackingRequest& request) const {
   snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
   const uid_t uid = getuid();
   const gid_t gid = getgid();
-  setfsgid(cred.gid);
-  setfsuid(cred.uid);
+  if (as_asker) {
+    setfsgid(cred.gid);
+    setfsuid(cred.uid);
+  }
   const int found = open(path, O_PATH | O_CLOEXEC);
   struct stat st;
   int backing = -1;

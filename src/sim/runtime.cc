@@ -165,8 +165,11 @@ void Init() {
   char err[512];
   State* s = MapState(state_path, err, sizeof(err));
   // Absolute, so that a later chdir does not lose it.
-  if (realpath(state_path, g_export_path) == nullptr || stat(g_export_path, &g_export_file) != 0)
-    g_export_path[0] = 0;  // no exports then
+  if (realpath(state_path, g_export_path) == nullptr || stat(g_export_path, &g_export_file) != 0) {
+    GS_LOG(kWarn, "cannot resolve %s: %s; memory cannot be exported as a POSIX descriptor", state_path,
+           strerror(errno));
+    g_export_path[0] = 0;
+  }
   if (s == nullptr) {
     GS_LOG(kError, "%s", err);
     return;
@@ -226,7 +229,13 @@ int OpenShareBacking(int index, uint64_t id) {
 int OpenExportFile() {
   if (GetRuntime() == nullptr) return -1;
   if (g_export_path[0] == 0) return -1;
-  return open(g_export_path, O_RDONLY | O_CLOEXEC);
+  // Still the file this process attached to (not a node that replaced it since).
+  int fd = open(g_export_path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 && !IsExportFile(fd)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
 }
 
 bool IsExportFile(int fd) {

@@ -16,9 +16,10 @@ where R = N / S, ops per second. Achieved share = rate under a slice / rate alon
 With --watch it also samples the card with nvidia-smi every 100 ms while it times, and
 prints the means over the window:
     card util=U sm_mhz=C power_w=P samples=N
-(the card's busy time, its SM clock and its power draw: a tenant held to part of the card
-may run its bursts at a higher clock than it can sustain alone, so its rate can exceed its
-share of time), or "card unavailable" without nvidia-smi.
+(the card's busy time, its SM clock and its power draw, "?" for a figure the card does not
+report: a tenant held to part of the card may run its bursts at a higher clock than it can
+sustain alone, so its rate can exceed its share of time), or "card unavailable" when
+nvidia-smi is missing or gave no sample.
 
 --barrier DIR PARTIES: after the warm-up, marks itself ready in DIR and starts timing only
 when PARTIES processes are ready there (for competing runs: everyone is timed over the
@@ -29,6 +30,7 @@ the rates then mean nothing).
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,10 +118,17 @@ class CardWatch:
         self.reader.start()
 
     def _read(self):
-        for line in self.proc.stdout:
-            fields = [x.strip() for x in line.split(",")[:3]]
-            # A field may read "[N/A]" (power on some boards): the others still count.
-            self.rows.append([float(x) if x.replace(".", "", 1).isdigit() else None for x in fields])
+        try:
+            for line in self.proc.stdout:
+                fields = [x.strip() for x in line.split(",")]
+                if not line.endswith("\n") or len(fields) != 3:
+                    continue  # cut by the stop, or not a sample (an error message)
+                # A field may read "[N/A]" (power on some boards): the others still count.
+                row = [float(x) if x.replace(".", "", 1).isdigit() else None for x in fields]
+                if row[0] is not None:
+                    self.rows.append(row)
+        except (OSError, ValueError):
+            pass  # the watch ends with what it read
 
     def stop(self):
         """Ends the sampling; returns the line to print."""
@@ -130,6 +139,7 @@ class CardWatch:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
         self.reader.join(timeout=5)
         means = []
         for i in range(3):
@@ -143,14 +153,18 @@ class CardWatch:
 
 
 def card_of(dev):
-    """The workload's card for nvidia-smi -i: its UUID as PyTorch knows it, else none."""
-    if dev != "cuda":
+    """The workload's card for nvidia-smi -i: "GPU-<its UUID>" as PyTorch knows it, else
+    None (then nvidia-smi reports every card: right on a machine of one)."""
+    if not dev.startswith("cuda"):
         return None
     try:
-        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
-    except (AttributeError, RuntimeError):
+        index = torch.device(dev).index
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index).uuid)
+    except (AttributeError, RuntimeError, TypeError):
         return None
-    return uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
+    if uuid.startswith("GPU-"):
+        uuid = uuid[4:]
+    return "GPU-" + uuid if re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", uuid) else None
 
 
 def barrier(directory, parties):
