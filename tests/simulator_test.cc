@@ -5,17 +5,22 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "src/common/clock.h"
@@ -29,6 +34,38 @@
 
 namespace gs::testing {
 namespace {
+
+// The node daemon may hold a connection per registered library of every process and a
+// kept backing per shared allocation: its soft limit on open files is raised to that (as far
+// as the hard limit allows), not left at the usual 1,024, which about 500 processes would
+// use up.
+TEST(Simulator, TheDaemonMayHoldADescriptorPerConnectionAndShare) {
+  // The daemon inherits the usual soft limit from the node's `sim up`.
+  rlimit was{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &was), 0);
+  rlimit usual = was;
+  usual.rlim_cur = std::min<rlim_t>(was.rlim_max, 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &usual), 0);
+  SimNode node("gpus: [H100-80GB]\n");
+  setrlimit(RLIMIT_NOFILE, &was);
+  std::ifstream pid_file(node.root() + "/driver.pid");
+  long pid = 0;
+  ASSERT_TRUE(pid_file >> pid) << "no driver.pid in " << node.root();
+  std::ifstream limits("/proc/" + std::to_string(pid) + "/limits");
+  std::string line, soft, hard;
+  while (std::getline(limits, line))
+    if (line.rfind("Max open files", 0) == 0) {
+      std::istringstream fields(line.substr(strlen("Max open files")));
+      fields >> soft >> hard;
+    }
+  ASSERT_FALSE(soft.empty()) << "no open-file limit for the daemon (pid " << pid << ")";
+  const unsigned long needed = 4ul * gs::sim::kMaxProcesses + gs::sim::kMaxShared;
+  if (hard != "unlimited" && std::stoul(hard) < needed) {
+    EXPECT_EQ(soft, hard) << "the hard limit is below what the daemon may hold: the soft one should reach it";
+  } else {
+    EXPECT_TRUE(soft == "unlimited" || std::stoul(soft) >= needed) << "soft limit " << soft << ", hard " << hard;
+  }
+}
 
 TEST(Simulator, OutOfMemoryAtExactlyTheCardsCapacity) {
   SimNode node("context_memory: 0\ngpus: [T4]\n");

@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/fsuid.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,19 @@ namespace {
 constexpr int kMaxConnectionsPerProcess = 8;
 constexpr size_t kMaxConnections = size_t{4} * kMaxProcesses;
 constexpr int kHousekeepingMs = 1000;
+// Descriptors the daemon may hold at once: its connections, the descriptor backings it
+// keeps (one per share at most) and a few of its own.
+constexpr rlim_t kDescriptorsNeeded = kMaxConnections + kMaxShared + 64;
+
+// Raises the soft limit on open files to what the daemon may hold (as far as the hard limit
+// allows): with the usual soft limit of 1,024, the connections of about 500 processes
+// would use it up before the daemon's own cap on connections refuses any.
+void AllowDescriptorsNeeded() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= kDescriptorsNeeded) return;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? kDescriptorsNeeded : std::min(limit.rlim_max, kDescriptorsNeeded);
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) GS_LOG(kWarn, "cannot raise the open-file limit: %s", strerror(errno));
+}
 
 using Identity = std::pair<pid_t, uint64_t>;
 
@@ -285,6 +300,7 @@ int Daemon::Serve(int listen_fd, int signal_fd) {
 
 int RunNodeDaemon(const char* state_path, const char* socket_path, int ready_fd, char* err, size_t err_size) {
   SetRawLogPrefix("gpuslice-sim-daemon");
+  AllowDescriptorsNeeded();
   State* state = MapState(state_path, err, err_size);
   if (state == nullptr) return 1;
   struct stat st;
