@@ -4,6 +4,26 @@
 #include "src/common/raw_log.h"
 
 namespace gs::node {
+namespace {
+
+void Log(const UnlistedReport& r) {
+  const auto mib = static_cast<unsigned long long>(r.bytes >> 20);
+  switch (r.kind) {
+    case UnlistedReport::Kind::kAppeared:
+    case UnlistedReport::Kind::kGrew:
+      GS_LOG(kWarn,
+             "GPU %s holds %llu MiB that the driver lists under no process (%zu processes listed): memory of a pool "
+             "whose owner let go while another process imports it; no container is charged for it unless the importer "
+             "is in the owner's container (docs/enforcer.md, \"Threat model\")",
+             r.uuid.c_str(), mib, r.processes);
+      break;
+    case UnlistedReport::Kind::kGone:
+      GS_LOG(kInfo, "GPU %s: the memory listed under no process is gone (%llu MiB now)", r.uuid.c_str(), mib);
+      break;
+  }
+}
+
+}  // namespace
 
 HealthWatcher::HealthWatcher(const Config& cfg, platform::GpuDriver* driver, SliceBook* book)
     : cfg_(cfg), driver_(driver), book_(book) {}
@@ -21,6 +41,11 @@ void HealthWatcher::Check() {
         if (book_->SetHealthy(k.uuid, false))
           GS_LOG(kError, "GPU %s fell off the bus: its slices are Unhealthy", k.uuid.c_str());
       }
+    std::vector<platform::GpuInfo> registered;  // cards excluded from the node are not its to watch
+    for (const auto& info : *gpus)
+      for (const auto& k : known)
+        if (!info.lost && k.uuid == info.uuid) registered.push_back(info);
+    for (const auto& r : unlisted_.Observe(registered)) Log(r);
   }
   for (const auto& g : known) {
     auto it = last_error_.find(g.uuid);

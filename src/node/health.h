@@ -1,6 +1,7 @@
 // Watches GPU health: critical XIDs from NVML event sets (application XIDs ignored,
 // configurable) and GPUs falling off the bus make a GPU's slices Unhealthy; a GPU that
-// stays quiet for the recovery period (and is not lost) is Healthy again.
+// stays quiet for the recovery period (and is not lost) is Healthy again. Each second it
+// also logs memory a card holds under no process (src/node/unlisted_memory.h).
 // Runs on its own thread; talks to the SliceBook only.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "src/node/config.h"
 #include "src/node/slice_book.h"
+#include "src/node/unlisted_memory.h"
 #include "src/platform/gpu_driver.h"
 
 namespace gs::node {
@@ -27,6 +29,7 @@ class HealthWatcher {
   platform::GpuDriver* driver_;
   SliceBook* book_;
   std::map<std::string, int64_t> last_error_;  // GPU UUID -> monotonic seconds
+  UnlistedMemoryWatch unlisted_;
 };
 
 }  // namespace gs::node

@@ -87,6 +87,12 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
     w.Sample("gpuslice_gpu_memory_total_bytes", gl(g), static_cast<double>(g.info.memory_total));
   w.Family("gpuslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_used_bytes", gl(g), static_cast<double>(g.info.memory_used));
+  w.Family("gpuslice_gpu_memory_unlisted_bytes",
+           "Device memory in use on the GPU that the driver lists under no process: pool memory kept for an importer "
+           "whose owner let go, and the driver's own.");
+  for (const auto& g : gpus)
+    if (g.info.memory_unlisted)
+      w.Sample("gpuslice_gpu_memory_unlisted_bytes", gl(g), static_cast<double>(*g.info.memory_unlisted));
   w.Family("gpuslice_gpu_utilization_ratio", "Fraction of the last sample period a kernel ran on the GPU.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_utilization_ratio", gl(g), g.info.utilization / 100.0);
   w.Family("gpuslice_gpu_slices", "Slices the GPU is split into.");

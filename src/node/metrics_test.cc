@@ -37,6 +37,22 @@ TEST(Metrics, GpuAndSliceSeriesWithLabels) {
       << text;
 }
 
+// Unlisted memory is a sample only where NVML answered it: a card without the figure has
+// no sample rather than a 0 that would read as "nothing unlisted".
+TEST(Metrics, UnlistedMemoryIsSampledWhereTheDriverAnsweredIt) {
+  GpuUsage known, unknown;
+  known.uuid = "GPU-0";
+  known.info.memory_unlisted = 256ull << 20;
+  unknown.uuid = "GPU-1";
+  unknown.info.index = 1;
+  std::string text = RenderMetrics({known, unknown}, {}, {});
+  EXPECT_NE(text.find("# TYPE gpuslice_gpu_memory_unlisted_bytes gauge"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuslice_gpu_memory_unlisted_bytes{gpu=\"0\",uuid=\"GPU-0\",model=\"\"} 268435456"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("gpuslice_gpu_memory_unlisted_bytes{gpu=\"1\""), std::string::npos) << text;
+}
+
 TEST(Metrics, LabelValuesAreEscaped) {
   SliceUsage s;
   s.pod = "we\"ird\\pod\nname";

@@ -33,6 +33,12 @@ struct GpuInfo {
   // False when NVML answers the memory query NOT_SUPPORTED (cards with unified memory):
   // memory_total and memory_used are then 0, not the card's.
   bool memory_info_supported = true;
+  // Device memory in use that the driver lists under no process: NVML's used memory
+  // (version 2, which leaves the driver's reserve out), the smaller of a read before and one
+  // after the process list, less what each listed process holds. nullopt when version 2 or
+  // the process list is not answered. On a card it includes the driver's own unlisted
+  // memory (docs/measurements/h200-driver.md: 8-9 MiB beside one context).
+  std::optional<uint64_t> memory_unlisted;
   unsigned utilization = 0;  // percent over the driver's sample period
   unsigned temperature_c = 0;
   unsigned power_mw = 0;

@@ -29,6 +29,14 @@ nvmlReturn_t RunningProcesses(const NvmlApi& api, nvmlDevice_t d, std::vector<Gp
   return rc;
 }
 
+// NVML's used memory of d without the driver's reserve (nvmlDeviceGetMemoryInfo_v2).
+std::optional<uint64_t> UsedByAllocations(const NvmlApi& api, nvmlDevice_t d) {
+  nvmlMemory_v2_t mem{};
+  mem.version = nvmlMemory_v2;
+  if (!api.nvmlDeviceGetMemoryInfo_v2 || api.nvmlDeviceGetMemoryInfo_v2(d, &mem) != NVML_SUCCESS) return std::nullopt;
+  return mem.used;
+}
+
 class NvmlGpuDriver final : public GpuDriver {
  public:
   explicit NvmlGpuDriver(NvmlApi api) : api_(std::move(api)) {}
@@ -85,7 +93,16 @@ class NvmlGpuDriver final : public GpuDriver {
       api_.nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &g.temperature_c);
       api_.nvmlDeviceGetPowerUsage(d, &g.power_mw);
       api_.nvmlDeviceGetEnforcedPowerLimit(d, &g.power_limit_mw);
-      RunningProcesses(api_, d, &g.processes);
+      // Memory freed between the reads would look unlisted in the first and allocated
+      // after the list in neither: the smaller read holds neither.
+      const std::optional<uint64_t> used_before = UsedByAllocations(api_, d);
+      const bool listed = RunningProcesses(api_, d, &g.processes) == NVML_SUCCESS;
+      const std::optional<uint64_t> used_after = UsedByAllocations(api_, d);
+      if (listed && used_before && used_after) {
+        uint64_t unlisted = std::min(*used_before, *used_after);
+        for (const auto& p : g.processes) unlisted -= std::min(unlisted, p.used_bytes);
+        g.memory_unlisted = unlisted;
+      }
       gpus.push_back(std::move(g));
     }
     return gpus;

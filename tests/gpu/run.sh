@@ -192,6 +192,31 @@ phases() {
   echo "cuInit $(awk '{ print $1 }' <<<"$got" | median), first context $(awk '{ print $2 }' <<<"$got" | median)"
 }
 echo "start-up phases (median of 10, ms): plain: $(phases "$P"); enforcer with a 4 GiB slice: $(phases limited startup CUDA_DEVICE_MEMORY_LIMIT=4g "$P")"
+# Memory the driver lists under no process beside K idle contexts: the node agent reports
+# NVML version 2's used memory less what it lists under processes, and warns above 64 MiB +
+# 16 MiB a listed process (src/node/unlisted_memory.h); what the driver keeps unlisted
+# itself must stay under that.
+for k in 1 2 4; do
+  holders=()
+  for j in $(seq "$k"); do
+    "$P" init sleep 5000 >/dev/null 2>&1 &
+    holders+=($!)
+  done
+  sleep 3
+  read -r v2 listed procs < <("$P" unlisted | awk '$1 == "unlisted" { print $2, $3, $4 }')
+  wait "${holders[@]}"
+  if [ -z "$v2" ]; then
+    bad "memory under no process beside $k contexts: the probe's unlisted step did not answer"
+    continue
+  fi
+  mib=$(((v2 - listed) / 1048576))
+  echo "RECORD in docs/measurements/h100-driver.md: memory under no process beside $k idle contexts: $mib MiB (version 2 used $((v2 / 1048576)), listed $((listed / 1048576)) under $procs processes)"
+  if [ "$mib" -le $((64 + 16 * procs)) ]; then
+    ok "memory under no process beside $k idle contexts ($mib MiB) is within the node agent's slack"
+  else
+    bad "memory under no process beside $k idle contexts ($mib MiB) is above the node agent's slack: raise UnlistedMemoryWatch's"
+  fi
+done
 fi  # 2b
 
 # 3. Compute shares (policy force), achieved utilisation from burn's own measurement.

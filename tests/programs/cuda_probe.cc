@@ -34,6 +34,10 @@
 //   fill SIZE SEED / check SIZE SEED   write / verify a pattern in the newest allocation
 //   meminfo                        "meminfo FREE TOTAL" (cuMemGetInfo) and cuDeviceTotalMem
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
+//   unlisted                       "unlisted V2USED LISTED PROCS": NVML's used memory of the
+//                                  device (version 2), the sum of what it lists under each
+//                                  compute process, and how many: the node agent's figure
+//                                  of memory under no process is V2USED - LISTED
 //   atexit                         (before init) at this process's normal exit, after the
 //                                  driver's own exit work: "atexit own=MIB free=ERR alloc=ERR"
 //                                  (NVML's figure for this process, a free of the newest
@@ -1278,6 +1282,21 @@ int main(int argc, char** argv) {
         if (procs[k].pid == static_cast<unsigned>(getpid())) mine = procs[k].usedGpuMemory;
       printf("nvml %llu %llu %llu %llu %llu %llu %u %llu\n", m.total, m.used, m.free, m2.total, m2.used, m2.free, count,
              mine);
+    } else if (cmd == "unlisted") {
+      nvmlDevice_t d = NvmlDevice();
+      nvmlMemory_v2_t m2{};
+      m2.version = nvmlMemory_v2;
+      nvmlProcessInfo_t procs[128];
+      unsigned count = 128;
+      if (d == nullptr || n.nvmlDeviceGetMemoryInfo_v2(d, &m2) != NVML_SUCCESS ||
+          n.nvmlDeviceGetComputeRunningProcesses_v3(d, &count, procs) != NVML_SUCCESS) {
+        printf("unlisted nvml-unavailable\n");
+        return 1;
+      }
+      unsigned long long listed = 0;
+      for (unsigned k = 0; k < count && k < 128; ++k)
+        if (procs[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) listed += procs[k].usedGpuMemory;
+      printf("unlisted %llu %llu %u\n", m2.used, listed, count);
     } else if (cmd == "pids" || cmd == "waitpids") {
       nvmlDevice_t d = NvmlDevice();
       if (d == nullptr) {

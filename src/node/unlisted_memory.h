@@ -1,0 +1,52 @@
+// Memory a card holds that the driver lists under no process. A pool's allocation freed by
+// its owner, or whose owner exited, while another process imports it stays on the card
+// listed under no one until the importer lets go (docs/measurements/shared-memory.md), so
+// no per-process figure shows it: not a container's own reconciliation, not the memory
+// watchdog. Inside one container the enforcer charges it to the importer's slot; between
+// containers, or past an enforcer a process went around, nothing is charged for it
+// (docs/enforcer.md, "Threat model"). The card's total is the one place it shows: this
+// watch reports it, per card, when it stays above what the driver keeps unlisted itself.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/platform/gpu_driver.h"
+
+namespace gs::node {
+
+struct UnlistedReport {
+  enum class Kind { kAppeared, kGrew, kGone };
+  Kind kind = Kind::kAppeared;
+  std::string uuid;
+  uint64_t bytes = 0;    // unlisted now
+  size_t processes = 0;  // processes the driver lists on the card
+};
+
+// Over successive observations (one a second): a card reports kAppeared once its unlisted
+// memory is above the slack in kConfirm observations in a row, kGrew each time it reaches
+// twice what was last reported, kGone once it is below the slack in kConfirm in a row. A
+// card whose figure is unknown (nvmlDeviceGetMemoryInfo_v2 unanswered, a lost GPU) keeps
+// its state and breaks no run.
+class UnlistedMemoryWatch {
+ public:
+  // The driver's own unlisted memory: 8-9 MiB beside one context on an H100 and an H200
+  // (docs/measurements/h200-driver.md); how it grows with contexts is not measured, so
+  // each listed process is allowed a further 16 MiB.
+  static constexpr uint64_t kSlackBytes = 64ull << 20;
+  static constexpr uint64_t kSlackPerProcessBytes = 16ull << 20;
+  static constexpr int kConfirm = 3;
+
+  std::vector<UnlistedReport> Observe(const std::vector<platform::GpuInfo>& gpus);
+
+ private:
+  struct Card {
+    int over = 0, under = 0;  // observations in a row above / below the slack
+    uint64_t reported = 0;    // 0: nothing reported (or reported gone)
+  };
+  std::map<std::string, Card> cards_;  // by UUID
+};
+
+}  // namespace gs::node
