@@ -388,9 +388,9 @@ TEST(Enforcer, GpusliceRunKeepsLiveRunsAndRemovesDeadOnes) {
 }
 
 // Runs started at once each sweep the runs directory for dead runs' directories while the
-// others are making theirs: none may take another's for dead. (A run's lock file used to be
-// created, then locked: a sweep in between locked it itself and removed the directory,
-// seen once as "card entry owner .../run-… is not a directory" under load.)
+// others are making theirs: none may take another's for dead. (A run's lock file made
+// first and locked after would let a sweep in between lock it and remove the directory: a
+// run then fails with "card entry owner .../run-… is not a directory".)
 TEST(Enforcer, GpusliceRunsStartedAtOnceKeepEachOthersDirectories) {
   SimNode node("gpus: [H100-80GB]\n");
   for (int round = 0; round < 3; ++round) {

@@ -1,5 +1,7 @@
-// Time for everything that paces or measures: a monotonic nanosecond clock behind an
-// interface, so limiter and simulator logic can run on virtual time in unit tests.
+// Time for everything that paces or measures: a monotonic nanosecond clock, and behind an
+// interface for the simulator's node, which runs on virtual time in its unit tests. The
+// card protocol (src/region) and the limiter's policy parts (src/enforcer/launch_cost.h,
+// starvation_guard.h) take `now` as a parameter instead, and are tested on made-up time.
 //
 // RealClock reads CLOCK_MONOTONIC (vDSO, no syscall). ManualClock only moves when a test
 // or a SleepUntil moves it. Implementations are thread-safe.

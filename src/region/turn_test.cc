@@ -16,6 +16,11 @@
 //   AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit.
 // - each of them from a stale word: EveryTransitionFromAStaleWordChangesNothing.
 // - all of them at once: RacingProcessesOfTwoTenantsAreNeverInATurnTogether.
+// The policy the transitions use (card.h): who goes next (PickNext:
+// TheNextIsTheWaiterWithMostCreditElseTheOneOutOfDebtFirst), priorities (EffectiveShare:
+// AWorsePriorityYieldsWhileABetterOneWaitsOrHoldsTheCard; over time:
+// TurnShares.ABetterPriorityTakesTheCardFromAWorseOne), idle capacity (LendIdle:
+// IdleCapacityGoesToTheNextInDebtAndItsPeersNotToThoseYieldingToIt).
 #include "src/region/turn.h"
 
 #include <gtest/gtest.h>
@@ -44,8 +49,8 @@ class TurnTest : public ::testing::Test {
   }
   void TearDown() override { CloseCard(c_); }
 
-  uint32_t Join(uint64_t id, unsigned share, bool force = false) {
-    int t = JoinCard(c_, id, share, force, kBest, kT0);
+  uint32_t Join(uint64_t id, unsigned share, bool force = false, int priority = kBest) {
+    int t = JoinCard(c_, id, share, force, priority, kT0);
     EXPECT_GE(t, 0);
     return static_cast<uint32_t>(t);
   }
@@ -342,6 +347,74 @@ TEST_F(TurnTest, AForgedEntryIsBelievedOnlyWithinBounds) {
   EXPECT_EQ(EffectiveShare(c_, static_cast<int>(h), kT0, kBest), 70u);  // no better priority to yield to
 }
 
+// A tenant of worse priority keeps kYieldShare while one of better priority waits for the
+// card or holds it, and its own share otherwise; the better one never yields to it.
+TEST_F(TurnTest, AWorsePriorityYieldsWhileABetterOneWaitsOrHoldsTheCard) {
+  const int good = static_cast<int>(Join(1, 30, false, kBest));
+  const int worse = static_cast<int>(Join(2, 70, false, kBest + 1));
+  EXPECT_EQ(EffectiveShare(c_, worse, kT0, kBest), 70u) << "the better one is idle";
+  Want(static_cast<uint32_t>(worse), kT0);
+  EXPECT_EQ(EffectiveShare(c_, good, kT0, kBest), 30u) << "nobody better than it waits";
+  Want(static_cast<uint32_t>(good), kT0);
+  EXPECT_EQ(EffectiveShare(c_, worse, kT0, kBest), kYieldShare) << "the better one waits";
+  EXPECT_EQ(EffectiveShare(c_, good, kT0, kBest), 30u);
+  const int64_t later = kT0 + kWantFreshNs + kMs;  // the better one's wish has gone stale
+  EXPECT_EQ(EffectiveShare(c_, worse, later, kBest), 70u);
+  Hold(static_cast<uint32_t>(good), later);
+  EXPECT_EQ(EffectiveShare(c_, worse, later, kBest), kYieldShare) << "the better one holds the card";
+  // The same priorities with the card's best at the worse one's: both are believed equal.
+  EXPECT_EQ(EffectiveShare(c_, worse, later, kBest + 1), 70u);
+}
+
+// Who goes next: among waiters, the one with the most credit, if it has enough to start (a
+// force tenant a good turn's worth); else, in debt, the default tenant that would be out of
+// it first at its own share. A force tenant never takes idle capacity.
+TEST_F(TurnTest, TheNextIsTheWaiterWithMostCreditElseTheOneOutOfDebtFirst) {
+  uint32_t a = Join(1, 30), b = Join(2, 70), f = Join(3, 50, /*force=*/true);
+  auto credit = [&](uint32_t t, int64_t ns) {
+    c_->tenants[t].credit_ns.store(ns);
+    c_->tenants[t].credit_at_ns.store(kT0);
+    Want(t, kT0);
+  };
+  // All in debt: a is out of it in 10 ms at 30 %, b in 8.6 ms at 70 %, f (force) waits.
+  credit(a, -3 * kMs);
+  credit(b, -6 * kMs);
+  credit(f, -1 * kMs);
+  EXPECT_EQ(PickNext(c_, kNoHolder, kT0, kBest), b);
+  // f has credit, but less than a good turn: still not f.
+  credit(f, kTurnGoodNs - kUs);
+  EXPECT_EQ(PickNext(c_, kNoHolder, kT0, kBest), b);
+  credit(f, kTurnGoodNs);
+  EXPECT_EQ(PickNext(c_, kNoHolder, kT0, kBest), f);
+  credit(a, 25 * kMs);  // the most credit
+  EXPECT_EQ(PickNext(c_, kNoHolder, kT0, kBest), a);
+  // Whoever does not wait is not picked, whatever its credit.
+  c_->tenants[a].wants_ns.store(kT0 - kWantFreshNs);
+  EXPECT_EQ(PickNext(c_, kNoHolder, kT0, kBest), f);
+}
+
+// Lent idle capacity: the next tenant in debt gets just enough to run (kTurnMinNs), the other
+// default waiters the same time's worth at their shares, so none falls behind; a force
+// tenant, and one yielding to a better priority, get nothing.
+TEST_F(TurnTest, IdleCapacityGoesToTheNextInDebtAndItsPeersNotToThoseYieldingToIt) {
+  uint32_t next = Join(1, 30), peer = Join(2, 20), worse = Join(3, 40, false, kBest + 1), f = Join(4, 10, true);
+  for (uint32_t t : {next, peer, worse, f}) {
+    c_->tenants[t].credit_ns.store(-10 * kMs);
+    c_->tenants[t].credit_at_ns.store(kT0);
+    Want(t, kT0);
+  }
+  LendIdle(c_, next, kT0, kBest);
+  // 11 ms at 30 % takes 36.7 ms: next gets 11 ms, its peer 20 % of 36.7 ms.
+  EXPECT_NEAR(static_cast<double>(c_->tenants[next].credit_ns.load()), kTurnMinNs, kUs);
+  EXPECT_NEAR(static_cast<double>(c_->tenants[peer].credit_ns.load()), -10.0 * kMs + 11.0 * kMs * 20 / 30, kUs);
+  EXPECT_EQ(c_->tenants[worse].credit_ns.load(), -10 * kMs) << "it yields to next";
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), -10 * kMs) << "force takes no idle capacity";
+  // Nothing is lent to a next that has credit already.
+  const int64_t before = c_->tenants[peer].credit_ns.load();
+  LendIdle(c_, next, kT0, kBest);
+  EXPECT_EQ(c_->tenants[peer].credit_ns.load(), before);
+}
+
 // The protocol alone, two tenants always wanting the card, each launching kernels of one
 // length and admitting what fits in its turn at that cost (at least one), as the limiter
 // does once it has measured them. Waiters take a stuck turn as the limiter's would (a
@@ -350,6 +423,7 @@ struct Tenant {
   unsigned share;
   bool force;
   int64_t kernel_ns;
+  int priority = kBest;
 };
 std::vector<double> RunOnVirtualTime(const std::vector<Tenant>& tenants, int64_t window) {
   char msg[256];
@@ -357,7 +431,8 @@ std::vector<double> RunOnVirtualTime(const std::vector<Tenant>& tenants, int64_t
   std::vector<uint32_t> entry;
   std::vector<int64_t> gpu(tenants.size(), 0);
   for (size_t i = 0; i < tenants.size(); ++i)
-    entry.push_back(static_cast<uint32_t>(JoinCard(c, i + 1, tenants[i].share, tenants[i].force, kBest, kT0)));
+    entry.push_back(
+        static_cast<uint32_t>(JoinCard(c, i + 1, tenants[i].share, tenants[i].force, tenants[i].priority, kT0)));
   auto want_all = [&](int64_t now) {
     for (uint32_t e : entry) {
       c->tenants[e].wants_ns.store(now);
@@ -429,6 +504,17 @@ TEST(TurnShares, LongKernelsBesideShortOnesKeepBothShares) {
     got = RunOnVirtualTime({{30, false, 50 * kUs}, {70, false, long_ns}}, 60 * kS);
     EXPECT_NEAR(got[0], 30, 5);
     EXPECT_NEAR(got[1], 70, 5);
+  }
+}
+
+// Priorities: while both want the card, the better one takes it whatever the shares, the
+// worse one keeping about kYieldShare; as on an H100 (94 / 6, docs/measurements).
+TEST(TurnShares, ABetterPriorityTakesTheCardFromAWorseOne) {
+  for (bool force : {false, true}) {
+    SCOPED_TRACE(force ? "force" : "default");
+    std::vector<double> got = RunOnVirtualTime({{30, force, 1 * kMs, kBest}, {60, force, 1 * kMs, kBest + 1}}, 30 * kS);
+    EXPECT_LE(got[1], kYieldShare + 2.0);
+    EXPECT_GE(got[0], force ? 30 - 3 : 90);
   }
 }
 
