@@ -30,8 +30,8 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 
 StatusOr<std::string> ReadToEnd(int fd, const std::string& path, size_t size_hint) {
   // One byte more than the hint, so that the read which finds the end needs no growth;
-  // /proc files report size 0 and a file may grow while it is read.
-  std::string text(std::max<size_t>(size_hint + 1, 4096), '\0');
+  // /proc files report size 0 (4 KiB then) and a file may grow while it is read.
+  std::string text(size_hint != 0 ? size_hint + 1 : 4096, '\0');
   size_t got = 0;
   for (;;) {
     if (got == text.size()) text.resize(text.size() * 2);

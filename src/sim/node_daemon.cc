@@ -70,7 +70,7 @@ class Daemon {
   void ServeBacking(int fd, const BackingRequest& request);
   // The owner's descriptor of the share's backing, through the node's /proc (-1: none);
   // `as_asker`: with the file credentials of the process on connection fd.
-  int OpenOwnersBacking(int fd, const BackingRequest& request, bool as_asker) const;
+  int OpenOwnersBacking(int fd, const ShareInfo& info, bool as_asker) const;
   // Closes the kept backings of shares that are gone.
   void ForgetGoneBackings();
   bool StateStillOurs() const;
@@ -189,13 +189,14 @@ void Daemon::ServeBacking(int fd, const BackingRequest& request) {
   // its backing is opened with the daemon's credentials and kept for the importers after
   // it. Legacy IPC and pool pointers are opened from their owner each time, with the
   // asker's credentials.
-  const bool keep = holds && node_.ShareOf(request.index, request.id, &info) && info.way == ShareWay::kDescriptor;
+  const bool known = holds && node_.ShareOf(request.index, request.id, &info);
+  const bool keep = known && info.way == ShareWay::kDescriptor;
   const auto key = std::make_pair(request.index, request.id);
   auto kept = keep ? backings_.find(key) : backings_.end();
   if (kept != backings_.end()) {
     backing = fcntl(kept->second, F_DUPFD_CLOEXEC, 0);
-  } else if (holds) {
-    backing = OpenOwnersBacking(fd, request, /*as_asker=*/!keep);
+  } else if (known) {
+    backing = OpenOwnersBacking(fd, info, /*as_asker=*/!keep);
     int copy = keep && backing >= 0 ? fcntl(backing, F_DUPFD_CLOEXEC, 0) : -1;
     if (copy >= 0) backings_[key] = copy;
   }
@@ -204,18 +205,15 @@ void Daemon::ServeBacking(int fd, const BackingRequest& request) {
   if (backing >= 0) close(backing);
 }
 
-int Daemon::OpenOwnersBacking(int fd, const BackingRequest& request, bool as_asker) const {
+int Daemon::OpenOwnersBacking(int fd, const ShareInfo& info, bool as_asker) const {
   // Reached through this node's /proc: an importer in a PID namespace with a /proc of its
   // own cannot see the owner there. With the asker's file credentials when asked (the
   // kernel checks them as if it opened /proc/<owner>/fd itself), and only a memfd of the
   // simulated driver: the node's state is writable by every process of the node, so its
   // entry may name any descriptor of any process.
-  ShareInfo info;
   ucred cred{};
   socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || !node_.ShareOf(request.index, request.id, &info) ||
-      info.owner_pid == 0 || info.owner_fd <= 0)
-    return -1;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || info.owner_pid == 0 || info.owner_fd <= 0) return -1;
   char path[64], self_path[64], target[64] = {};
   snprintf(path, sizeof(path), "/proc/%u/fd/%d", info.owner_pid, info.owner_fd);
   const uid_t uid = getuid();
