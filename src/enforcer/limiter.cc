@@ -19,6 +19,7 @@
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/launch_cost.h"
 #include "src/enforcer/limits.h"
+#include "src/enforcer/part_decision.h"
 #include "src/enforcer/starvation_guard.h"
 #include "src/region/card.h"
 #include "src/region/turn.h"
@@ -28,8 +29,6 @@ namespace {
 
 namespace rg = gs::region;
 
-// A process that launched nothing for this long is idle: its part of the turn ends.
-constexpr int64_t kIdleNs = 1'000'000;
 // After draining, how long the controller waits for a thread of this process to ask for
 // the card again before leaving the turn. A loop that synchronises after each kernel
 // (burn, inference with a sync per step) asks again within microseconds of its sync
@@ -76,8 +75,7 @@ struct TurnPart {
   uint32_t seq = 0;  // the turn this process is part of
   int64_t joined_ns = 0;
   uint64_t launches_at_join = 0;
-  uint64_t seen_launches = 0;  // the controller's last look at gate.launches, and when it changed
-  int64_t last_change_ns = 0;
+  PartProgress progress;
   std::atomic<int64_t> start{0};  // this process's part of the turn counts from here
   std::atomic<int> asking{0};     // threads of this process waiting in WaitForTurn
   // The contexts whose queued work the controller drains: each context this process
@@ -337,9 +335,8 @@ void StartController() {
 // This process takes part in the current turn until `deadline`: launches counted from
 // now, as many allowed as the learned cost fits in the time left, the gate open.
 void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launches_taken) {
-  turns.part.seen_launches = turns.gate.launches.load();
-  turns.part.launches_at_join = turns.part.seen_launches;
-  turns.part.last_change_ns = now;
+  turns.part.progress.Saw(turns.gate.launches.load(), now);
+  turns.part.launches_at_join = turns.part.progress.seen_launches;
   turns.part.joined_ns = now;
   turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / turns.cost.Admit(now)));
   turns.part.start.store(now);
@@ -545,6 +542,18 @@ void Drain(DeviceTurns& turns) {
   if (draining) g_drain_seq.fetch_add(1);
 }
 
+// Our part of a turn another tenant took from us (a stuck-turn recovery), its work
+// drained by `now`: nobody hands this turn over, so we charge what we held of it ourselves,
+// from our own clock rather than the card's turn start; otherwise a tenant whose turns are
+// taken would never pay for them and keep being picked. Each process of a container in the
+// turn charges its own part.
+void ChargeOwnPart(int dev, DeviceTurns& turns, int64_t now) {
+  const int64_t held = now - turns.part.start.load();
+  rg::Charge(turns.member.card, turns.member.tenant, held, now, BestBelievedPriority());
+  turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
+  turns.part.state.store(static_cast<int>(Part::kOut));
+}
+
 // Ends this process's part of a turn when its time is up or it stopped launching.
 void* ControllerMain(void*) {
   StartBeat();
@@ -557,48 +566,34 @@ void* ControllerMain(void*) {
       rg::Card* c = turns.member.card;
       int64_t now = MonotonicNowNs();
       c->tenants[turns.member.tenant].seen_ns.store(now);
-      if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
+      const uint32_t me = static_cast<uint32_t>(turns.member.tenant);
+      PartLook look;
+      look.now = now;
+      look.holds_turn = rg::HoldsTurn(c, me, turns.part.seq);
+      look.launches = turns.gate.launches.load(std::memory_order_relaxed);
+      look.deadline = look.holds_turn ? rg::TurnDeadline(c, turns.part.seq, INT64_MAX) : INT64_MAX;
+      look.others_wait = look.holds_turn && now >= look.deadline && rg::OthersWait(c, turns.member.tenant, now);
+      look.in_turn = turns.gate.in_turn.load();
+      look.budget = turns.gate.budget.load();
+      const PartDecision decision = DecidePart(look, &turns.part.progress);
+      if (decision.action == PartAction::kGoOn) continue;
+      if (decision.action == PartAction::kTakenFromUs) {
         turns.gate.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
-        // Nobody hands this turn over, so we drain what we queued in it and charge what we
-        // held of it ourselves (from our own clock, not the card's turn start); otherwise a
-        // tenant whose turns are taken would never pay for them and keep being picked.
-        // (Each process of a container in the turn charges its own part.)
         turns.part.state.store(static_cast<int>(Part::kLeaving));
         Drain(turns);
-        now = MonotonicNowNs();
-        int64_t held = now - turns.part.start.load();
-        rg::Charge(c, turns.member.tenant, held, now, BestBelievedPriority());
-        turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
-        turns.part.state.store(static_cast<int>(Part::kOut));
+        ChargeOwnPart(dev, turns, MonotonicNowNs());
         continue;
       }
-      uint64_t count = turns.gate.launches.load(std::memory_order_relaxed);
-      if (count != turns.part.seen_launches) {
-        turns.part.seen_launches = count;
-        turns.part.last_change_ns = now;
-      }
-      bool idle = now - turns.part.last_change_ns >= kIdleNs;
-      int64_t deadline = rg::TurnDeadline(c, turns.part.seq, INT64_MAX);
-      bool expired = now >= deadline;
-      if (expired && !idle && !rg::OthersWait(c, turns.member.tenant, now)) {
+      if (decision.action == PartAction::kExtendAlone) {
         // Alone on the card: keep it without draining.
         int64_t length = 0;
-        switch (rg::ExtendTurnAlone(c, static_cast<uint32_t>(turns.member.tenant),
-                                    g_state.cfg.core_policy == CorePolicy::kForce, now, BestBelievedPriority(),
-                                    &length)) {
-          case rg::Extension::kExtended:
-            turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
-            continue;
-          case rg::Extension::kByAnother:
-            continue;
-          case rg::Extension::kNotAllowed:
-            break;
-        }
+        const rg::Extension e = rg::ExtendTurnAlone(c, me, g_state.cfg.core_policy == CorePolicy::kForce, now,
+                                                    BestBelievedPriority(), &length);
+        if (e == rg::Extension::kExtended)
+          turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
+        if (e != rg::Extension::kNotAllowed) continue;
       }
-      // A launch was refused because the turn's launches are spent: drain now and go on
-      // with a fresh count (or hand over), rather than after kIdleNs of an idle card.
-      bool spent = turns.gate.in_turn.load() > turns.gate.budget.load();
-      if (!expired && !idle && !spent) continue;
+      const int64_t deadline = look.deadline;
       // Close the gate, let our queued work finish, then leave the turn.
       turns.part.state.store(static_cast<int>(Part::kLeaving));
       turns.gate.open.store(false);
@@ -611,18 +606,11 @@ void* ControllerMain(void*) {
       GS_LOG(kDebug,
              "device %d: turn part ended (%s) after %.3f ms, drained in %.3f ms, %llu launches of %lld allowed, a "
              "launch now counts %lld ns",
-             dev,
-             expired ? "deadline"
-             : idle  ? "idle"
-                     : "launches spent",
-             (closed - turns.part.joined_ns) / 1e6, (drained - closed) / 1e6, static_cast<unsigned long long>(launched),
-             static_cast<long long>(turns.gate.budget.load()), static_cast<long long>(turns.cost.Admit(drained)));
-      if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) {
-        // Taken from us while we drained (a drain longer than the card believes): nobody
-        // hands this turn over, so we charge what we held of it ourselves, as above.
-        rg::Charge(c, turns.member.tenant, drained - turns.part.start.load(), drained, BestBelievedPriority());
-        turns.guard.CountHeld(drained - turns.part.start.load(), drained, TrustedShare(dev, turns, drained));
-        turns.part.state.store(static_cast<int>(Part::kOut));
+             dev, EndReasonName(decision.reason), (closed - turns.part.joined_ns) / 1e6, (drained - closed) / 1e6,
+             static_cast<unsigned long long>(launched), static_cast<long long>(turns.gate.budget.load()),
+             static_cast<long long>(turns.cost.Admit(drained)));
+      if (!rg::HoldsTurn(c, me, turns.part.seq)) {
+        ChargeOwnPart(dev, turns, drained);  // taken from us while we drained (longer than the card believed)
         continue;
       }
       while (turns.part.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs)
