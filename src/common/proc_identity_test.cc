@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "src/common/file.h"
 #include "tests/temp_dir.h"
 #include "tests/wait_until.h"
 
@@ -63,7 +64,14 @@ TEST(ProcIdentity, AProcessWhoseMainThreadExitedIsAliveWhileAnotherRuns) {
     pthread_create(
         &t, nullptr,
         [](void* fd) -> void* {
-          sleep(1);  // the leader has exited by then
+          // Until the leader has exited: its task's state is Z (10 s at most).
+          const std::string leader =
+              "/proc/" + std::to_string(getpid()) + "/task/" + std::to_string(getpid()) + "/stat";
+          for (int k = 0; k < 10000; ++k) {
+            auto stat = ReadFile(leader);
+            if (stat.ok() && stat->find(") Z ") != std::string::npos) break;
+            usleep(1000);
+          }
           (void)!write(static_cast<int>(reinterpret_cast<intptr_t>(fd)), "x", 1);
           sleep(30);
           return nullptr;
