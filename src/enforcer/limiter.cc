@@ -587,8 +587,9 @@ void* ControllerMain(void*) {
       if (decision.action == PartAction::kExtendAlone) {
         // Alone on the card: keep it without draining.
         int64_t length = 0;
-        const rg::Extension e = rg::ExtendTurnAlone(c, me, g_state.cfg.core_policy == CorePolicy::kForce, now,
-                                                    BestBelievedPriority(), &length);
+        const rg::Extension e =
+            rg::ExtendTurnAlone(c, me, c->turn_start_ns.load(), g_state.cfg.core_policy == CorePolicy::kForce, now,
+                                BestBelievedPriority(), &length);
         if (e == rg::Extension::kExtended)
           turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
         if (e != rg::Extension::kNotAllowed) continue;

@@ -92,9 +92,10 @@ bool TakeStuckTurn(Card* c, uint64_t w) {
   return c->turn.compare_exchange_strong(w, PackTurn(TurnSeq(w) + 1, kNoHolder, 0));
 }
 
-Extension ExtendTurnAlone(Card* c, uint32_t tenant, bool force, int64_t now, int best_priority, int64_t* length) {
+Extension ExtendTurnAlone(Card* c, uint32_t tenant, int64_t start_seen, bool force, int64_t now, int best_priority,
+                          int64_t* length) {
   const int t = static_cast<int>(tenant);
-  int64_t start = c->turn_start_ns.load();
+  int64_t start = start_seen;
   if (force) {
     unsigned share = EffectiveShare(c, t, now, best_priority);
     if (CreditAt(c->tenants[t], share, now) - (now - start) <= 0) return Extension::kNotAllowed;

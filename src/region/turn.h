@@ -63,15 +63,16 @@ bool TurnIsStuck(const Card* c, const BelievedTurn& t, bool ours_inside, int64_t
 // Takes turn w from its holder: nobody holds the card after it. True when taken.
 bool TakeStuckTurn(Card* c, uint64_t w);
 
-// `tenant`, alone wanting the card, extends its turn `seq` past the deadline instead of
-// handing it over: what the turn took so far is charged and a new deadline set. Under
-// policy force only while it has credit left.
+// `tenant`, alone wanting the card, extends its turn past the deadline instead of handing
+// it over: what the turn took since `start_seen` (the turn's start as the caller read it)
+// is charged and a new deadline set. Under policy force only while it has credit left.
 enum class Extension {
   kExtended,    // *length: the new turn's length from now
-  kByAnother,   // another process of the tenant extended it meanwhile
+  kByAnother,   // another process of the tenant extended it since start_seen
   kNotAllowed,  // out of credit under policy force: the turn ends
 };
-Extension ExtendTurnAlone(Card* c, uint32_t tenant, bool force, int64_t now, int best_priority, int64_t* length);
+Extension ExtendTurnAlone(Card* c, uint32_t tenant, int64_t start_seen, bool force, int64_t now, int best_priority,
+                          int64_t* length);
 
 // Whether turn `seq` is still `tenant`'s.
 bool HoldsTurn(const Card* c, uint32_t tenant, uint32_t seq);

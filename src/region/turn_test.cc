@@ -13,7 +13,8 @@
 // - the holder loses a stuck turn (TurnIsStuck, TakeStuckTurn): kStuckCases,
 //   AStuckTurnIsTakenOnlyFromTheWordSeen.
 // - a holder alone moves its deadline (ExtendTurnAlone):
-//   AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit.
+//   AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit; not when another process of
+//   it did since (kByAnother): EveryTransitionFromAStaleWordChangesNothing.
 // - each of them from a stale word: EveryTransitionFromAStaleWordChangesNothing.
 // - all of them at once: RacingProcessesOfTwoTenantsAreNeverInATurnTogether.
 // The policy the transitions use (card.h): who goes next (PickNext:
@@ -174,7 +175,8 @@ TEST_F(TurnTest, AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit) {
   Hold(a, kT0 + 100 * kMs, kTurnMaxNs);
   int64_t length = 0;
   const int64_t now = kT0 + 120 * kMs;
-  ASSERT_EQ(ExtendTurnAlone(c_, a, /*force=*/false, now, kBest, &length), Extension::kExtended);
+  ASSERT_EQ(ExtendTurnAlone(c_, a, c_->turn_start_ns.load(), /*force=*/false, now, kBest, &length),
+            Extension::kExtended);
   EXPECT_EQ(length, kTurnMaxNs);  // alone under policy default: the longest turn
   EXPECT_EQ(c_->deadline_ns.load(), now + kTurnMaxNs);
   EXPECT_EQ(c_->turn_start_ns.load(), now);
@@ -182,7 +184,8 @@ TEST_F(TurnTest, AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit) {
   // Under policy force, a holder whose turn took its credit ends it.
   uint32_t f = Join(2, 30, /*force=*/true);
   Hold(f, kT0 + 100 * kMs, kTurnGoodNs);
-  EXPECT_EQ(ExtendTurnAlone(c_, f, /*force=*/true, kT0 + 130 * kMs, kBest, &length), Extension::kNotAllowed);
+  EXPECT_EQ(ExtendTurnAlone(c_, f, c_->turn_start_ns.load(), /*force=*/true, kT0 + 130 * kMs, kBest, &length),
+            Extension::kNotAllowed);
   EXPECT_EQ(c_->deadline_ns.load(), kT0 + 100 * kMs + kTurnGoodNs);
 }
 
@@ -214,6 +217,15 @@ TEST_F(TurnTest, EveryTransitionFromAStaleWordChangesNothing) {
   EXPECT_FALSE(HandOverTurn(c_, a, stale_held, kT0 + kMs, kBest));
   EXPECT_FALSE(TakeStuckTurn(c_, stale_held));
   EXPECT_EQ(Word(), joined);
+  // Another process of the holder extended the turn since this one read its start.
+  const int64_t start = c_->turn_start_ns.load(), deadline_before = c_->deadline_ns.load();
+  int64_t length = -1;
+  EXPECT_EQ(ExtendTurnAlone(c_, a, start - kMs, /*force=*/false, start + kTurnGoodNs, kBest, &length),
+            Extension::kByAnother);
+  EXPECT_EQ(c_->turn_start_ns.load(), start);
+  EXPECT_EQ(c_->deadline_ns.load(), deadline_before);
+  EXPECT_EQ(c_->tenants[a].used_ns.load(), 0u);
+  EXPECT_EQ(length, -1);
 }
 
 // Processes of two tenants racing through the transitions on one card (threads standing in
