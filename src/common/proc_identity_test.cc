@@ -64,15 +64,19 @@ TEST(ProcIdentity, AProcessWhoseMainThreadExitedIsAliveWhileAnotherRuns) {
     pthread_create(
         &t, nullptr,
         [](void* fd) -> void* {
-          // Until the leader has exited: its task's state is Z (10 s at most).
+          // Until the leader has exited: its task's state is Z ("x"; "t": not within 10 s).
           const std::string leader =
               "/proc/" + std::to_string(getpid()) + "/task/" + std::to_string(getpid()) + "/stat";
-          for (int k = 0; k < 10000; ++k) {
+          const char* said = "t";
+          for (int k = 0; k < 10000 && *said == 't'; ++k) {
             auto stat = ReadFile(leader);
-            if (stat.ok() && stat->find(") Z ") != std::string::npos) break;
-            usleep(1000);
+            const size_t paren = stat.ok() ? stat->rfind(')') : std::string::npos;
+            if (paren != std::string::npos && stat->compare(paren, 3, ") Z") == 0)
+              said = "x";
+            else
+              usleep(1000);
           }
-          (void)!write(static_cast<int>(reinterpret_cast<intptr_t>(fd)), "x", 1);
+          (void)!write(static_cast<int>(reinterpret_cast<intptr_t>(fd)), said, 1);
           sleep(30);
           return nullptr;
         },
@@ -84,6 +88,7 @@ TEST(ProcIdentity, AProcessWhoseMainThreadExitedIsAliveWhileAnotherRuns) {
   char b;
   ASSERT_EQ(read(ready[0], &b, 1), 1);
   close(ready[0]);
+  EXPECT_EQ(b, 'x') << "the leader never showed as exited";
   EXPECT_TRUE(ProcessIsAlive(child, start));
   kill(child, SIGKILL);
   int status;

@@ -567,6 +567,9 @@ void* ControllerMain(void*) {
       int64_t now = MonotonicNowNs();
       c->tenants[turns.member.tenant].seen_ns.store(now);
       const uint32_t me = static_cast<uint32_t>(turns.member.tenant);
+      // The turn's start before the word: a turn handed on after this look has a new start,
+      // so an extension from this one is refused rather than made to another's turn.
+      const int64_t start_seen = c->turn_start_ns.load();
       PartLook look;
       look.now = now;
       look.holds_turn = rg::HoldsTurn(c, me, turns.part.seq);
@@ -587,14 +590,12 @@ void* ControllerMain(void*) {
       if (decision.action == PartAction::kExtendAlone) {
         // Alone on the card: keep it without draining.
         int64_t length = 0;
-        const rg::Extension e =
-            rg::ExtendTurnAlone(c, me, c->turn_start_ns.load(), g_state.cfg.core_policy == CorePolicy::kForce, now,
-                                BestBelievedPriority(), &length);
+        const rg::Extension e = rg::ExtendTurnAlone(c, me, start_seen, g_state.cfg.core_policy == CorePolicy::kForce,
+                                                    now, BestBelievedPriority(), &length);
         if (e == rg::Extension::kExtended)
           turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
         if (e != rg::Extension::kNotAllowed) continue;
       }
-      const int64_t deadline = look.deadline;
       // Close the gate, let our queued work finish, then leave the turn.
       turns.part.state.store(static_cast<int>(Part::kLeaving));
       turns.gate.open.store(false);
@@ -620,8 +621,8 @@ void* ControllerMain(void*) {
       // Our part so far; a reopened one counts from now.
       turns.guard.CountHeld(now - turns.part.start.load(), now, TrustedShare(dev, turns, now));
       if (turns.part.asking.load() > 0) {
-        if (now < deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
-        c->tenants[turns.member.tenant].wants_ns.store(now);     // chosen among the waiters when handing over
+        if (now < look.deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
+        c->tenants[turns.member.tenant].wants_ns.store(now);          // chosen among the waiters when handing over
       }
       Leave(turns);
     }

@@ -13,12 +13,16 @@ void Log(const UnlistedReport& r) {
     case UnlistedReport::Kind::kGrew:
       GS_LOG(kWarn,
              "GPU %s holds %llu MiB that the driver lists under no process (%zu processes listed): memory of a pool "
-             "whose owner let go while another process imports it; no container is charged for it unless the importer "
-             "is in the owner's container (docs/enforcer.md, \"Threat model\")",
+             "whose owner let go while another process imports it, which the card ties to no container; the "
+             "enforcers charge it unless a process forged its container's records or went around its enforcer "
+             "(docs/enforcer.md, \"Threat model\")",
              r.uuid.c_str(), mib, r.processes);
       break;
     case UnlistedReport::Kind::kGone:
-      GS_LOG(kInfo, "GPU %s: the memory listed under no process is gone (%llu MiB now)", r.uuid.c_str(), mib);
+      GS_LOG(kInfo,
+             "GPU %s: the memory listed under no process is back within the driver's own (%llu MiB, %zu "
+             "processes listed)",
+             r.uuid.c_str(), mib, r.processes);
       break;
   }
 }

@@ -88,8 +88,8 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
   w.Family("gpuslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.");
   for (const auto& g : gpus) w.Sample("gpuslice_gpu_memory_used_bytes", gl(g), static_cast<double>(g.info.memory_used));
   w.Family("gpuslice_gpu_memory_unlisted_bytes",
-           "Device memory in use on the GPU that the driver lists under no process: pool memory kept for an importer "
-           "whose owner let go, and the driver's own.");
+           "Device memory in use on the GPU that the driver lists under no process: pool memory its owner freed while "
+           "another process imported it, and the driver's own.");
   for (const auto& g : gpus)
     if (g.info.memory_unlisted)
       w.Sample("gpuslice_gpu_memory_unlisted_bytes", gl(g), static_cast<double>(*g.info.memory_unlisted));

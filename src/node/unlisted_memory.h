@@ -1,11 +1,13 @@
 // Memory a card holds that the driver lists under no process. A pool's allocation freed by
-// its owner, or whose owner exited, while another process imports it stays on the card
-// listed under no one until the importer lets go (docs/measurements/shared-memory.md), so
-// no per-process figure shows it: not a container's own reconciliation, not the memory
-// watchdog. Inside one container the enforcer charges it to the importer's slot; between
-// containers, or past an enforcer a process went around, nothing is charged for it
-// (docs/enforcer.md, "Threat model"). The card's total is the one place it shows: this
-// watch reports it, per card, when it stays above what the driver keeps unlisted itself.
+// its owner while another process imports it is listed under no one from then on, and stays
+// on the card until the importer has let go and the owner's pool is gone too (destroyed, or
+// its owner exited) (docs/measurements/shared-memory.md), so no per-process figure shows it:
+// not a container's own reconciliation, not the memory watchdog. The enforcer keeps it
+// charged (to the owner while its pool lives, then to an importer of its container, or to an
+// importer in another container from the import on); a process that forged its container's
+// records or imported around its enforcer leaves it charged to no one (docs/enforcer.md,
+// "Threat model"). The card's total is the one place it shows: this watch reports it, per
+// card, when it stays above what the driver keeps unlisted itself.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@
 namespace gs::node {
 
 struct UnlistedReport {
-  enum class Kind { kAppeared, kGrew, kGone };
+  enum class Kind { kAppeared, kGrew, kGone };  // kGone: back within the slack
   Kind kind = Kind::kAppeared;
   std::string uuid;
   uint64_t bytes = 0;    // unlisted now
@@ -27,7 +29,8 @@ struct UnlistedReport {
 
 // Over successive observations (one a second): a card reports kAppeared once its unlisted
 // memory is above the slack in kConfirm observations in a row, kGrew each time it reaches
-// twice what was last reported, kGone once it is below the slack in kConfirm in a row. A
+// twice what was last reported, kGone once it is within the slack (which grows with the
+// processes listed) in kConfirm in a row. A
 // card whose figure is unknown (nvmlDeviceGetMemoryInfo_v2 unanswered, a lost GPU) keeps
 // its state and breaks no run.
 class UnlistedMemoryWatch {

@@ -35,9 +35,10 @@ struct GpuInfo {
   bool memory_info_supported = true;
   // Device memory in use that the driver lists under no process: NVML's used memory
   // (version 2, which leaves the driver's reserve out), the smaller of a read before and one
-  // after the process list, less what each listed process holds. nullopt when version 2 or
-  // the process list is not answered. On a card it includes the driver's own unlisted
-  // memory (docs/measurements/h200-driver.md: 8-9 MiB beside one context).
+  // after the process lists, less what each listed process (compute or graphics) holds.
+  // nullopt when version 2 or a list is not answered, or a listed process's memory is not
+  // reported. On a card it includes the driver's own unlisted memory
+  // (docs/measurements/h200-driver.md: 8-9 MiB beside one context).
   std::optional<uint64_t> memory_unlisted;
   unsigned utilization = 0;  // percent over the driver's sample period
   unsigned temperature_c = 0;

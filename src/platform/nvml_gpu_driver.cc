@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -8,23 +9,31 @@
 namespace gs::platform {
 namespace {
 
-// Every compute process of d, growing the buffer while NVML says it is too small (processes
-// may start between the calls, so it is asked again, a few times at most).
-nvmlReturn_t RunningProcesses(const NvmlApi& api, nvmlDevice_t d, std::vector<GpuProcess>* out) {
+using ProcessList = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+
+// Every process of d in one of NVML's lists (compute or graphics), growing the buffer while
+// NVML says it is too small (processes may start between the calls, so it is asked again, a
+// few times at most). A process whose memory the driver does not report is left out and
+// counted in *unmeasured (when given).
+nvmlReturn_t RunningProcesses(ProcessList list, nvmlDevice_t d, std::vector<GpuProcess>* out,
+                              size_t* unmeasured = nullptr) {
   std::vector<nvmlProcessInfo_t> infos(64);
   nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
   for (int attempt = 0; attempt < 5 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
     unsigned n = static_cast<unsigned>(infos.size());
-    rc = api.nvmlDeviceGetComputeRunningProcesses_v3(d, &n, infos.data());
+    rc = list(d, &n, infos.data());
     if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
       infos.resize(std::max<size_t>(infos.size() * 2, static_cast<size_t>(n) + 16));
       continue;
     }
     if (rc != NVML_SUCCESS) return rc;
     out->clear();
-    for (unsigned k = 0; k < n && k < infos.size(); ++k)
+    for (unsigned k = 0; k < n && k < infos.size(); ++k) {
       if (infos[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL)
         out->push_back({infos[k].pid, infos[k].usedGpuMemory});
+      else if (unmeasured != nullptr)
+        ++*unmeasured;
+    }
   }
   return rc;
 }
@@ -94,13 +103,26 @@ class NvmlGpuDriver final : public GpuDriver {
       api_.nvmlDeviceGetPowerUsage(d, &g.power_mw);
       api_.nvmlDeviceGetEnforcedPowerLimit(d, &g.power_limit_mw);
       // Memory freed between the reads would look unlisted in the first and allocated
-      // after the list in neither: the smaller read holds neither.
+      // after the lists in neither: the smaller read holds neither. The graphics list
+      // counts too (a process may be in both: its larger figure); a process whose memory
+      // the driver does not report leaves the figure unknown.
       const std::optional<uint64_t> used_before = UsedByAllocations(api_, d);
-      const bool listed = RunningProcesses(api_, d, &g.processes) == NVML_SUCCESS;
+      size_t unmeasured = 0;
+      const bool listed =
+          RunningProcesses(api_.nvmlDeviceGetComputeRunningProcesses_v3, d, &g.processes, &unmeasured) == NVML_SUCCESS;
+      std::vector<GpuProcess> graphics;
+      const nvmlReturn_t graphics_rc =
+          api_.nvmlDeviceGetGraphicsRunningProcesses_v3
+              ? RunningProcesses(api_.nvmlDeviceGetGraphicsRunningProcesses_v3, d, &graphics, &unmeasured)
+              : NVML_ERROR_FUNCTION_NOT_FOUND;
       const std::optional<uint64_t> used_after = UsedByAllocations(api_, d);
-      if (listed && used_before && used_after) {
+      if (listed && (graphics_rc == NVML_SUCCESS || graphics_rc == NVML_ERROR_NOT_SUPPORTED) && unmeasured == 0 &&
+          used_before && used_after) {
+        std::map<uint32_t, uint64_t> held;
+        for (const auto* l : {&g.processes, &graphics})
+          for (const auto& p : *l) held[p.pid] = std::max(held[p.pid], p.used_bytes);
         uint64_t unlisted = std::min(*used_before, *used_after);
-        for (const auto& p : g.processes) unlisted -= std::min(unlisted, p.used_bytes);
+        for (const auto& [pid, bytes] : held) unlisted -= std::min(unlisted, bytes);
         g.memory_unlisted = unlisted;
       }
       gpus.push_back(std::move(g));
@@ -128,7 +150,7 @@ class NvmlGpuDriver final : public GpuDriver {
     nvmlReturn_t rc = api_.nvmlDeviceGetHandleByUUID(uuid.c_str(), &d);
     if (rc != NVML_SUCCESS) return Unavailable(uuid + ": " + api_.nvmlErrorString(rc));
     std::vector<GpuProcess> out;
-    rc = RunningProcesses(api_, d, &out);
+    rc = RunningProcesses(api_.nvmlDeviceGetComputeRunningProcesses_v3, d, &out);
     if (rc != NVML_SUCCESS)
       return Unavailable(uuid + ": nvmlDeviceGetComputeRunningProcesses_v3: " + api_.nvmlErrorString(rc));
     return out;

@@ -36,8 +36,9 @@
 //   nvml                           "nvml TOTAL USED FREE v2TOTAL v2USED v2FREE PROCS MYMEM"
 //   unlisted                       "unlisted V2USED LISTED PROCS": NVML's used memory of the
 //                                  device (version 2), the sum of what it lists under each
-//                                  compute process, and how many: the node agent's figure
-//                                  of memory under no process is V2USED - LISTED
+//                                  compute process whose memory it reports, and how many:
+//                                  the node agent's figure of memory under no process is
+//                                  V2USED - LISTED
 //   atexit                         (before init) at this process's normal exit, after the
 //                                  driver's own exit work: "atexit own=MIB free=ERR alloc=ERR"
 //                                  (NVML's figure for this process, a free of the newest
@@ -1294,9 +1295,13 @@ int main(int argc, char** argv) {
         return 1;
       }
       unsigned long long listed = 0;
+      unsigned measured = 0;
       for (unsigned k = 0; k < count && k < 128; ++k)
-        if (procs[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) listed += procs[k].usedGpuMemory;
-      printf("unlisted %llu %llu %u\n", m2.used, listed, count);
+        if (procs[k].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+          listed += procs[k].usedGpuMemory;
+          ++measured;
+        }
+      printf("unlisted %llu %llu %u\n", m2.used, listed, measured);
     } else if (cmd == "pids" || cmd == "waitpids") {
       nvmlDevice_t d = NvmlDevice();
       if (d == nullptr) {
