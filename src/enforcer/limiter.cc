@@ -66,16 +66,21 @@ struct LaunchGate {
   std::atomic<int64_t> budget{0};
 };
 
-// This process's part in its container's turn. `state` is the hand-off: the thread that
-// opens a part (a launching thread joining, or the controller reopening) writes the plain
-// fields, then publishes kIn; from then on only the controller touches them until it
-// stores kOut.
-struct TurnPart {
-  std::atomic<int> state{static_cast<int>(Part::kOut)};
+// What the thread that opens a part (a launching thread joining, or the controller
+// reopening) writes before it publishes the part (TurnPart::state = kIn), and only the
+// controller touches after, until it stores kOut.
+struct OpenedPart {
   uint32_t seq = 0;  // the turn this process is part of
   int64_t joined_ns = 0;
   uint64_t launches_at_join = 0;
   PartProgress progress;
+};
+
+// This process's part in its container's turn: the hand-off word, what it hands over, and
+// what launching threads and the controller share (atomics).
+struct TurnPart {
+  std::atomic<int> state{static_cast<int>(Part::kOut)};
+  OpenedPart opened;
   std::atomic<int64_t> start{0};  // this process's part of the turn counts from here
   std::atomic<int> asking{0};     // threads of this process waiting in WaitForTurn
   // The contexts whose queued work the controller drains: each context this process
@@ -319,8 +324,8 @@ bool Join(int dev) {
 // This process leaves the turn it is part of; the last one of the container to leave
 // hands the card on.
 void Leave(DeviceTurns& turns) {
-  if (rg::LeaveTurn(turns.member.card, static_cast<uint32_t>(turns.member.tenant), turns.part.seq, MonotonicNowNs(),
-                    BestBelievedPriority()))
+  if (rg::LeaveTurn(turns.member.card, static_cast<uint32_t>(turns.member.tenant), turns.part.opened.seq,
+                    MonotonicNowNs(), BestBelievedPriority()))
     FutexWakeAll(&turns.member.card->turn_futex);
   turns.part.state.store(static_cast<int>(Part::kOut));
 }
@@ -335,9 +340,9 @@ void StartController() {
 // This process takes part in the current turn until `deadline`: launches counted from
 // now, as many allowed as the learned cost fits in the time left, the gate open.
 void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launches_taken) {
-  turns.part.progress.Saw(turns.gate.launches.load(), now);
-  turns.part.launches_at_join = turns.part.progress.seen_launches;
-  turns.part.joined_ns = now;
+  turns.part.opened.progress.Saw(turns.gate.launches.load(), now);
+  turns.part.opened.launches_at_join = turns.part.opened.progress.seen_launches;
+  turns.part.opened.joined_ns = now;
   turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / turns.cost.Admit(now)));
   turns.part.start.store(now);
   turns.gate.in_turn.store(launches_taken);
@@ -353,7 +358,7 @@ bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
   int64_t deadline = 0;
   if (turns.part.state.load() == static_cast<int>(Part::kOut) &&
       rg::JoinTurn(c, static_cast<uint32_t>(turns.member.tenant), w, now, BestBelievedPriority(), &deadline)) {
-    turns.part.seq = rg::TurnSeq(w);
+    turns.part.opened.seq = rg::TurnSeq(w);
     OpenPart(turns, deadline, now, /*launches_taken=*/1);  // this launch
     // The card charges the turn from its hand-over; we count it from then too, but never
     // from before a waiter of ours last saw the turn another's (turn_start_ns may be forged).
@@ -507,8 +512,8 @@ void WaitForTurn(int dev) {
 // still counts it). False when the turn is no longer ours.
 bool ReopenTurn(DeviceTurns& turns, int64_t now) {
   rg::Card* c = turns.member.card;
-  if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.seq)) return false;
-  int64_t deadline = rg::TurnDeadline(c, turns.part.seq, now);
+  if (!rg::HoldsTurn(c, static_cast<uint32_t>(turns.member.tenant), turns.part.opened.seq)) return false;
+  int64_t deadline = rg::TurnDeadline(c, turns.part.opened.seq, now);
   // Too little time left for a part worth its drain: the turn ends here, and what is left
   // of it is not charged (the tenant keeps that credit for its next turn). The learned cost,
   // not the remembered high one: after a long kernel a turn admits one launch a part, and
@@ -572,13 +577,13 @@ void* ControllerMain(void*) {
       const int64_t start_seen = c->turn_start_ns.load();
       PartLook look;
       look.now = now;
-      look.holds_turn = rg::HoldsTurn(c, me, turns.part.seq);
+      look.holds_turn = rg::HoldsTurn(c, me, turns.part.opened.seq);
       look.launches = turns.gate.launches.load(std::memory_order_relaxed);
-      look.deadline = look.holds_turn ? rg::TurnDeadline(c, turns.part.seq, INT64_MAX) : INT64_MAX;
+      look.deadline = look.holds_turn ? rg::TurnDeadline(c, turns.part.opened.seq, INT64_MAX) : INT64_MAX;
       look.others_wait = look.holds_turn && now >= look.deadline && rg::OthersWait(c, turns.member.tenant, now);
       look.in_turn = turns.gate.in_turn.load();
       look.budget = turns.gate.budget.load();
-      const PartDecision decision = DecidePart(look, &turns.part.progress);
+      const PartDecision decision = DecidePart(look, &turns.part.opened.progress);
       if (decision.action == PartAction::kGoOn) continue;
       if (decision.action == PartAction::kTakenFromUs) {
         turns.gate.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
@@ -603,15 +608,15 @@ void* ControllerMain(void*) {
       Drain(turns);
       int64_t drained = MonotonicNowNs();
       // The card ran only our container's work since we joined: what one launch costs.
-      const uint64_t launched = turns.gate.launches.load() - turns.part.launches_at_join;
-      turns.cost.Learn(launched, turns.part.joined_ns, closed, drained);
+      const uint64_t launched = turns.gate.launches.load() - turns.part.opened.launches_at_join;
+      turns.cost.Learn(launched, turns.part.opened.joined_ns, closed, drained);
       GS_LOG(kDebug,
              "device %d: turn part ended (%s) after %.3f ms, drained in %.3f ms, %llu launches of %lld allowed, a "
              "launch now counts %lld ns",
-             dev, EndReasonName(decision.reason), (closed - turns.part.joined_ns) / 1e6, (drained - closed) / 1e6,
-             static_cast<unsigned long long>(launched), static_cast<long long>(turns.gate.budget.load()),
-             static_cast<long long>(turns.cost.Admit(drained)));
-      if (!rg::HoldsTurn(c, me, turns.part.seq)) {
+             dev, EndReasonName(decision.reason), (closed - turns.part.opened.joined_ns) / 1e6,
+             (drained - closed) / 1e6, static_cast<unsigned long long>(launched),
+             static_cast<long long>(turns.gate.budget.load()), static_cast<long long>(turns.cost.Admit(drained)));
+      if (!rg::HoldsTurn(c, me, turns.part.opened.seq)) {
         ChargeOwnPart(dev, turns, drained);  // taken from us while we drained (longer than the card believed)
         continue;
       }
