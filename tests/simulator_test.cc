@@ -94,7 +94,8 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   Result r = RunProcess({ProbeBin(), "init", "meminfo", "nvml"}, node.env());
   ASSERT_EQ(r.code, 0) << r.err;
   uint64_t total = 81559 * kMiB;
-  uint64_t expect_used = 4 * kGiB + uint64_t{5} * 100 * kMiB;  // four holders + five contexts
+  // Four holders and five contexts, each context 100 MiB listed and 6 MiB under no process.
+  uint64_t expect_used = 4 * kGiB + uint64_t{5} * (100 + 6) * kMiB;
   auto cuda = Fields(r.out, "meminfo");
   EXPECT_EQ(U(cuda[2]), total);
   EXPECT_EQ(U(cuda[1]), total - expect_used);
@@ -111,7 +112,7 @@ TEST(Simulator, ProcessesShareOneCardAndAgreeThroughCudaAndNvml) {
   holders[0]->Wait();
   r = RunProcess({ProbeBin(), "init", "nvml"}, node.env());
   nvml = Fields(r.out, "nvml");
-  EXPECT_EQ(U(nvml[2]), 3 * kGiB + uint64_t{4} * 100 * kMiB);
+  EXPECT_EQ(U(nvml[2]), 3 * kGiB + uint64_t{4} * (100 + 6) * kMiB);  // its unlisted part gone too
   EXPECT_EQ(U(nvml[7]), 4u);
 }
 

@@ -45,6 +45,9 @@ std::atomic<uint64_t> g_held_elsewhere[kMaxDevices];
 // see (another container): charged here, listed by NVML under their owner or under no
 // process, never under this one.
 std::atomic<uint64_t> g_imported[kMaxDevices];
+// Of g_own, what this process's contexts hold that NVML lists under no process (the
+// driver's own part of each context, kContextUnlisted): charged with each context.
+std::atomic<uint64_t> g_context_unlisted[kMaxDevices];
 
 std::mutex g_reconcile_mu;
 std::atomic<int64_t> g_reconciled_at_ns[kMaxDevices];  // written under g_reconcile_mu
@@ -103,6 +106,14 @@ void SubtractClamped(std::atomic<uint64_t>* v, uint64_t bytes) {
 
 ChildResetMutex g_ctx_mu;
 int g_primary_refs[kMaxDevices];  // primary-context references this process holds
+// Beside its footprint NVML lists under the process, the driver keeps memory for each
+// context that it lists under no process, yet counts in the card's used memory: about 5.7
+// MiB a context on an H200 (31 MiB beside five), 8-9 MiB beside one on an H100 and an H200
+// (docs/measurements/h200-driver.md, 2026-11-28). A slice pays for it with each context
+// whose footprint it pays for. The contexts charged with it, and their devices (under
+// g_ctx_mu).
+constexpr uint64_t kContextUnlisted = 6ull << 20;
+std::vector<std::pair<uint64_t, int>> g_contexts_with_unlisted;
 // The footprint this process last measured for a context on each device (0: none yet).
 std::atomic<uint64_t> g_context_measured[kMaxDevices];
 // Whether this process (or the parent it was forked from) ever began making a context on
@@ -181,7 +192,8 @@ void AfterForkInChild() {
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   NvmlCardsAfterForkInChild();
-  for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept, g_held_elsewhere, g_imported})
+  g_contexts_with_unlisted.clear();
+  for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept, g_held_elsewhere, g_imported, g_context_unlisted})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
   g_code_pending.store(0);
@@ -198,6 +210,13 @@ constexpr uint64_t kDefaultStack = 1024, kDefaultPrintfFifo = 1ull << 20, kDefau
 uint64_t Footprint(uint64_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
+
+namespace {
+// A context's charge: its footprint and, with a footprint, the driver's own part of it.
+uint64_t WithUnlisted(uint64_t footprint) {
+  return footprint > 0 ? footprint + kContextUnlisted : 0;
+}
+}  // namespace
 
 DeviceCheck CheckDevice(int dev) {
   bool limited = AnyMemoryLimit();
@@ -359,10 +378,11 @@ int Reconcile(int dev, bool force) {
   // memory in flight is in the books before NVML sees it: a race can only make `unseen`
   // too small for a moment, never charge the same bytes twice for long. What NVML lists
   // under no process, or under another, is not in `measured`: spilled bytes (host memory),
-  // pool pieces kept for importers (on the card, listed under no one) and pool pieces
-  // imported from another container.
+  // pool pieces kept for importers (on the card, listed under no one), pool pieces
+  // imported from another container and the driver's own part of each context.
   uint64_t unseen = g_unseen[dev].load();
-  uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev) + g_imported[dev].load();
+  uint64_t unlisted = g_own_spilled[dev].load() + unseen + ThePoolBook().KeptOn(dev) + g_imported[dev].load() +
+                      g_context_unlisted[dev].load();
   uint64_t counted = g_own[dev].load() - std::min(g_own[dev].load(), unlisted);
   uint64_t want = measured > counted ? Footprint(measured - counted) : 0;
   if (uint64_t kept = g_kept[dev].load(); kept > 0) {
@@ -560,7 +580,7 @@ DeviceCheck ReserveContextAhead(int dev, bool primary, uint64_t* held) {
   // the charge is refused and the context destroyed. So the expected footprint is reserved
   // first, and a context that is not expected to fit is never created.
   uint64_t expected = g_context_measured[dev].load();
-  expected = Footprint(expected ? expected : g_state.cfg.context_overhead);
+  expected = WithUnlisted(Footprint(expected ? expected : g_state.cfg.context_overhead));
   if (expected == 0) return DeviceCheck::kCharge;
   if (!ReserveChecked(dev, expected, false, "context creation", /*reconcile=*/true)) return DeviceCheck::kRefuse;
   *held = expected;
@@ -583,6 +603,7 @@ DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t
   uint64_t charge = measured ? std::max(measured, g_state.cfg.context_overhead_min) : g_state.cfg.context_overhead;
   charge = Footprint(charge);
   if (measured) g_context_measured[dev].store(charge);
+  charge = WithUnlisted(charge);
   if (charge > held && !ReserveChecked(dev, charge - held, false, "context creation", /*reconcile=*/false)) {
     if (held) Unreserve(dev, held, false);
     if (primary) --g_primary_refs[dev];
@@ -591,6 +612,10 @@ DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t
   if (held > charge) Unreserve(dev, held - charge, false);
   if (primary) g_primary_ctx[dev] = ctx;
   TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
+  if (charge > 0) {
+    g_contexts_with_unlisted.emplace_back(ctx, dev);
+    g_context_unlisted[dev].fetch_add(kContextUnlisted);
+  }
   Reconcile(dev, true);  // the books now hold the context: anything beyond it is unseen
   char b[32];
   GS_LOG(kDetail, "context on device %d charged %s (%s)", dev, FormatBytes(charge, b, sizeof(b)),
@@ -681,6 +706,17 @@ void ContextGone(int dev, uint64_t ctx) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);
     if (spilled[d]) Unreserve(d, spilled[d], true);
+  }
+  {
+    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
+    // Its charge (TakeContext above) held the driver's own part: no longer in g_own.
+    auto& with = g_contexts_with_unlisted;
+    for (auto it = with.begin(); it != with.end(); ++it)
+      if (it->first == ctx) {
+        SubtractClamped(&g_context_unlisted[it->second], kContextUnlisted);
+        with.erase(it);
+        break;
+      }
   }
   if (dev >= 0 && dev < kMaxDevices) {
     {

@@ -26,6 +26,7 @@ bool Node::Attach() {
     free_slot->start_time = start_time_;
     free_slot->namespaces = namespaces_;
     for (auto& m : free_slot->memory) m.store(0);
+    for (auto& m : free_slot->unlisted) m.store(0);
     free_slot->pid.store(static_cast<uint32_t>(pid_));
   }
   UnlockState(state_);
@@ -44,7 +45,7 @@ void Node::FreeHoldingsLocked(ProcessSlot* slot) {
   const uint32_t pid = slot->pid.load();
   ForgetSharerLocked(pid, slot->start_time);
   for (int d = 0; d < kMaxDevices; ++d) {
-    uint64_t held = slot->memory[d].exchange(0);
+    uint64_t held = slot->memory[d].exchange(0) + slot->unlisted[d].exchange(0);
     if (held) state_->live[d].memory_used.fetch_sub(held);
   }
 }
@@ -81,7 +82,7 @@ int Node::SweepDeadProcesses() {
   return swept;
 }
 
-bool Node::Reserve(int dev, uint64_t bytes) {
+bool Node::ReserveIn(int dev, uint64_t bytes, std::atomic<uint64_t>* held) {
   if (departed()) return false;
   auto& used = state_->live[dev].memory_used;
   const uint64_t total = state_->spec[dev].memory_total;
@@ -91,14 +92,14 @@ bool Node::Reserve(int dev, uint64_t bytes) {
   } while (!used.compare_exchange_weak(cur, cur + bytes));
   // A kill between the two adds leaks `bytes` until `sim up` again: a window of a few
   // instructions, accepted for a simulator (the enforcer's region is exact).
-  if (slot_) slot_->memory[dev].fetch_add(bytes);
+  if (held) held->fetch_add(bytes);
   return true;
 }
 
-void Node::Release(int dev, uint64_t bytes) {
+void Node::ReleaseIn(int dev, uint64_t bytes, std::atomic<uint64_t>* held) {
   if (departed()) return;  // the daemon freed it
   state_->live[dev].memory_used.fetch_sub(bytes);
-  if (slot_) slot_->memory[dev].fetch_sub(bytes);
+  if (held) held->fetch_sub(bytes);
 }
 
 uint64_t Node::MemoryUsed(int dev) const {

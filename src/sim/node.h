@@ -102,8 +102,15 @@ class Node {
   void PoolLetGo(int index, uint64_t id);
 
   // Device memory: false (nothing changed) when the card has fewer free bytes.
-  bool Reserve(int dev, uint64_t bytes);
-  void Release(int dev, uint64_t bytes);
+  bool Reserve(int dev, uint64_t bytes) { return ReserveIn(dev, bytes, slot_ ? &slot_->memory[dev] : nullptr); }
+  void Release(int dev, uint64_t bytes) { ReleaseIn(dev, bytes, slot_ ? &slot_->memory[dev] : nullptr); }
+  // The same for memory the driver holds for this process but lists under no process (a
+  // context's own, beside its listed footprint): in the device's totals, not in
+  // RunningProcesses, freed with the process's other holdings.
+  bool ReserveUnlisted(int dev, uint64_t bytes) {
+    return ReserveIn(dev, bytes, slot_ ? &slot_->unlisted[dev] : nullptr);
+  }
+  void ReleaseUnlisted(int dev, uint64_t bytes) { ReleaseIn(dev, bytes, slot_ ? &slot_->unlisted[dev] : nullptr); }
   uint64_t MemoryUsed(int dev) const;
   uint64_t MemoryFree(int dev) const;
 
@@ -136,6 +143,9 @@ class Node {
  private:
   Timeline* timeline(int dev) const { return &state_->live[dev].timeline; }
   TenantId me() const { return {pid_, start_time_}; }
+  // The device's total and this process's counter `held` (none without a slot) together.
+  bool ReserveIn(int dev, uint64_t bytes, std::atomic<uint64_t>* held);
+  void ReleaseIn(int dev, uint64_t bytes, std::atomic<uint64_t>* held);
   // Frees a slot's memory and shares (state mutex held); the slot stays claimed.
   void FreeHoldingsLocked(ProcessSlot* slot);
   // Frees what the process held, its queued work included, and its slot if release_slot.

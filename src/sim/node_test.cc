@@ -273,6 +273,25 @@ TEST_F(NodeTest, AForgottenProcessLosesItsMemoryAndWorkAndOnlyThat) {
   EXPECT_EQ(b.DoneAt(0, mb), t0 + 10'000'000);  // a's queued 100 ms went with it
 }
 
+// A context's own part that the driver lists under no process
+// (docs/measurements/h200-driver.md, 2026-11-28): in the card's used memory, in nobody's
+// figure, and gone with its process.
+TEST_F(NodeTest, MemoryListedUnderNoProcessCountsOnTheCardAndGoesWithItsProcess) {
+  Node a(state_.get(), &clock_, 4201, 7);
+  ASSERT_TRUE(a.Attach());
+  ASSERT_TRUE(a.Reserve(0, 518ull << 20));
+  ASSERT_TRUE(a.ReserveUnlisted(0, 6ull << 20));
+  EXPECT_EQ(a.MemoryUsed(0), 524ull << 20);
+  ProcessMemory procs[4];
+  ASSERT_EQ(a.RunningProcesses(0, procs, 4), 1);
+  EXPECT_EQ(procs[0].bytes, 518ull << 20);
+  a.ReleaseUnlisted(0, 6ull << 20);
+  EXPECT_EQ(a.MemoryUsed(0), 518ull << 20);
+  ASSERT_TRUE(a.ReserveUnlisted(0, 6ull << 20));
+  EXPECT_TRUE(a.ForgetProcess(4201, 7));
+  EXPECT_EQ(a.MemoryUsed(0), 0u);
+}
+
 // Memory shared between processes (src/sim/node_shares.cc), the least convenient model:
 // importing adds nothing to the card; the memory is the owner's in NVML's list while the
 // owner lives, and leaves the card only once the owner freed it and every importer left.

@@ -78,6 +78,9 @@ struct ProcessSlot {
   uint64_t start_time;                        // see common/proc_identity.h
   PidNamespaces namespaces;                   // its pid in each namespace above it; levels 0: unknown
   std::atomic<uint64_t> memory[kMaxDevices];  // bytes this process holds per device
+  // Bytes the driver holds on each device for this process's contexts but lists under no
+  // process (NVML's process list leaves them out; its device totals count them).
+  std::atomic<uint64_t> unlisted[kMaxDevices];
 };
 
 // A process holding memory shared between processes: its owner (until it frees it) or an

@@ -9,6 +9,8 @@
 //   ctxv1        create a context with the v1 cuCtxCreate and make it current
 //   fill N       allocate 64 MiB pieces with cuMemAlloc_v2 until refused or N pieces;
 //                prints "fill <MiB allocated>"
+//   fillsmall N  the same in 2 MiB pieces (the driver's granularity): a slice to its last
+//                piece; prints "fill <MiB allocated>"
 //   alloc N      one cuMemAlloc_v2 of N bytes (N: digits, or digits and m for MiB):
 //                prints "alloc <result>"
 //   v1alloc      one 64 MiB cuMemAlloc (v1): prints "v1alloc <result>"
@@ -1145,14 +1147,15 @@ int main(int argc, char** argv) {
       CUcontext ctx = nullptr;
       if (rc == CUDA_SUCCESS) rc = Get<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate")(&ctx, 0, 0);
       printf("ctxv1 %s\n", Name(rc));
-    } else if (strcmp(step, "fill") == 0) {
+    } else if (strcmp(step, "fill") == 0 || strcmp(step, "fillsmall") == 0) {
       auto alloc = Get<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+      const long piece_mib = strcmp(step, "fill") == 0 ? 64 : 2;
       long n = atol(arg), got = 0;
       for (; got < n; ++got) {
         CUdeviceptr p;
-        if (alloc(&p, 64ull << 20) != CUDA_SUCCESS) break;
+        if (alloc(&p, static_cast<size_t>(piece_mib) << 20) != CUDA_SUCCESS) break;
       }
-      printf("fill %ld\n", got * 64);
+      printf("fill %ld\n", got * piece_mib);
       ++i;
     } else if (strcmp(step, "alloc") == 0) {
       char* end = nullptr;
