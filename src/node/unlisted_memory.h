@@ -35,9 +35,10 @@ struct UnlistedReport {
 // its state and breaks no run.
 class UnlistedMemoryWatch {
  public:
-  // The driver's own unlisted memory: 8-9 MiB beside one context on an H100 and an H200
-  // (docs/measurements/h200-driver.md); how it grows with contexts is not measured, so
-  // each listed process is allowed a further 16 MiB.
+  // The driver's own unlisted memory: 8-9 MiB beside one context on an H100 and an H200,
+  // about 5.7 MiB more per further context on an H200, 31 MiB beside five
+  // (docs/measurements/h200-driver.md, 2026-11-28); each listed process is allowed a
+  // further 16 MiB, room for a few contexts each.
   static constexpr uint64_t kSlackBytes = 64ull << 20;
   static constexpr uint64_t kSlackPerProcessBytes = 16ull << 20;
   static constexpr int kConfirm = 3;
