@@ -113,7 +113,11 @@ int g_primary_refs[kMaxDevices];  // primary-context references this process hol
 // whose footprint it pays for. The contexts charged with it, and their devices (under
 // g_ctx_mu).
 constexpr uint64_t kContextUnlisted = 6ull << 20;
-std::vector<std::pair<uint64_t, int>> g_contexts_with_unlisted;
+// Never destroyed: hooks may run during the process's exit, after static destructors.
+std::vector<std::pair<uint64_t, int>>& ContextsWithUnlisted() {
+  static auto* contexts = new std::vector<std::pair<uint64_t, int>>;
+  return *contexts;
+}
 // The footprint this process last measured for a context on each device (0: none yet).
 std::atomic<uint64_t> g_context_measured[kMaxDevices];
 // Whether this process (or the parent it was forked from) ever began making a context on
@@ -192,7 +196,7 @@ void AfterForkInChild() {
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   NvmlCardsAfterForkInChild();
-  g_contexts_with_unlisted.clear();
+  ContextsWithUnlisted().clear();
   for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept, g_held_elsewhere, g_imported, g_context_unlisted})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
@@ -531,8 +535,13 @@ uint64_t HeldUnchargedElsewhereIn(const CardListing& listing, int dev) {
     const region::ProcessSlot* slot = SlotOfListed(p.pid);
     if (slot == nullptr) continue;  // not of this container: its memory is not this container's to pay
     // What the slot pays for that NVML lists under it: not its host-backed bytes, nor the
-    // shared pool pieces it pays for, which NVML lists under no process.
-    const uint64_t unlisted = slot->spilled[dev].load() + region::PiecesChargedTo(g_state.region, slot, dev);
+    // shared pool pieces it pays for, which NVML lists under no process, nor the driver's own
+    // part of the context it is listed for. The region does not say whether its context was
+    // charged that part; a process of the same container on the same card was if this one
+    // was. One context's part: a process with more is counted as holding that much less
+    // each.
+    const uint64_t unlisted = slot->spilled[dev].load() + region::PiecesChargedTo(g_state.region, slot, dev) +
+                              (g_context_unlisted[dev].load() > 0 ? kContextUnlisted : 0);
     const uint64_t charged = slot->memory[dev].load() - std::min(slot->memory[dev].load(), unlisted);
     if (p.usedGpuMemory > charged) held += p.usedGpuMemory - charged;
   }
@@ -613,7 +622,7 @@ DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t
   if (primary) g_primary_ctx[dev] = ctx;
   TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
   if (charge > 0) {
-    g_contexts_with_unlisted.emplace_back(ctx, dev);
+    ContextsWithUnlisted().emplace_back(ctx, dev);
     g_context_unlisted[dev].fetch_add(kContextUnlisted);
   }
   Reconcile(dev, true);  // the books now hold the context: anything beyond it is unseen
@@ -694,6 +703,18 @@ void ContextGone(int dev, uint64_t ctx) {
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
   std::vector<std::pair<uint64_t, Charge>> shared;
   TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &shared);
+  {
+    // Its charge held the driver's own part: out of g_context_unlisted before the charge
+    // leaves g_own, so that a reconciliation meanwhile never counts it as listed.
+    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
+    auto& with = ContextsWithUnlisted();
+    for (auto it = with.begin(); it != with.end(); ++it)
+      if (it->first == ctx) {
+        SubtractClamped(&g_context_unlisted[it->second], kContextUnlisted);
+        with.erase(it);
+        break;
+      }
+  }
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
   // pool is destroyed, other exported memory while importers may hold it; an imported
   // pointer is let go.
@@ -706,17 +727,6 @@ void ContextGone(int dev, uint64_t ctx) {
     if (bytes[d]) Unreserve(d, bytes[d], false);
     if (kept[d]) KeepWhileShared(d, kept[d]);
     if (spilled[d]) Unreserve(d, spilled[d], true);
-  }
-  {
-    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
-    // Its charge (TakeContext above) held the driver's own part: no longer in g_own.
-    auto& with = g_contexts_with_unlisted;
-    for (auto it = with.begin(); it != with.end(); ++it)
-      if (it->first == ctx) {
-        SubtractClamped(&g_context_unlisted[it->second], kContextUnlisted);
-        with.erase(it);
-        break;
-      }
   }
   if (dev >= 0 && dev < kMaxDevices) {
     {

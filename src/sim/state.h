@@ -23,7 +23,7 @@
 namespace gs::sim {
 
 inline constexpr uint64_t kSimMagic = 0x31544154534D4953ULL;  // "SIMSTAT1"
-inline constexpr uint32_t kSimAbiMajor = 5;                   // 5: shares know their way and pool holder
+inline constexpr uint32_t kSimAbiMajor = 6;                   // 6: a slot holds memory listed under no process
 inline constexpr uint32_t kSimAbiMinor = 0;
 using contract::kMaxDevices;
 inline constexpr int kMaxProcesses = 512;
