@@ -6,9 +6,10 @@
 // the promise a user relies on when several slices share a card.
 //
 // The simulated H100 spends what the real one does (docs/measurements/h100-driver.md):
-// 518 MiB per context listed under the process and 6 MiB under none, a module's kernels when they are first used,
-// nothing for a malloc heap until a kernel uses it. Each workload also checks it really filled its slice, so a workload
-// that silently did nothing cannot pass.
+// 518 MiB per context listed under the process and 6 MiB under none, a module's kernels
+// when they are first used, nothing for a malloc heap until a kernel uses it. Each
+// workload also checks it really filled its slice, so a workload that silently did
+// nothing cannot pass.
 #include <gtest/gtest.h>
 #include <signal.h>
 

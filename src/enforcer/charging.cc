@@ -108,16 +108,12 @@ ChildResetMutex g_ctx_mu;
 int g_primary_refs[kMaxDevices];  // primary-context references this process holds
 // Beside its footprint NVML lists under the process, the driver keeps memory for each
 // context that it lists under no process, yet counts in the card's used memory: about 5.7
-// MiB a context on an H200 (31 MiB beside five), 8-9 MiB beside one on an H100 and an H200
-// (docs/measurements/h200-driver.md, 2026-11-28). A slice pays for it with each context
-// whose footprint it pays for. The contexts charged with it, and their devices (under
-// g_ctx_mu).
+// MiB a context on an H200 (31 MiB beside five, docs/measurements/h200-driver.md,
+// 2026-11-28); on an H100 `cuMemGetInfo` counted 8 MiB beyond NVML's figure for one context
+// and 14 for two in one process (docs/measurements/h100-driver.md). A slice pays for it
+// with each context whose footprint it pays for: a context's charge holds it whenever it
+// is not 0.
 constexpr uint64_t kContextUnlisted = 6ull << 20;
-// Never destroyed: hooks may run during the process's exit, after static destructors.
-std::vector<std::pair<uint64_t, int>>& ContextsWithUnlisted() {
-  static auto* contexts = new std::vector<std::pair<uint64_t, int>>;
-  return *contexts;
-}
 // The footprint this process last measured for a context on each device (0: none yet).
 std::atomic<uint64_t> g_context_measured[kMaxDevices];
 // Whether this process (or the parent it was forked from) ever began making a context on
@@ -196,7 +192,6 @@ void AfterForkInChild() {
   TheGraphMemoryBook().ForgetAll();
   TheVmmBook().ForgetAll();
   NvmlCardsAfterForkInChild();
-  ContextsWithUnlisted().clear();
   for (auto* books : {g_own, g_own_spilled, g_unseen, g_kept, g_held_elsewhere, g_imported, g_context_unlisted})
     for (int d = 0; d < kMaxDevices; ++d) books[d].store(0);
   for (auto& t : g_reconciled_at_ns) t.store(0);
@@ -621,10 +616,7 @@ DeviceCheck ChargeContextFootprint(int dev, bool primary, uint64_t ctx, uint64_t
   if (held > charge) Unreserve(dev, held - charge, false);
   if (primary) g_primary_ctx[dev] = ctx;
   TheAllocations().Add(HandleKind::kContext, ctx, Charge{dev, charge, false, ctx});
-  if (charge > 0) {
-    ContextsWithUnlisted().emplace_back(ctx, dev);
-    g_context_unlisted[dev].fetch_add(kContextUnlisted);
-  }
+  if (charge > 0) g_context_unlisted[dev].fetch_add(kContextUnlisted);
   Reconcile(dev, true);  // the books now hold the context: anything beyond it is unseen
   char b[32];
   GS_LOG(kDetail, "context on device %d charged %s (%s)", dev, FormatBytes(charge, b, sizeof(b)),
@@ -702,19 +694,15 @@ void ContextGone(int dev, uint64_t ctx) {
   ForgetFunctionsUsed();  // the context's modules went with it: their handles may be reused
   uint64_t bytes[kMaxDevices] = {}, spilled[kMaxDevices] = {}, kept[kMaxDevices] = {};
   std::vector<std::pair<uint64_t, Charge>> shared;
-  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &shared);
-  {
-    // Its charge held the driver's own part: out of g_context_unlisted before the charge
-    // leaves g_own, so that a reconciliation meanwhile never counts it as listed.
-    std::lock_guard<ChildResetMutex> lock(g_ctx_mu);
-    auto& with = ContextsWithUnlisted();
-    for (auto it = with.begin(); it != with.end(); ++it)
-      if (it->first == ctx) {
-        SubtractClamped(&g_context_unlisted[it->second], kContextUnlisted);
-        with.erase(it);
-        break;
-      }
+  // The context's own charge first: a charge that is not 0 held the driver's own part, out
+  // of g_context_unlisted before the charge leaves g_own, so that a reconciliation meanwhile
+  // never counts it as listed.
+  Charge own;
+  if (TheAllocations().Take(HandleKind::kContext, ctx, &own) && own.device >= 0 && own.device < kMaxDevices) {
+    if (own.bytes > 0) SubtractClamped(&g_context_unlisted[own.device], kContextUnlisted);
+    bytes[own.device] += own.bytes;
   }
+  TheAllocations().TakeContext(ctx, kMaxDevices, bytes, spilled, kept, &shared);
   // As a free of each would (PointerFreed): exported pool memory stays charged until its
   // pool is destroyed, other exported memory while importers may hold it; an imported
   // pointer is let go.

@@ -83,8 +83,9 @@ void ReleaseContextMemory(Context* c) {
 
 // Beside its listed footprint a context holds memory that NVML lists under no process: on
 // an H200 about 5.7 MiB per context and 3 MiB besides (14, 20, 31 MiB beside 2, 3, 5
-// contexts), 8-9 MiB beside one on an H100 and an H200 (docs/measurements/h200-driver.md,
-// 2026-11-28). Modelled as 6 MiB per context, on every card whose contexts cost memory (a
+// contexts, docs/measurements/h200-driver.md, 2026-11-28); on an H100 8 MiB beyond NVML's
+// figure for one context and 14 for two in one process (docs/measurements/h100-driver.md).
+// Modelled as 6 MiB per context, on every card whose contexts cost memory (a
 // scenario with `context_memory: 0` makes them wholly free).
 constexpr uint64_t kContextUnlistedBytes = 6ull << 20;
 
