@@ -653,6 +653,26 @@ TEST(EnforcerCompute, HigherPriorityTakesComputeFromLowerWhileActive) {
   EXPECT_LT(BurnUtil(rl.out), 10) << rl.out << rl.err;  // its 5 %, no idle capacity
 }
 
+// A process that exits while its container holds the card hands the card on as it goes:
+// the next tenant gets it at once, not after the 200 ms the card gives a holder that died
+// in its turn (with a warning in the next tenant's log).
+TEST(EnforcerCompute, AProcessThatExitsInItsTurnHandsTheCardOn) {
+  SimNode node("gpus: [H100-80GB]\n");
+  auto burn = [&](const char* seconds) {
+    // Alone under default its turn is renewed without a break: it exits holding the card.
+    return RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", GpusliceBin(), "burn",
+                       "--memory", "0", "--util", "100", "--kernel-us", "1000", "--seconds", seconds},
+                      node.env());
+  };
+  ASSERT_EQ(burn("1").code, 0);
+  for (int round = 0; round < 2; ++round) {
+    Result next = burn("1");
+    ASSERT_EQ(next.code, 0) << next.out << next.err;
+    EXPECT_EQ(next.err.find("overran its turn"), std::string::npos) << next.err;
+    EXPECT_GT(BurnUtil(next.out), 90) << next.out;  // ~85 when it waits out the grace
+  }
+}
+
 TEST(EnforcerCompute, DefaultPolicyLetsALoneContainerUseIdleCapacity) {
   SimNode node("gpus: [H100-80GB]\n");
   Result r = RunProcess({GpusliceBin(), "run", "--cores", "30", "--policy", "default", "--", GpusliceBin(), "burn",

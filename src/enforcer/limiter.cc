@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -111,6 +112,11 @@ DeviceTurns g_turns[rg::kMaxDevices];
 ChildResetMutex g_join_mu;
 ChildResetMutex g_turn_mu;  // joining a turn, per process
 std::atomic<bool> g_controller_started{false};
+// Set by the exit handler: the controller ends every part at once and reopens none.
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_exit_handler_set{false};
+// How long the exit handler waits for the controller to leave this process's turns.
+constexpr int64_t kExitWaitNs = 20'000'000;
 // The controller sleeps on this word between looks; a launch refused because its turn's
 // launches are spent wakes it at once, so the turn goes on without an idle gap and the
 // time the launches took is seen when they took it (not up to kPollNs later).
@@ -332,9 +338,32 @@ void Leave(DeviceTurns& turns) {
 
 void* ControllerMain(void*);
 
+bool InAnyPart() {
+  for (const DeviceTurns& turns : g_turns)
+    if (turns.part.state.load() != static_cast<int>(Part::kOut)) return true;
+  return false;
+}
+
+// At exit(): the parts of turns this process is in end now, so that the card goes to the
+// next tenant at once rather than after the grace a holder that died in its turn gets
+// (StuckGrace, 200 ms). Registered after the driver's own exit handler (the first launch
+// comes after cuInit), so it runs first and the drain still reaches the driver. The
+// controller ends the parts (one actor per part); this waits for it at most kExitWaitNs,
+// after which the card recovers from this process as from a dead holder. A forked child
+// inherits the registration and starts with no controller and no part.
+void LeaveTurnsAtExit() {
+  if (!g_controller_started.load()) return;
+  g_exiting.store(true);
+  FutexWakeAll(&g_kick);
+  for (const int64_t give_up = MonotonicNowNs() + kExitWaitNs; InAnyPart() && MonotonicNowNs() < give_up;)
+    SleepUntilNs(MonotonicNowNs() + 50'000);
+}
+
 void StartController() {
   if (!StartDetachedOnce(&g_controller_started, ControllerMain))
     GS_LOG(kError, "cannot start the compute limiter thread: the SM share is NOT enforced");
+  bool unset = false;
+  if (g_exit_handler_set.compare_exchange_strong(unset, true)) atexit(LeaveTurnsAtExit);
 }
 
 // This process takes part in the current turn until `deadline`: launches counted from
@@ -583,7 +612,10 @@ void* ControllerMain(void*) {
       look.others_wait = look.holds_turn && now >= look.deadline && rg::OthersWait(c, turns.member.tenant, now);
       look.in_turn = turns.gate.in_turn.load();
       look.budget = turns.gate.budget.load();
-      const PartDecision decision = DecidePart(look, &turns.part.opened.progress);
+      PartDecision decision = DecidePart(look, &turns.part.opened.progress);
+      const bool exiting = g_exiting.load();
+      if (exiting && (decision.action == PartAction::kGoOn || decision.action == PartAction::kExtendAlone))
+        decision = {PartAction::kEnd, EndReason::kExit};
       if (decision.action == PartAction::kGoOn) continue;
       if (decision.action == PartAction::kTakenFromUs) {
         turns.gate.open.store(false);  // taken from us: a stuck-turn recovery by another tenant
@@ -620,12 +652,12 @@ void* ControllerMain(void*) {
         ChargeOwnPart(dev, turns, drained);  // taken from us while we drained (longer than the card believed)
         continue;
       }
-      while (turns.part.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs)
+      while (!exiting && turns.part.asking.load() == 0 && MonotonicNowNs() - drained < kRelaunchNs)
         SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
       // Our part so far; a reopened one counts from now.
       turns.guard.CountHeld(now - turns.part.start.load(), now, TrustedShare(dev, turns, now));
-      if (turns.part.asking.load() > 0) {
+      if (!exiting && turns.part.asking.load() > 0) {
         if (now < look.deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
         c->tenants[turns.member.tenant].wants_ns.store(now);          // chosen among the waiters when handing over
       }
@@ -640,6 +672,7 @@ __attribute__((constructor)) void RegisterAtFork() {
   // The child of a fork has no controller thread and is part of no turn.
   pthread_atfork(nullptr, nullptr, [] {
     g_controller_started.store(false);
+    g_exiting.store(false);
     g_beat_started.store(false);
     g_drain_seq.store(0);
     g_join_mu.ResetInChild();

@@ -23,6 +23,8 @@ const char* EndReasonName(EndReason r) {
       return "idle";
     case EndReason::kSpent:
       return "launches spent";
+    case EndReason::kExit:
+      return "exit";
   }
   return "?";
 }

@@ -41,7 +41,7 @@ enum class PartAction {
                  // if the card does not allow it, end the part for its deadline
   kEnd,          // drain, then reopen the part or leave the turn
 };
-enum class EndReason { kDeadline, kIdle, kSpent };
+enum class EndReason { kDeadline, kIdle, kSpent, kExit };  // kExit: the process exits (the limiter's own)
 
 struct PartDecision {
   PartAction action = PartAction::kGoOn;
