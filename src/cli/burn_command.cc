@@ -20,6 +20,7 @@ namespace gs::cli {
 namespace {
 
 constexpr int64_t kPeriodNs = 50'000'000;  // one duty cycle: busy util% of it, then idle
+constexpr int64_t kHostBoundBatch = 64;    // --host-us: launches between synchronisations
 
 struct Cuda {
   platform::CudaApi api;
@@ -35,20 +36,23 @@ using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void*
 
 // What the launching threads share. Each thread runs its own duty cycle: per period of
 // kPeriodNs, busy_ns of kernels (kernel_ns each, one block per SM so a kernel of ns keeps
-// every SM busy for ns), then a synchronisation and idle until the period ends. The GPU
-// time obtained is counted as kernels completed x their length.
+// every SM busy for ns), then a synchronisation and idle until the period ends. With
+// host_ns, a thread instead prepares each kernel on the CPU for host_ns and launches it
+// without waiting for the last one (a host-bound program: an inference loop, small
+// kernels from Python), synchronising every kHostBoundBatch launches. The GPU time
+// obtained is counted as kernels completed x their length.
 struct Work {
   const platform::CudaApi* api = nullptr;
   CUcontext ctx = nullptr;
   CUfunction spin = nullptr;
   LaunchExFn launch_ex = nullptr;  // null: cuLaunchKernel
   unsigned blocks = 1;
-  int64_t busy_ns = 0, kernel_ns = 0, start = 0, end = 0;
+  int64_t busy_ns = 0, kernel_ns = 0, host_ns = 0, start = 0, end = 0;
   bool own_stream = false;  // each thread on a stream of its own
   long long device = 0;     // for the report lines
   double target = 0;
   const char* memory_text = "";
-  std::atomic<int64_t> work_ns{0}, second_work{0};
+  std::atomic<int64_t> work_ns{0}, second_work{0}, launches{0};
   std::mutex mu;  // guards the first error
   CUresult error = CUDA_SUCCESS;
   const char* failed_call = nullptr;
@@ -74,7 +78,68 @@ CUresult Launch(const Work& w, CUstream stream, unsigned long long ns) {
   return w.launch_ex(&cfg, w.spin, params, nullptr);
 }
 
+// The once-a-second line of the reporting thread.
+void Report(Work* w, int64_t now, int64_t* second_start) {
+  if (now - *second_start < 1'000'000'000) return;
+  double achieved = 100.0 * static_cast<double>(w->second_work.exchange(0)) / static_cast<double>(now - *second_start);
+  printf("burn: t=%.0fs device=%lld util=%.1f%% (target %.0f%%) memory=%s\n", static_cast<double>(now - w->start) / 1e9,
+         w->device, achieved, w->target, w->memory_text);
+  fflush(stdout);
+  *second_start = now;
+}
+
+// Kernels queued since the last synchronisation: waits for them and counts them as done.
+bool Completed(Work* w, CUstream stream, int64_t kernels) {
+  if (kernels == 0) return true;
+  const platform::CudaApi& c = *w->api;
+  CUresult rc = w->own_stream ? c.cuStreamSynchronize(stream) : c.cuCtxSynchronize();
+  if (rc != CUDA_SUCCESS) return w->Fail(rc, "synchronize"), false;
+  w->launches.fetch_add(kernels);
+  w->work_ns.fetch_add(kernels * w->kernel_ns);
+  w->second_work.fetch_add(kernels * w->kernel_ns);
+  return true;
+}
+
+bool Launched(Work* w, CUstream stream) {
+  CUresult rc = Launch(*w, stream, static_cast<unsigned long long>(w->kernel_ns));
+  if (rc != CUDA_SUCCESS) w->Fail(rc, w->launch_ex ? "cuLaunchKernelEx" : "cuLaunchKernel");
+  return rc == CUDA_SUCCESS;
+}
+
 // One thread's duty cycle until w->end; the reporting thread prints once a second.
+void DutyCycleLoop(Work* w, CUstream stream, bool reports) {
+  const int64_t per_period = w->busy_ns > 0 ? std::max<int64_t>(1, w->busy_ns / std::max<int64_t>(1, w->kernel_ns)) : 0;
+  int64_t second_start = w->start, next_period = w->start;
+  while (MonotonicNowNs() < w->end && w->error == CUDA_SUCCESS) {
+    for (int64_t k = 0; k < per_period; ++k)
+      if (!Launched(w, stream)) return;
+    if (!Completed(w, stream, per_period)) return;
+    next_period += kPeriodNs;
+    int64_t now = MonotonicNowNs();
+    if (next_period > now)
+      SleepUntilNs(next_period);
+    else
+      next_period = now;  // running late (the GPU is shared or throttled): no catching up
+    if (reports) Report(w, MonotonicNowNs(), &second_start);
+  }
+}
+
+// One thread's host-bound loop until w->end: host_ns of CPU work before each launch.
+void HostBoundLoop(Work* w, CUstream stream, bool reports) {
+  int64_t second_start = w->start, queued = 0;
+  volatile uint64_t spins = 0;  // the CPU work: keeps the thread on its core, as real work does
+  while (MonotonicNowNs() < w->end && w->error == CUDA_SUCCESS) {
+    for (const int64_t ready = MonotonicNowNs() + w->host_ns; MonotonicNowNs() < ready;) spins = spins + 1;
+    if (!Launched(w, stream)) return;
+    if (++queued == kHostBoundBatch) {
+      if (!Completed(w, stream, queued)) return;
+      queued = 0;
+      if (reports) Report(w, MonotonicNowNs(), &second_start);
+    }
+  }
+  Completed(w, stream, queued);
+}
+
 void BurnLoop(Work* w, bool reports) {
   const platform::CudaApi& c = *w->api;
   if (CUresult rc = c.cuCtxSetCurrent(w->ctx); rc != CUDA_SUCCESS) return w->Fail(rc, "cuCtxSetCurrent");
@@ -82,34 +147,10 @@ void BurnLoop(Work* w, bool reports) {
   if (w->own_stream)
     if (CUresult rc = c.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); rc != CUDA_SUCCESS)
       return w->Fail(rc, "cuStreamCreate");
-  const int64_t per_period = w->busy_ns > 0 ? std::max<int64_t>(1, w->busy_ns / std::max<int64_t>(1, w->kernel_ns)) : 0;
-  int64_t second_start = w->start, next_period = w->start;
-  while (MonotonicNowNs() < w->end && w->error == CUDA_SUCCESS) {
-    for (int64_t k = 0; k < per_period; ++k)
-      if (CUresult rc = Launch(*w, stream, static_cast<unsigned long long>(w->kernel_ns)); rc != CUDA_SUCCESS)
-        return w->Fail(rc, w->launch_ex ? "cuLaunchKernelEx" : "cuLaunchKernel");
-    if (per_period > 0) {
-      CUresult rc = w->own_stream ? c.cuStreamSynchronize(stream) : c.cuCtxSynchronize();
-      if (rc != CUDA_SUCCESS) return w->Fail(rc, "synchronize");
-      w->work_ns.fetch_add(per_period * w->kernel_ns);
-      w->second_work.fetch_add(per_period * w->kernel_ns);
-    }
-    next_period += kPeriodNs;
-    int64_t now = MonotonicNowNs();
-    if (next_period > now)
-      SleepUntilNs(next_period);
-    else
-      next_period = now;  // running late (the GPU is shared or throttled): no catching up
-    now = MonotonicNowNs();
-    if (reports && now - second_start >= 1'000'000'000) {
-      double achieved =
-          100.0 * static_cast<double>(w->second_work.exchange(0)) / static_cast<double>(now - second_start);
-      printf("burn: t=%.0fs device=%lld util=%.1f%% (target %.0f%%) memory=%s\n",
-             static_cast<double>(now - w->start) / 1e9, w->device, achieved, w->target, w->memory_text);
-      fflush(stdout);
-      second_start = now;
-    }
-  }
+  if (w->host_ns > 0)
+    HostBoundLoop(w, stream, reports);
+  else
+    DutyCycleLoop(w, stream, reports);
   if (stream) c.cuStreamDestroy_v2(stream);
 }
 
@@ -131,7 +172,7 @@ uint32_t Pattern(uint64_t word, uint32_t seed) {
 
 int BurnCommand(const std::vector<std::string>& args) {
   uint64_t memory = 256ull << 20, verify_bytes = 64ull << 20;
-  double util = 50, seconds = 10, kernel_us = 0;
+  double util = 50, seconds = 10, kernel_us = 0, host_us = 0;
   int64_t device = 0, threads = 1;
   std::string launch_path = "plain";
   std::string driver_root = "/";
@@ -144,6 +185,10 @@ int BurnCommand(const std::vector<std::string>& args) {
   flags.Int("device", &device, "CUDA device ordinal", 0, 63);
   flags.Double("kernel-us", &kernel_us,
                "length of one kernel in microseconds (0: the whole busy part of a 50 ms period)", 0, 1000000);
+  flags.Double("host-us", &host_us,
+               "host-bound instead of a duty cycle: microseconds of CPU work before each kernel, launched without "
+               "waiting for the last (--util is then ignored)",
+               0, 1000000);
   flags.Int("threads", &threads, "launching threads, each on a stream of its own when more than one", 1, 64);
   flags.String("launch", &launch_path,
                "launch path: plain (cuLaunchKernel), ex (cuLaunchKernelEx), proc "
@@ -157,6 +202,10 @@ int BurnCommand(const std::vector<std::string>& args) {
   }
   if (flags.help_requested()) return std::cout << flags.Usage(), 0;
 
+  if (host_us > 0 && kernel_us <= 0) {
+    std::cerr << "gpuslice burn: --host-us needs --kernel-us (the length of the kernel each step launches)\n";
+    return 2;
+  }
   Cuda cuda;
   if (Status s = platform::LoadCuda(driver_root, &cuda.api); !s.ok()) {
     std::cerr << "gpuslice burn: " << s.message() << "\n";
@@ -248,6 +297,7 @@ int BurnCommand(const std::vector<std::string>& args) {
   w.blocks = static_cast<unsigned>(sms);
   w.busy_ns = static_cast<int64_t>(kPeriodNs * util / 100.0);
   w.kernel_ns = kernel_us > 0 ? static_cast<int64_t>(kernel_us * 1000.0) : w.busy_ns;
+  w.host_ns = static_cast<int64_t>(host_us * 1000.0);
   w.start = MonotonicNowNs();
   w.end = w.start + static_cast<int64_t>(seconds * 1e9);
   w.own_stream = threads > 1;
@@ -268,10 +318,17 @@ int BurnCommand(const std::vector<std::string>& args) {
   if (buf) c.cuMemFree_v2(buf);
   c.cuModuleUnload(mod);
   c.cuDevicePrimaryCtxRelease_v2(dev);
-  printf("burn: done after %.1fs: average util %.1f%% (target %.0f%%)\n", elapsed, avg, util);
+  const double rate = elapsed > 0 ? static_cast<double>(w.launches.load()) / elapsed : 0;
+  if (host_us > 0)
+    printf("burn: done after %.1fs: average util %.1f%% (host-bound), %.0f kernels/s\n", elapsed, avg, rate);
+  else
+    printf("burn: done after %.1fs: average util %.1f%% (target %.0f%%), %.0f kernels/s\n", elapsed, avg, util, rate);
   if (json)
-    printf("{\"ok\":true,\"seconds\":%.2f,\"util\":%.2f,\"target\":%.1f,\"memory\":%llu,\"verified\":%llu}\n", elapsed,
-           avg, util, static_cast<unsigned long long>(memory), static_cast<unsigned long long>(verify_bytes));
+    printf(
+        "{\"ok\":true,\"seconds\":%.2f,\"util\":%.2f,\"target\":%.1f,\"kernels_per_second\":%.1f,\"memory\":%llu,"
+        "\"verified\":%llu}\n",
+        elapsed, avg, host_us > 0 ? 0.0 : util, rate, static_cast<unsigned long long>(memory),
+        static_cast<unsigned long long>(verify_bytes));
   return 0;
 }
 
