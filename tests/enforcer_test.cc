@@ -638,14 +638,16 @@ TEST(EnforcerCompute, ALaunchOnTwoCardsIsGatedOnItsSharedOneOrRefused) {
 // its own 30 % (policy default). Without priorities they would get 60 % and 30 %.
 TEST(EnforcerCompute, HigherPriorityTakesComputeFromLowerWhileActive) {
   SimNode node("gpus: [H100-80GB]\n");
-  auto run = [&](const char* cores, const char* priority) {
+  auto run = [&](const char* cores, const char* priority, const char* seconds) {
     return std::make_unique<Process>(
         std::vector<std::string>{GpusliceBin(), "run", "--cores", cores, "--policy", "default", "--priority", priority,
-                                 "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", "8"},
+                                 "--", GpusliceBin(), "burn", "--memory", "0", "--util", "100", "--seconds", seconds},
         node.env());
   };
-  auto low = run("60", "1");
-  auto high = run("30", "0");
+  // The better one runs a second longer, so the worse one is not measured alone after the
+  // better one exits (which hands it the card at once).
+  auto low = run("60", "1", "8");
+  auto high = run("30", "0", "9");
   Result rl = low->Wait(), rh = high->Wait();
   ASSERT_EQ(rh.code, 0) << rh.out << rh.err;
   std::cout << "priority 0: " << BurnUtil(rh.out) << "%, priority 1: " << BurnUtil(rl.out) << "%\n";
