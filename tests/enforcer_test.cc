@@ -416,8 +416,9 @@ std::vector<std::string> BurnRun(const std::string& cores, const std::string& po
 }
 
 // The compute share's reference scenarios, at both NVML sample periods the simulator is calibrated for
-// (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card and reads
-// no NVML utilisation, so the period must not matter; these prove it.
+// (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card; it reads
+// NVML's utilisation only to charge a lone tenant under force what the card was busy in its
+// turns. The period must not matter; these prove it.
 class EnforcerComputeAtSamplePeriod : public ::testing::TestWithParam<int> {
  protected:
   std::string Scenario() const { return "gpus: [H100-80GB]\nsample_period_ms: " + std::to_string(GetParam()) + "\n"; }
@@ -455,6 +456,32 @@ TEST_P(EnforcerComputeAtSamplePeriod, ThreeContainersShareOneCard) {
   for (int i = 0; i < 3; ++i) {
     Result r = ps[i]->Wait();
     EXPECT_NEAR(BurnUtil(r.out), want[i], 5) << r.out << r.err;
+  }
+}
+
+// A share caps the card's time a tenant uses: a host-bound program (20 us of CPU work before
+// each 5 us kernel) that keeps the card about 22 % busy alone keeps that under a 60 %
+// share (policy force), and is held to 10 % under a 10 % one. Charged each turn's whole
+// length, it ran only its share of the time: 12.3 % at 60 % (5.7 % at 30 %). The first
+// 1.3 s of a run are charged whole turns (src/enforcer/card_busy.h), so a 6 s run ends a
+// little under its steady figure. The figure is NVML's utilisation over the time held, whatever
+// NVML's sample period.
+TEST_P(EnforcerComputeAtSamplePeriod, AHostBoundProgramIsCappedNotSlowed) {
+  SimNode node(Scenario());
+  const std::vector<std::string> host_bound = {"--host-us", "20", "--kernel-us", "5"};
+  std::vector<std::string> alone_run = {GpusliceBin(), "burn", "--memory", "0", "--seconds", "3"};
+  alone_run.insert(alone_run.end(), host_bound.begin(), host_bound.end());
+  Result alone = RunProcess(alone_run, node.env());
+  ASSERT_EQ(alone.code, 0) << alone.out << alone.err;
+  const double used = BurnUtil(alone.out);
+  ASSERT_GT(used, 10) << alone.out;  // the test's premise: it uses well over the 10 % share
+  ASSERT_LT(used, 50) << alone.out;  // and well under the 60 % one
+  for (const char* share : {"60", "10"}) {
+    Result held = RunProcess(BurnRun(share, "force", 6, host_bound), node.env());
+    ASSERT_EQ(held.code, 0) << held.out << held.err;
+    const double cap = std::min(used, std::stod(share));
+    std::cout << "host-bound, alone " << used << " %; at " << share << " %: " << BurnUtil(held.out) << " %\n";
+    EXPECT_NEAR(BurnUtil(held.out), cap, 5) << share << " %\n" << held.out << held.err;
   }
 }
 

@@ -15,11 +15,13 @@
 
 #include "src/common/clock.h"
 #include "src/common/raw_log.h"
+#include "src/enforcer/card_busy.h"
 #include "src/enforcer/card_guard.h"
 #include "src/enforcer/child_reset_mutex.h"
 #include "src/enforcer/enforcer.h"
 #include "src/enforcer/launch_cost.h"
 #include "src/enforcer/limits.h"
+#include "src/enforcer/nvml_cards.h"
 #include "src/enforcer/part_decision.h"
 #include "src/enforcer/starvation_guard.h"
 #include "src/region/card.h"
@@ -83,7 +85,11 @@ struct TurnPart {
   std::atomic<int> state{static_cast<int>(Part::kOut)};
   OpenedPart opened;
   std::atomic<int64_t> start{0};  // this process's part of the turn counts from here
-  std::atomic<int> asking{0};     // threads of this process waiting in WaitForTurn
+  // When this process last left a turn, and which: rejoining that turn (other processes of
+  // the container stayed in it) counts from then, not again from the turn's start.
+  std::atomic<int64_t> left_at{0};
+  std::atomic<uint32_t> left_seq{0};
+  std::atomic<int> asking{0};  // threads of this process waiting in WaitForTurn
   // The contexts whose queued work the controller drains: each context this process
   // launched in on the device (a green context is one of its own), up to kDrainContexts.
   static constexpr int kDrainContexts = 8;
@@ -106,6 +112,10 @@ struct DeviceTurns {
   LaunchCost cost;  // measured by the controller, read by launching threads
   TurnSeen seen;
   StarvationGuard guard;  // the starvation guard's ledger, in process memory only
+  // The controller's alone: the time this process held turns here in all (its parts, up to
+  // their last look), and how busy the card was in them.
+  int64_t held_ns = 0;
+  CardBusy busy;
 };
 
 DeviceTurns g_turns[rg::kMaxDevices];
@@ -330,8 +340,10 @@ bool Join(int dev) {
 // This process leaves the turn it is part of; the last one of the container to leave
 // hands the card on.
 void Leave(DeviceTurns& turns) {
+  turns.part.left_seq.store(turns.part.opened.seq);
+  turns.part.left_at.store(MonotonicNowNs());
   if (rg::LeaveTurn(turns.member.card, static_cast<uint32_t>(turns.member.tenant), turns.part.opened.seq,
-                    MonotonicNowNs(), BestBelievedPriority()))
+                    MonotonicNowNs(), BestBelievedPriority(), turns.busy.Permille()))
     FutexWakeAll(&turns.member.card->turn_futex);
   turns.part.state.store(static_cast<int>(Part::kOut));
 }
@@ -392,7 +404,9 @@ bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
     // The card charges the turn from its hand-over; we count it from then too, but never
     // from before a waiter of ours last saw the turn another's (turn_start_ns may be forged).
     int64_t handed = std::min(now, c->turn_start_ns.load());
-    turns.part.start.store(std::max(handed, turns.seen.not_ours_at.load()));
+    int64_t from = std::max(handed, turns.seen.not_ours_at.load());
+    if (turns.part.left_seq.load() == turns.part.opened.seq) from = std::max(from, turns.part.left_at.load());
+    turns.part.start.store(std::min(from, now));
     joined = true;
   } else if (turns.part.state.load() == static_cast<int>(Part::kIn) && turns.gate.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
@@ -585,7 +599,29 @@ void ChargeOwnPart(int dev, DeviceTurns& turns, int64_t now) {
   const int64_t held = now - turns.part.start.load();
   rg::Charge(turns.member.card, turns.member.tenant, held, now, BestBelievedPriority());
   turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
+  turns.held_ns += held;
   turns.part.state.store(static_cast<int>(Part::kOut));
+}
+
+// How busy the card was in this process's turns on region device dev (CardBusy), for a
+// tenant held to its share: asked of NVML every CardBusy::kSampleNs.
+void SampleCardBusy(int dev, DeviceTurns& turns) {
+  if (g_state.cfg.core_policy != CorePolicy::kForce || !turns.member.joined.load(std::memory_order_acquire) ||
+      g_exiting.load())
+    return;
+  const int64_t now = MonotonicNowNs();
+  if (!turns.busy.Due(now)) return;
+  nvmlDevice_t card;
+  nvmlUtilization_t util{};
+  // NVML's start is not waited for here (the controller must not miss a deadline for it):
+  // until it is done, whole turns are charged.
+  if (!NvmlStarted() || g_nvml.nvmlDeviceGetUtilizationRates == nullptr || g_state.device_uuid[dev][0] == 0 ||
+      !NvmlCardByUuid(g_state.device_uuid[dev], &card) ||
+      g_nvml.nvmlDeviceGetUtilizationRates(card, &util) != NVML_SUCCESS)
+    return turns.busy.Unknown(now);
+  // Held so far: the parts counted, and the one this process is in now.
+  const int64_t in_part = turns.part.state.load() == static_cast<int>(Part::kOut) ? 0 : now - turns.part.start.load();
+  turns.busy.Sample(now, util.gpu, turns.held_ns + std::max<int64_t>(0, in_part));
 }
 
 // Ends this process's part of a turn when its time is up or it stopped launching.
@@ -595,6 +631,7 @@ void* ControllerMain(void*) {
     bool any = false;
     for (int dev = 0; dev < rg::kMaxDevices; ++dev) {
       DeviceTurns& turns = g_turns[dev];
+      SampleCardBusy(dev, turns);
       if (turns.part.state.load() != static_cast<int>(Part::kIn)) continue;
       any = true;
       rg::Card* c = turns.member.card;
@@ -628,7 +665,7 @@ void* ControllerMain(void*) {
         // Alone on the card: keep it without draining.
         int64_t length = 0;
         const rg::Extension e = rg::ExtendTurnAlone(c, me, start_seen, g_state.cfg.core_policy == CorePolicy::kForce,
-                                                    now, BestBelievedPriority(), &length);
+                                                    now, BestBelievedPriority(), &length, turns.busy.Permille());
         if (e == rg::Extension::kExtended)
           turns.gate.budget.fetch_add(std::max<int64_t>(1, length / turns.cost.Admit(now)));
         if (e != rg::Extension::kNotAllowed) continue;
@@ -644,10 +681,11 @@ void* ControllerMain(void*) {
       turns.cost.Learn(launched, turns.part.opened.joined_ns, closed, drained);
       GS_LOG(kDebug,
              "device %d: turn part ended (%s) after %.3f ms, drained in %.3f ms, %llu launches of %lld allowed, a "
-             "launch now counts %lld ns",
+             "launch now counts %lld ns, the card busy %u per mille of the turns",
              dev, EndReasonName(decision.reason), (closed - turns.part.opened.joined_ns) / 1e6,
              (drained - closed) / 1e6, static_cast<unsigned long long>(launched),
-             static_cast<long long>(turns.gate.budget.load()), static_cast<long long>(turns.cost.Admit(drained)));
+             static_cast<long long>(turns.gate.budget.load()), static_cast<long long>(turns.cost.Admit(drained)),
+             turns.busy.Permille());
       if (!rg::HoldsTurn(c, me, turns.part.opened.seq)) {
         ChargeOwnPart(dev, turns, drained);  // taken from us while we drained (longer than the card believed)
         continue;
@@ -657,6 +695,7 @@ void* ControllerMain(void*) {
       now = MonotonicNowNs();
       // Our part so far; a reopened one counts from now.
       turns.guard.CountHeld(now - turns.part.start.load(), now, TrustedShare(dev, turns, now));
+      turns.held_ns += now - turns.part.start.load();
       if (!exiting && turns.part.asking.load() > 0) {
         if (now < look.deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
         c->tenants[turns.member.tenant].wants_ns.store(now);          // chosen among the waiters when handing over
@@ -681,7 +720,10 @@ __attribute__((constructor)) void RegisterAtFork() {
     for (DeviceTurns& turns : g_turns) {
       turns.gate.open.store(false);
       turns.part.state.store(static_cast<int>(Part::kOut));
+      turns.part.left_seq.store(0);
       turns.guard.Reset();  // the guard's ledger is per process: the child starts with none
+      turns.held_ns = 0;    // and so are its held time and the card's busy figure
+      turns.busy = CardBusy{};
     }
   });
 }

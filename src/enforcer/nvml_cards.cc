@@ -94,6 +94,13 @@ bool NvmlCardByUuid(const char* uuid, nvmlDevice_t* out) {
   return g_nvml.nvmlDeviceGetHandleByUUID && g_nvml.nvmlDeviceGetHandleByUUID(uuid, out) == NVML_SUCCESS;
 }
 
+bool NvmlStarted() {
+  pthread_mutex_lock(&g_mu);
+  const bool started = g_start == Start::kDone && g_ok;
+  pthread_mutex_unlock(&g_mu);
+  return started;
+}
+
 void NvmlCardsAfterForkInChild() {
   pthread_mutex_init(&g_mu, nullptr);
   pthread_cond_init(&g_done, nullptr);

@@ -18,6 +18,9 @@ void StartNvmlInBackground();
 // under way). False when NVML is missing, fails to start, or knows no such card.
 bool NvmlCardByUuid(const char* uuid, nvmlDevice_t* out);
 
+// Whether NVML has started and works; never waits (for the limiter's controller thread).
+bool NvmlStarted();
+
 // In a forked child: a start the parent had under way has no thread here; the next use
 // starts NVML again.
 void NvmlCardsAfterForkInChild();

@@ -38,9 +38,10 @@ std::string RenderMetrics(const std::vector<GpuUsage>& gpus, const std::vector<S
                           const LatencyHistogram::Snapshot& allocate, const std::vector<KillCount>& kills = {},
                           uint64_t watchdog_samples = 0);
 
-// A container's SM utilisation from the card regions: each tenant's turns add up its GPU
-// time (src/region/card.h), so the share of wall time it took between two collections is
-// its utilisation. Keys are the caller's (allocation and GPU); a key not seen for 10
+// A container's SM utilisation from the card regions: each tenant's turns add up the GPU
+// time it was charged (src/region/card.h: a turn's length, or what the card was busy in it
+// for a lone tenant under force), so the share of wall time it took between two
+// collections is its utilisation. Keys are the caller's (allocation and GPU); a key not seen for 10
 // minutes is forgotten. Thread-safe (scrapes run concurrently).
 class SmUseMeter {
  public:

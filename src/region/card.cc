@@ -165,14 +165,28 @@ int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now) {
   return std::min(cap, credit + refill);
 }
 
-void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority) {
+int64_t Charged(const Card* c, int tenant, int64_t length_ns, int64_t now, unsigned busy_permille) {
+  length_ns = std::clamp<int64_t>(length_ns, 0, kMaxDebtNs + kBurstNs);  // a turn start from the card may be garbage
+  // Another tenant that waited at any moment of the turn (its wish is refreshed every
+  // kWantFreshNs while it waits) was kept from the card for all of it.
+  if (busy_permille >= kWholeTurn || c->tenants[tenant].force.load() == 0 ||
+      OthersWaitedSince(c, tenant, now - length_ns, now))
+    return length_ns;
+  return length_ns * static_cast<int64_t>(busy_permille) / kWholeTurn;
+}
+
+void Charge(Card* c, int tenant, int64_t length_ns, int64_t now, int best_priority, unsigned busy_permille) {
   CardTenant& t = c->tenants[tenant];
-  used_ns = std::clamp<int64_t>(used_ns, 0, kMaxDebtNs + kBurstNs);  // a turn start from the card may be garbage
+  length_ns = std::clamp<int64_t>(length_ns, 0, kMaxDebtNs + kBurstNs);  // a turn start from the card may be garbage
+  const int64_t used_ns = Charged(c, tenant, length_ns, now, busy_permille);
   unsigned share = std::min(EffectiveShare(c, tenant, now, best_priority), 100u);
   // The credit as the turn began, then the turn: refilled at the share while it ran (not
   // cut at the cap, which only bounds what is kept while waiting, so a long turn is not
-  // charged more than its length beyond the share) and the turn's length taken.
-  int64_t credit = CreditAt(t, share, now - used_ns) - used_ns * (100 - share) / 100;
+  // charged more than its length beyond the share) and what the turn used taken.
+  const int64_t before = CreditAt(t, share, now - length_ns);
+  int64_t credit = before - length_ns * (100 - share) / 100 + (length_ns - used_ns);
+  // A turn charged less than the refill during it raises credit no higher than the cap.
+  if (used_ns < length_ns) credit = std::min(credit, std::max(before, kBurstNs * share / 100));
   // Debt beyond kMaxDebtNs is forgiven: a stuck or huge kernel must not lock a tenant out
   // for long afterwards.
   credit = std::max(credit, -kMaxDebtNs);
@@ -247,6 +261,16 @@ void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority) {
 bool OthersWait(const Card* c, int tenant, int64_t now) {
   for (int i = 0; i < kCardTenants; ++i)
     if (i != tenant && Waiting(c->tenants[i], now)) return true;
+  return false;
+}
+
+bool OthersWaitedSince(const Card* c, int tenant, int64_t since, int64_t now) {
+  for (int i = 0; i < kCardTenants; ++i) {
+    const CardTenant& t = c->tenants[i];
+    if (i == tenant || t.id.load() == 0) continue;
+    const int64_t wished = t.wants_ns.load();
+    if (wished != 0 && wished > since - kWantFreshNs && wished < now + kWantFreshNs) return true;
+  }
   return false;
 }
 

@@ -143,9 +143,22 @@ bool BetterPriorityActive(const Card* c, int tenant, int priority, int best_prio
 int64_t CreditAt(const CardTenant& t, unsigned effective_share, int64_t now);
 // Its share after priorities: kYieldShare while a tenant of better priority waits.
 unsigned EffectiveShare(const Card* c, int tenant, int64_t now, int best_priority);
-// Takes GPU time used from the tenant's credit (only the one process ending a turn calls
-// it, so the read-modify-write of credit is not contended).
-void Charge(Card* c, int tenant, int64_t used_ns, int64_t now, int best_priority);
+// Per mille of a turn's length that is charged when the turn's tenant says how busy the card
+// was in it: all of it unless said otherwise.
+inline constexpr unsigned kWholeTurn = 1000;
+// Takes a turn of `length_ns` ending at `now` from the tenant's credit (only the one
+// process ending a turn calls it, so the read-modify-write of credit is not contended).
+// `busy_permille`: how much of the turn the card was busy with the tenant's work, as the
+// tenant measured it (src/enforcer/card_busy.h). Believed only for a tenant held to its
+// share (policy force) when no other tenant waited during the turn: the turn then kept
+// nobody from the card, and a share caps the card's time a tenant uses, so only that time
+// is charged, and credit is never raised above the cap that way. Otherwise the turn's
+// whole length is charged: another tenant's wait is time the card was kept from it.
+void Charge(Card* c, int tenant, int64_t length_ns, int64_t now, int best_priority,
+            unsigned busy_permille = kWholeTurn);
+// What Charge takes for a turn of `length_ns`: all of it, or busy_permille of it where
+// Charge would believe that.
+int64_t Charged(const Card* c, int tenant, int64_t length_ns, int64_t now, unsigned busy_permille);
 
 // Called by whoever ends a turn that ran past its deadline (a kernel cannot be preempted):
 // the waiting tenants other than `holder` keep the credit they earned during the overrun,
@@ -166,6 +179,9 @@ void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority);
 int64_t TurnLength(const Card* c, int tenant, int64_t now, int best_priority);
 // True while another tenant than `tenant` waits for the card.
 bool OthersWait(const Card* c, int tenant, int64_t now);
+// True when another tenant than `tenant` waited for the card at any moment from `since` to
+// `now` (or says so: a wish stamped ahead of `now` by less than kWantFreshNs counts).
+bool OthersWaitedSince(const Card* c, int tenant, int64_t since, int64_t now);
 // True while a process of tenant `holder` says it waits for its turn's work to finish
 // (a fresh drain heartbeat).
 bool Draining(const Card* c, uint32_t holder, int64_t now);

@@ -48,7 +48,7 @@ bool JoinTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priori
   return true;
 }
 
-bool LeaveTurn(Card* c, uint32_t tenant, uint32_t seq, int64_t now, int best_priority) {
+bool LeaveTurn(Card* c, uint32_t tenant, uint32_t seq, int64_t now, int best_priority, unsigned busy_permille) {
   for (;;) {
     uint64_t w = c->turn.load();
     if (TurnSeq(w) != seq || TurnHolder(w) != tenant || TurnActive(w) == 0)
@@ -57,11 +57,11 @@ bool LeaveTurn(Card* c, uint32_t tenant, uint32_t seq, int64_t now, int best_pri
       if (c->turn.compare_exchange_strong(w, w - 1)) return false;
       continue;
     }
-    if (HandOverTurn(c, tenant, w, now, best_priority)) return true;
+    if (HandOverTurn(c, tenant, w, now, best_priority, busy_permille)) return true;
   }
 }
 
-bool HandOverTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priority) {
+bool HandOverTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priority, unsigned busy_permille) {
   if (tenant >= static_cast<uint32_t>(kCardTenants)) return false;
   CardTenant& me = c->tenants[tenant];
   uint32_t seq = TurnSeq(w);
@@ -71,7 +71,7 @@ bool HandOverTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_pr
   // current to compare), and the charge taken back if the turn word changed meanwhile.
   int64_t credit = me.credit_ns.load(), credit_at = me.credit_at_ns.load();
   uint64_t used = me.used_ns.load();
-  if (started) Charge(c, static_cast<int>(tenant), now - start, now, best_priority);
+  if (started) Charge(c, static_cast<int>(tenant), now - start, now, best_priority, busy_permille);
   uint32_t next = PickNext(c, tenant, now, best_priority);
   if (!c->turn.compare_exchange_strong(w, PackTurn(seq + 1, next, 0))) {
     me.credit_ns.store(credit);
@@ -93,16 +93,17 @@ bool TakeStuckTurn(Card* c, uint64_t w) {
 }
 
 Extension ExtendTurnAlone(Card* c, uint32_t tenant, int64_t start_seen, bool force, int64_t now, int best_priority,
-                          int64_t* length) {
+                          int64_t* length, unsigned busy_permille) {
   const int t = static_cast<int>(tenant);
   int64_t start = start_seen;
   if (force) {
     unsigned share = EffectiveShare(c, t, now, best_priority);
-    if (CreditAt(c->tenants[t], share, now) - (now - start) <= 0) return Extension::kNotAllowed;
+    if (CreditAt(c->tenants[t], share, now) - Charged(c, t, now - start, now, busy_permille) <= 0)
+      return Extension::kNotAllowed;
   }
   // One process of the tenant wins the extension, and charges what the turn took so far.
   if (!c->turn_start_ns.compare_exchange_strong(start, now)) return Extension::kByAnother;
-  Charge(c, t, now - start, now, best_priority);
+  Charge(c, t, now - start, now, best_priority, busy_permille);
   *length = TurnLength(c, t, now, best_priority);
   c->deadline_ns.store(now + *length);
   return Extension::kExtended;

@@ -46,14 +46,16 @@ bool JoinTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priori
 
 // A process of `tenant` leaves its part of turn `seq`; the last one to leave hands the card
 // over (HandOverTurn). Nothing happens when that turn is no longer the tenant's. True when
-// the card changed hands.
-bool LeaveTurn(Card* c, uint32_t tenant, uint32_t seq, int64_t now, int best_priority);
+// the card changed hands. `busy_permille` as for Charge (card.h).
+bool LeaveTurn(Card* c, uint32_t tenant, uint32_t seq, int64_t now, int best_priority,
+               unsigned busy_permille = kWholeTurn);
 
 // `tenant`, the holder of turn w with nobody in it any more, ends it: the turn is charged,
 // waiters keep what they earned past its deadline, and the card goes to PickNext's choice
 // (possibly `tenant` again, or nobody). False, with the charge undone, when the turn word
-// changed meanwhile.
-bool HandOverTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priority);
+// changed meanwhile. `busy_permille` as for Charge (card.h).
+bool HandOverTurn(Card* c, uint32_t tenant, uint64_t w, int64_t now, int best_priority,
+                  unsigned busy_permille = kWholeTurn);
 
 // Whether a reader should take the card from the holder of turn t: it is past its
 // believed deadline by more than StuckGrace (a stuck, dead or hostile holder, or a holder
@@ -65,14 +67,15 @@ bool TakeStuckTurn(Card* c, uint64_t w);
 
 // `tenant`, alone wanting the card, extends its turn past the deadline instead of handing
 // it over: what the turn took since `start_seen` (the turn's start as the caller read it)
-// is charged and a new deadline set. Under policy force only while it has credit left.
+// is charged (`busy_permille` as for Charge, card.h) and a new deadline set. Under policy
+// force only while it has credit left for what the turn is charged.
 enum class Extension {
   kExtended,    // *length: the new turn's length from now
   kByAnother,   // another process of the tenant extended it since start_seen
   kNotAllowed,  // out of credit under policy force: the turn ends
 };
 Extension ExtendTurnAlone(Card* c, uint32_t tenant, int64_t start_seen, bool force, int64_t now, int best_priority,
-                          int64_t* length);
+                          int64_t* length, unsigned busy_permille = kWholeTurn);
 
 // Whether turn `seq` is still `tenant`'s.
 bool HoldsTurn(const Card* c, uint32_t tenant, uint32_t seq);

@@ -189,6 +189,60 @@ TEST_F(TurnTest, AnAloneHolderExtendsItsTurnUnlessForceLeavesItNoCredit) {
   EXPECT_EQ(c_->deadline_ns.load(), kT0 + 100 * kMs + kTurnGoodNs);
 }
 
+// A tenant under policy force that says the card was busy 20 % of its turn is charged that
+// part while nobody else waits (a share caps the card's time it uses), never gaining
+// credit above its cap that way; its whole turn when another tenant waited at any moment
+// of it, and always under policy default. An extension under force is allowed while the charge fits.
+TEST_F(TurnTest, ALoneTenantHeldToItsShareIsChargedWhatTheCardWasBusy) {
+  uint32_t f = Join(1, 30, /*force=*/true);
+  const int64_t start = kT0 + 100 * kMs, now = start + 20 * kMs;
+  Hold(f, start, kTurnMaxNs);
+  c_->tenants[f].credit_ns.store(0);
+  c_->tenants[f].credit_at_ns.store(start);
+  Charge(c_, static_cast<int>(f), now - start, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[f].used_ns.load(), static_cast<uint64_t>(4 * kMs));
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), 6 * kMs - 4 * kMs);  // refilled 30 % of 20 ms, charged 4
+  // At its cap it stays there.
+  c_->tenants[f].credit_ns.store(kBurstNs * 30 / 100);
+  c_->tenants[f].credit_at_ns.store(start);
+  Charge(c_, static_cast<int>(f), now - start, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), kBurstNs * 30 / 100);
+  // Out of credit for a whole turn, it extends for what the card was busy.
+  c_->tenants[f].credit_ns.store(-2 * kMs);
+  c_->tenants[f].credit_at_ns.store(start);
+  Hold(f, start, kTurnGoodNs);
+  int64_t length = 0;
+  EXPECT_EQ(ExtendTurnAlone(c_, f, start, /*force=*/true, now, kBest, &length), Extension::kNotAllowed);
+  EXPECT_EQ(ExtendTurnAlone(c_, f, start, /*force=*/true, now, kBest, &length, 100), Extension::kExtended);
+  // Another tenant waits: the whole turn.
+  uint32_t other = Join(2, 70);
+  Want(other, now);
+  c_->tenants[f].credit_ns.store(0);
+  c_->tenants[f].credit_at_ns.store(start);
+  const uint64_t used = c_->tenants[f].used_ns.load();
+  Charge(c_, static_cast<int>(f), now - start, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[f].used_ns.load() - used, static_cast<uint64_t>(20 * kMs));
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), 6 * kMs - 20 * kMs);
+  // Another tenant that waited during the turn, no longer (it gave up, or its process is
+  // stalled): the whole turn.
+  Want(other, start + 5 * kMs);
+  c_->tenants[f].credit_ns.store(0);
+  c_->tenants[f].credit_at_ns.store(start);
+  Charge(c_, static_cast<int>(f), now - start, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), 6 * kMs - 20 * kMs);
+  // One that last waited before the turn began: the busy part.
+  Want(other, start - 6 * kMs);
+  c_->tenants[f].credit_ns.store(0);
+  c_->tenants[f].credit_at_ns.store(start);
+  Charge(c_, static_cast<int>(f), now - start, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[f].credit_ns.load(), 6 * kMs - 4 * kMs);
+  // Under policy default, alone: the whole turn.
+  uint32_t d = Join(3, 30);
+  c_->tenants[other].wants_ns.store(0);
+  Charge(c_, static_cast<int>(d), 20 * kMs, now, kBest, 200);
+  EXPECT_EQ(c_->tenants[d].used_ns.load(), static_cast<uint64_t>(20 * kMs));
+}
+
 TEST_F(TurnTest, AStuckTurnIsTakenOnlyFromTheWordSeen) {
   uint32_t a = Join(1, 30);
   Hold(a, kT0);

@@ -87,6 +87,9 @@
 //                                  "mixburn UTIL" (kernel time completed over the elapsed
 //                                  time, percent)
 //   sleep MS / util                "util GPU" (NVML device utilisation)
+//   utilperiod MS                  kernels of random lengths and pauses for MS ms while NVML's
+//                                  device utilisation is polled: "utilperiod changes=N
+//                                  median_ms=M", the median time between changes of its value
 //   at UNIX_MS                     waits until that wall-clock instant (ms since the epoch):
 //                                  processes started apart begin their timed work together
 //   xid TIMEOUT_MS                 waits for an XID event: "events armed" once registered for
@@ -1479,6 +1482,37 @@ int main(int argc, char** argv) {
       nvmlDevice_t d = NvmlDevice();  // loads NVML: before reading n's pointers
       n.nvmlDeviceGetUtilizationRates(d, &u);
       printf("util %u\n", u.gpu);
+    } else if (cmd == "utilperiod") {
+      // How often the card's utilisation changes: for MS milliseconds, kernels of 1-80 ms
+      // with pauses of 0-80 ms (so each of NVML's periods reads differently), while the
+      // device utilisation is polled every 2 ms; prints the median time between changes of
+      // its value: "utilperiod changes=N median_ms=M".
+      nvmlDevice_t d = NvmlDevice();
+      std::vector<double> gaps;
+      unsigned last = 1000;
+      auto changed = std::chrono::steady_clock::now();
+      const auto until = changed + std::chrono::milliseconds(atoi(arg(1)));
+      auto next_kernel = changed;
+      unsigned seed = 12345;
+      for (auto now = changed; now < until && rc == CUDA_SUCCESS; now = std::chrono::steady_clock::now()) {
+        if (now >= next_kernel && c.cuStreamQuery(nullptr) == CUDA_SUCCESS) {
+          seed = seed * 1103515245 + 12345;
+          const unsigned kernel_ms = 1 + (seed >> 16) % 80, pause_ms = (seed >> 8) % 80;
+          rc = Launch("launch", 1, kernel_ms * 1'000'000ull);
+          next_kernel = now + std::chrono::milliseconds(kernel_ms + pause_ms);
+        }
+        nvmlUtilization_t u{};
+        if (n.nvmlDeviceGetUtilizationRates(d, &u) == NVML_SUCCESS && u.gpu != last) {
+          if (last != 1000) gaps.push_back(std::chrono::duration<double, std::milli>(now - changed).count());
+          last = u.gpu;
+          changed = now;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      c.cuCtxSynchronize();
+      std::sort(gaps.begin(), gaps.end());
+      printf("utilperiod changes=%zu median_ms=%.1f\n", gaps.size(), gaps.empty() ? 0.0 : gaps[gaps.size() / 2]);
+      ++i;
     } else if (cmd == "procutil") {
       // NVML's per-process feed as the limiter polls it: the NULL-buffer sizing answer,
       // then polls every 20 ms for MS milliseconds, asking only for samples newer than the
