@@ -416,8 +416,8 @@ std::vector<std::string> BurnRun(const std::string& cores, const std::string& po
 }
 
 // The compute share's reference scenarios, at both NVML sample periods the simulator is calibrated for
-// (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card; it reads
-// NVML's utilisation only to charge a lone tenant under force what the card was busy in its
+// (200 ms as measured on the H100, 100 ms). The limiter takes turns on the card; NVML's
+// utilisation is used only to charge a lone tenant under force what the card was busy in its
 // turns. The period must not matter; these prove it.
 class EnforcerComputeAtSamplePeriod : public ::testing::TestWithParam<int> {
  protected:

@@ -323,12 +323,16 @@ int BurnCommand(const std::vector<std::string>& args) {
     printf("burn: done after %.1fs: average util %.1f%% (host-bound), %.0f kernels/s\n", elapsed, avg, rate);
   else
     printf("burn: done after %.1fs: average util %.1f%% (target %.0f%%), %.0f kernels/s\n", elapsed, avg, util, rate);
-  if (json)
+  if (json) {
+    // Host-bound runs have no target: they use what their CPU work leaves them.
+    char target[32] = "null";
+    if (host_us <= 0) snprintf(target, sizeof(target), "%.1f", util);
     printf(
-        "{\"ok\":true,\"seconds\":%.2f,\"util\":%.2f,\"target\":%.1f,\"kernels_per_second\":%.1f,\"memory\":%llu,"
-        "\"verified\":%llu}\n",
-        elapsed, avg, host_us > 0 ? 0.0 : util, rate, static_cast<unsigned long long>(memory),
+        "{\"ok\":true,\"seconds\":%.2f,\"util\":%.2f,\"target\":%s,\"host_us\":%.1f,\"kernels_per_second\":%.1f,"
+        "\"memory\":%llu,\"verified\":%llu}\n",
+        elapsed, avg, target, host_us, rate, static_cast<unsigned long long>(memory),
         static_cast<unsigned long long>(verify_bytes));
+  }
   return 0;
 }
 

@@ -379,13 +379,14 @@ void StartController() {
 }
 
 // This process takes part in the current turn until `deadline`: launches counted from
-// now, as many allowed as the learned cost fits in the time left, the gate open.
-void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t launches_taken) {
+// now, as many allowed as the learned cost fits in the time left, the gate open. Its part
+// counts from `start` (stored before the part is published, for the controller).
+void OpenPart(DeviceTurns& turns, int64_t deadline, int64_t now, int64_t start, int64_t launches_taken) {
   turns.part.opened.progress.Saw(turns.gate.launches.load(), now);
   turns.part.opened.launches_at_join = turns.part.opened.progress.seen_launches;
   turns.part.opened.joined_ns = now;
   turns.gate.budget.store(std::max<int64_t>(1, (deadline - now) / turns.cost.Admit(now)));
-  turns.part.start.store(now);
+  turns.part.start.store(start);
   turns.gate.in_turn.store(launches_taken);
   turns.part.state.store(static_cast<int>(Part::kIn));
   turns.gate.open.store(true, std::memory_order_release);
@@ -400,13 +401,12 @@ bool TryJoinTurn(DeviceTurns& turns, uint64_t w, int64_t now) {
   if (turns.part.state.load() == static_cast<int>(Part::kOut) &&
       rg::JoinTurn(c, static_cast<uint32_t>(turns.member.tenant), w, now, BestBelievedPriority(), &deadline)) {
     turns.part.opened.seq = rg::TurnSeq(w);
-    OpenPart(turns, deadline, now, /*launches_taken=*/1);  // this launch
     // The card charges the turn from its hand-over; we count it from then too, but never
     // from before a waiter of ours last saw the turn another's (turn_start_ns may be forged).
     int64_t handed = std::min(now, c->turn_start_ns.load());
     int64_t from = std::max(handed, turns.seen.not_ours_at.load());
     if (turns.part.left_seq.load() == turns.part.opened.seq) from = std::max(from, turns.part.left_at.load());
-    turns.part.start.store(std::min(from, now));
+    OpenPart(turns, deadline, now, std::min(from, now), /*launches_taken=*/1);  // this launch
     joined = true;
   } else if (turns.part.state.load() == static_cast<int>(Part::kIn) && turns.gate.open.load()) {
     joined = true;  // another thread of this process joined meanwhile
@@ -562,7 +562,7 @@ bool ReopenTurn(DeviceTurns& turns, int64_t now) {
   // not the remembered high one: after a long kernel a turn admits one launch a part, and
   // going on with those is still better than handing the card over after each.
   if (deadline <= now || deadline - now < std::max(kShortestPartNs, 2 * turns.cost.Learned())) return false;
-  OpenPart(turns, deadline, now, /*launches_taken=*/0);
+  OpenPart(turns, deadline, now, now, /*launches_taken=*/0);
   FutexWakeAll(&c->turn_futex);  // our waiting threads sleep on it
   return true;
 }
@@ -606,10 +606,9 @@ void ChargeOwnPart(int dev, DeviceTurns& turns, int64_t now) {
 // How busy the card was in this process's turns on region device dev (CardBusy), for a
 // tenant held to its share: asked of NVML every CardBusy::kSampleNs.
 void SampleCardBusy(int dev, DeviceTurns& turns) {
-  if (g_state.cfg.core_policy != CorePolicy::kForce || !turns.member.joined.load(std::memory_order_acquire) ||
-      g_exiting.load())
-    return;
+  if (g_state.cfg.core_policy != CorePolicy::kForce || !turns.member.joined.load(std::memory_order_acquire)) return;
   const int64_t now = MonotonicNowNs();
+  if (g_exiting.load()) return turns.busy.Unknown(now);  // NVML may be shutting down: whole turns
   if (!turns.busy.Due(now)) return;
   nvmlDevice_t card;
   nvmlUtilization_t util{};
