@@ -590,6 +590,13 @@ void Drain(DeviceTurns& turns) {
   if (draining) g_drain_seq.fetch_add(1);
 }
 
+// A part of a turn this process held for `held` until `now`: what the starvation guard
+// counts as got, and the held time the card's busy figure is taken over.
+void CountHeldPart(int dev, DeviceTurns& turns, int64_t held, int64_t now) {
+  turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
+  turns.held_ns += held;
+}
+
 // Our part of a turn another tenant took from us (a stuck-turn recovery), its work
 // drained by `now`: nobody hands this turn over, so we charge what we held of it ourselves,
 // from our own clock rather than the card's turn start; otherwise a tenant whose turns are
@@ -598,8 +605,7 @@ void Drain(DeviceTurns& turns) {
 void ChargeOwnPart(int dev, DeviceTurns& turns, int64_t now) {
   const int64_t held = now - turns.part.start.load();
   rg::Charge(turns.member.card, turns.member.tenant, held, now, BestBelievedPriority());
-  turns.guard.CountHeld(held, now, TrustedShare(dev, turns, now));
-  turns.held_ns += held;
+  CountHeldPart(dev, turns, held, now);
   turns.part.state.store(static_cast<int>(Part::kOut));
 }
 
@@ -693,8 +699,7 @@ void* ControllerMain(void*) {
         SleepUntilNs(MonotonicNowNs() + 20'000);
       now = MonotonicNowNs();
       // Our part so far; a reopened one counts from now.
-      turns.guard.CountHeld(now - turns.part.start.load(), now, TrustedShare(dev, turns, now));
-      turns.held_ns += now - turns.part.start.load();
+      CountHeldPart(dev, turns, now - turns.part.start.load(), now);
       if (!exiting && turns.part.asking.load() > 0) {
         if (now < look.deadline && ReopenTurn(turns, now)) continue;  // asked again in time: the turn goes on
         c->tenants[turns.member.tenant].wants_ns.store(now);          // chosen among the waiters when handing over

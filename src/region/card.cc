@@ -259,12 +259,12 @@ void LendIdle(Card* c, uint32_t next, int64_t now, int best_priority) {
 }
 
 bool OthersWait(const Card* c, int tenant, int64_t now) {
-  for (int i = 0; i < kCardTenants; ++i)
-    if (i != tenant && Waiting(c->tenants[i], now)) return true;
-  return false;
+  return OthersWaitedSince(c, tenant, now, now);
 }
 
 bool OthersWaitedSince(const Card* c, int tenant, int64_t since, int64_t now) {
+  // A waiter refreshes its wish every kWantFreshNs: one that waited at `since` or later has
+  // a wish stamped after since - kWantFreshNs (Waiting, for since = now).
   for (int i = 0; i < kCardTenants; ++i) {
     const CardTenant& t = c->tenants[i];
     if (i == tenant || t.id.load() == 0) continue;
